@@ -1,0 +1,57 @@
+# Sparkpoint developer entry points. Everything a fresh machine needs is installed by these targets.
+SHELL := /bin/bash
+include versions.env
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+CACHE ?= $(HOME)/.cache/sparkpoint
+export SPARKPOINT_CACHE := $(CACHE)
+
+.PHONY: help venv minio lint test test-unit demo bench soak cluster-up cluster-down e2e clean
+
+help:
+	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
+	@echo "make test    set up everything and run the tests (what CI runs)"
+	@echo "make bench   run the benchmarks, write docs/benchmarks.md"
+	@echo "make soak    long fault-injection run, write docs/reliability.md"
+	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster and the e2e suite"
+
+# --- setup ---------------------------------------------------------------------------------------
+$(VENV)/.installed: pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+minio:
+	@scripts/ensure-minio.sh >/dev/null
+
+java:
+	@scripts/ensure-java.sh
+
+# --- checks --------------------------------------------------------------------------------------
+lint: venv
+	$(VENV)/bin/ruff check .
+
+test-unit: venv minio java
+	$(PY) -m pytest -q tests
+
+test: venv minio java lint
+	$(PY) -m pytest -q tests
+
+# --- user-facing ---------------------------------------------------------------------------------
+demo: venv java
+	$(PY) -m sparkpoint.runtime.demo
+
+bench: venv minio java
+	$(PY) bench/run_all.py
+
+soak: venv minio java
+	$(PY) -m pytest -q tests/runtime/test_fault_injection.py --soak
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The Kubernetes operator (kopf): thin glue over the runtime."""

@@ -1,0 +1,1 @@
+"""The job runtime: checkpoint store, Spark runner, control API (no Kubernetes imports)."""

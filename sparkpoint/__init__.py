@@ -1,0 +1,1 @@
+"""Sparkpoint: durable, incremental checkpoints for PySpark streaming on Kubernetes."""
