@@ -18,7 +18,7 @@ help:
 	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster and the e2e suite"
 
 # --- setup ---------------------------------------------------------------------------------------
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

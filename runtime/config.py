@@ -1,0 +1,221 @@
+"""The job spec model: one typed shape for a StreamingJob's `spec` and for a local JOB.yaml.
+
+The runtime reads it to run a job; the operator parses the custom resource into it once. The CRD's
+OpenAPI schema (crds/) must agree with this model; tests/unit/test_crd_schema.py checks that.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+API_GROUP = "sparkpoint.dev"
+API_VERSION = "v1alpha1"
+KIND = "StreamingJob"
+
+DURATION_PATTERN = r"^[0-9]+(ms|s|m|h)$"
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
+ENTRYPOINT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
+# Kubernetes names: DNS-1123 labels (what a pod/configmap name derived from the job must satisfy).
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+def parse_duration(text: str) -> float:
+    """'500ms' | '10s' | '5m' | '1h' -> seconds."""
+    match = re.fullmatch(r"([0-9]+)(ms|s|m|h)", text)
+    if not match:
+        raise ValueError(f"invalid duration {text!r}: use a number and one of ms, s, m, h (e.g. 30s)")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+class SpecModel(BaseModel):
+    """camelCase on the wire, snake_case in Python, unknown fields rejected (typos name the field)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class SinkSpec(SpecModel):
+    # transactional: exactly-once, published with checkpoints; upsert: per batch, idempotent by key;
+    # console: development only.
+    kind: Literal["transactional", "upsert", "console"] = "transactional"
+    # Where output goes, relative to the job's store prefix (outputs/<path>/...).
+    path: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")] = "default"
+    key_columns: list[str] = Field(default_factory=list)
+    format: Literal["jsonl"] = "jsonl"
+
+    @model_validator(mode="after")
+    def _upsert_needs_keys(self) -> SinkSpec:
+        if self.kind == "upsert" and not self.key_columns:
+            raise ValueError("keyColumns must name at least one column when kind is upsert")
+        return self
+
+
+class JobSection(SpecModel):
+    entrypoint: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    sink: SinkSpec = Field(default_factory=SinkSpec)
+    # Micro-batch trigger of the query; checkpoints are independent of it.
+    trigger_interval: Duration = "1s"
+    # Extra PYTHONPATH entries so `module` in the entrypoint can be found.
+    python_path: list[str] = Field(default_factory=list)
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _module_colon_function(cls, value: str) -> str:
+        if not re.fullmatch(ENTRYPOINT_PATTERN, value):
+            raise ValueError(f"{value!r} is not of the form module:function (e.g. examples.windowed:build)")
+        return value
+
+
+class Resources(SpecModel):
+    cpu: str = "1"
+    memory: str = "2Gi"
+
+
+class SparkSection(SpecModel):
+    master: str = "local[2]"
+    conf: dict[str, str] = Field(default_factory=dict)
+    resources: Resources = Field(default_factory=Resources)
+    state_store: Literal["rocksdb", "hdfs"] = "rocksdb"
+    changelog_checkpointing: bool = True
+    shuffle_partitions: Annotated[int, Field(ge=1, le=10000)] = 4
+
+
+class SecretRef(SpecModel):
+    # A Secret holding AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; credentials never live in the spec.
+    name: Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=253)]
+
+
+class StorageSpec(SpecModel):
+    # s3://bucket/prefix (MinIO/S3) or file:///abs/path (the embedded default).
+    url: Annotated[str, StringConstraints(pattern=r"^(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?|file:///.*)$")]
+    endpoint: str | None = None
+    secret_ref: SecretRef | None = None
+
+
+class CheckpointSection(SpecModel):
+    interval: Duration = "30s"
+    timeout: Duration = "10m"
+    min_pause: Duration = "0s"
+    retain: Annotated[int, Field(ge=1, le=1000)] = 3
+    max_concurrent: Annotated[int, Field(ge=1, le=16)] = 1
+    storage: StorageSpec | None = None
+    local_recovery: bool = True
+
+
+class SavepointSection(SpecModel):
+    # Changing the nonce asks the operator for a new savepoint (as in Flink's operator).
+    trigger_nonce: int | None = None
+    retain: Annotated[int, Field(ge=0, le=1000)] = 5
+
+
+class RestartSection(SpecModel):
+    policy: Literal["Always", "OnFailure", "Never"] = "OnFailure"
+    max_restarts: Annotated[int, Field(ge=0)] = 10
+    backoff: Duration = "10s"
+    max_backoff: Duration = "5m"
+
+
+class RestoreFrom(SpecModel):
+    checkpoint: Annotated[str, StringConstraints(pattern=r"^chk-[0-9]{6,}$")] | None = None
+    savepoint: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RestoreFrom:
+        if self.checkpoint and self.savepoint:
+            raise ValueError("set at most one of checkpoint and savepoint")
+        return self
+
+
+class GcSection(SpecModel):
+    enabled: bool = True
+    interval: Duration = "60s"
+    grace: Duration = "10m"
+    pending_timeout: Duration = "1h"
+    # What happens to checkpoints when the StreamingJob is deleted (savepoints are always kept).
+    on_delete: Literal["retain", "delete"] = "retain"
+
+
+class JobSpec(SpecModel):
+    image: str = "sparkpoint:latest"
+    job: JobSection
+    spark: SparkSection = Field(default_factory=SparkSection)
+    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+    savepoint: SavepointSection = Field(default_factory=SavepointSection)
+    restart: RestartSection = Field(default_factory=RestartSection)
+    upgrade_mode: Literal["stateless", "savepoint", "last-checkpoint"] = "savepoint"
+    state: Literal["running", "suspended"] = "running"
+    restore_from: RestoreFrom | None = None
+    gc: GcSection = Field(default_factory=GcSection)
+
+
+class JobIdentity(SpecModel):
+    namespace: Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=63)] = "default"
+    name: Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=63)]
+
+
+class SpecError(ValueError):
+    """An invalid job spec; the message names every offending field (e.g. spec.checkpoint.retain)."""
+
+
+def _format_errors(err: ValidationError, root: str) -> str:
+    lines = []
+    for item in err.errors():
+        where = ".".join([root, *(str(p) for p in item["loc"])])
+        msg = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {msg}")
+    return "; ".join(lines)
+
+
+def parse_spec(data: Any, root: str = "spec") -> JobSpec:
+    """Validate a spec mapping; raise SpecError naming the fields on failure."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{root}: expected a mapping, got {type(data).__name__}")
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(_format_errors(err, root)) from None
+
+
+def parse_document(doc: Any, default_name: str = "job") -> tuple[JobIdentity, JobSpec]:
+    """Accept a full StreamingJob manifest or a bare spec (so a manifest's spec runs locally unchanged)."""
+    if isinstance(doc, dict) and doc.get("kind") == KIND:
+        meta = doc.get("metadata") or {}
+        try:
+            ident = JobIdentity(namespace=meta.get("namespace") or "default", name=meta.get("name", ""))
+        except ValidationError as err:
+            raise SpecError(_format_errors(err, "metadata")) from None
+        return ident, parse_spec(doc.get("spec"), "spec")
+    name = re.sub(r"[^a-z0-9-]+", "-", default_name.lower()).strip("-") or "job"
+    return JobIdentity(name=name[:63]), parse_spec(doc, "spec")
+
+
+def load_job_file(path: str | Path) -> tuple[JobIdentity, JobSpec]:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise SpecError(f"cannot read job file {path}: {err.strerror}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise SpecError(f"{path} is not valid YAML: {err}") from None
+    return parse_document(doc, default_name=path.stem)
+
+
+def load_job_spec(path: str | Path) -> JobSpec:
+    return load_job_file(path)[1]
