@@ -57,6 +57,11 @@ class SinkSpec(SpecModel):
     key_columns: list[str] = Field(default_factory=list)
     format: Literal["jsonl"] = "jsonl"
 
+    # The same rule for the API server (CEL), carried into the CRD by sparkpoint.operator.crd.
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "self.kind != 'upsert' || (has(self.keyColumns) && size(self.keyColumns) > 0)",
+        "message": "keyColumns must name at least one column when kind is upsert"}]})
+
     @model_validator(mode="after")
     def _upsert_needs_keys(self) -> SinkSpec:
         if self.kind == "upsert" and not self.key_columns:
@@ -65,7 +70,7 @@ class SinkSpec(SpecModel):
 
 
 class JobSection(SpecModel):
-    entrypoint: str
+    entrypoint: str = Field(json_schema_extra={"pattern": ENTRYPOINT_PATTERN})
     args: dict[str, Any] = Field(default_factory=dict)
     sink: SinkSpec = Field(default_factory=SinkSpec)
     # Micro-batch trigger of the query; checkpoints are independent of it.
@@ -133,6 +138,10 @@ class RestartSection(SpecModel):
 class RestoreFrom(SpecModel):
     checkpoint: Annotated[str, StringConstraints(pattern=r"^chk-[0-9]{6,}$")] | None = None
     savepoint: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "!(has(self.checkpoint) && has(self.savepoint))",
+        "message": "set at most one of checkpoint and savepoint"}]})
 
     @model_validator(mode="after")
     def _one_source(self) -> RestoreFrom:

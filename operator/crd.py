@@ -1,0 +1,151 @@
+"""Builds the StreamingJob CRD from the spec model, so the two cannot drift.
+
+`python -m sparkpoint.operator.crd > crds/streamingjob.yaml` regenerates the committed file;
+tests/unit/test_crd.py fails when the committed file differs from what the model implies.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any
+
+import yaml
+
+from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec
+
+PLURAL = "streamingjobs"
+SINGULAR = "streamingjob"
+SHORT_NAMES = ["sj"]
+
+# Keywords of pydantic's JSON schema that a structural OpenAPI v3 schema keeps as they are.
+_KEPT = {"type", "pattern", "minimum", "maximum", "enum", "default", "description", "maxLength",
+         "minLength", "x-kubernetes-validations"}
+
+
+def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" in node:
+        return _resolve(defs[node["$ref"].rsplit("/", 1)[1]], defs) | {
+            k: v for k, v in node.items() if k != "$ref"}
+    return node
+
+
+def to_structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Convert one pydantic JSON-schema node to Kubernetes' structural OpenAPI v3 subset."""
+    node = _resolve(node, defs)
+    nullable = False
+    if "anyOf" in node:  # Optional[X] -> X with nullable: true
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        if len(options) != 1:
+            raise ValueError(f"cannot express a union of {len(options)} types in a structural schema")
+        nullable = len(options) != len(node["anyOf"])
+        merged = {k: v for k, v in node.items() if k != "anyOf"}
+        node = _resolve(options[0], defs) | {k: v for k, v in merged.items() if k not in ("title",)}
+    out: dict[str, Any] = {k: copy.deepcopy(v) for k, v in node.items() if k in _KEPT}
+    if "const" in node:
+        out["enum"] = [node["const"]]
+    if out.get("default", ...) is None:
+        del out["default"]  # a null default means "absent" in Kubernetes
+    if nullable:
+        out["nullable"] = True
+    kind = node.get("type")
+    if kind == "object":
+        props = node.get("properties")
+        extra = node.get("additionalProperties")
+        if props:
+            out["properties"] = {name: to_structural(sub, defs) for name, sub in props.items()}
+            required = node.get("required")
+            if required:
+                out["required"] = list(required)
+        elif extra is True or extra is None:
+            out["x-kubernetes-preserve-unknown-fields"] = True
+        elif isinstance(extra, dict):
+            out["additionalProperties"] = to_structural(extra, defs)
+    elif kind == "array":
+        out["items"] = to_structural(node.get("items", {}), defs)
+    return out
+
+
+def spec_schema() -> dict[str, Any]:
+    raw = JobSpec.model_json_schema(by_alias=True)
+    return to_structural(raw, raw.get("$defs", {}))
+
+
+def status_schema() -> dict[str, Any]:
+    condition = {
+        "type": "object",
+        "required": ["type", "status"],
+        "properties": {
+            "type": {"type": "string"},
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "reason": {"type": "string"},
+            "message": {"type": "string"},
+            "observedGeneration": {"type": "integer"},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+        },
+    }
+    return {
+        "type": "object",
+        # The operator (and kopf's own bookkeeping) may add fields beyond those printed.
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {
+            "phase": {"type": "string"},
+            "observedGeneration": {"type": "integer"},
+            "attempt": {"type": "integer"},
+            "pod": {"type": "string"},
+            "lastCheckpoint": {"type": "string"},
+            "lastCheckpointTime": {"type": "string", "format": "date-time"},
+            "restarts": {"type": "integer"},
+            "lastRestartReason": {"type": "string"},
+            "conditions": {"type": "array", "items": condition,
+                           "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        },
+    }
+
+
+def build_crd() -> dict[str, Any]:
+    columns = [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Last Checkpoint", "type": "string", "jsonPath": ".status.lastCheckpoint"},
+        {"name": "Checkpoint Age", "type": "date", "jsonPath": ".status.lastCheckpointTime"},
+        {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{API_GROUP}"},
+        "spec": {
+            "group": API_GROUP,
+            "scope": "Namespaced",
+            "names": {"kind": KIND, "plural": PLURAL, "singular": SINGULAR,
+                      "shortNames": SHORT_NAMES, "listKind": f"{KIND}List"},
+            "versions": [{
+                "name": API_VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": columns,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "required": ["spec"],
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": spec_schema(),
+                        "status": status_schema(),
+                    },
+                }},
+            }],
+        },
+    }
+
+
+def render() -> str:
+    header = "# Generated from sparkpoint.runtime.config by `python -m sparkpoint.operator.crd`; do not edit.\n"
+    return header + yaml.safe_dump(build_crd(), sort_keys=False, width=100)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
