@@ -43,9 +43,10 @@ def parse_duration(text: str) -> float:
 
 
 class SpecModel(BaseModel):
-    """camelCase on the wire, snake_case in Python, unknown fields rejected (typos name the field)."""
+    """camelCase on the wire, snake_case in Python, unknown fields rejected (typos name the field),
+    types strict as the API server checks them (0 is not a boolean, "3" is not an integer)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
 
 
 class SinkSpec(SpecModel):
