@@ -13,12 +13,15 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     PIP_NO_CACHE_DIR=1
 
 WORKDIR /opt/sparkpoint
-# Dependencies first so that code changes do not re-download pyspark.
+# Dependencies first (from an empty package skeleton) so that code changes do not re-install pyspark.
 COPY pyproject.toml setup.py README.md ./
+RUN mkdir -p sparkpoint runtime operator \
+ && touch sparkpoint/__init__.py runtime/__init__.py operator/__init__.py \
+ && pip install . && pip uninstall -y sparkpoint
 COPY sparkpoint/ sparkpoint/
 COPY runtime/ runtime/
 COPY operator/ operator/
-RUN pip install .
+RUN pip install --no-deps .
 COPY examples/ examples/
 COPY crds/ crds/
 
