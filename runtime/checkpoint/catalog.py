@@ -1,0 +1,47 @@
+"""Reading what the store holds: checkpoint manifests, in id order."""
+
+from __future__ import annotations
+
+from sparkpoint.runtime.store import JobRef, ObjectStore
+from sparkpoint.runtime.store.layout import (
+    CHECKPOINT_ID,
+    checkpoint_key,
+    checkpoint_number,
+    checkpoints_prefix,
+    id_from_json_key,
+    pending_prefix,
+)
+from sparkpoint.runtime.store.manifest import Manifest
+
+
+def list_checkpoint_ids(store: ObjectStore, job: JobRef) -> list[str]:
+    """Completed checkpoint ids, oldest first."""
+    ids = [id_from_json_key(o.key) for o in store.list(checkpoints_prefix(job)) if o.key.endswith(".json")]
+    return sorted((i for i in ids if CHECKPOINT_ID.match(i)), key=checkpoint_number)
+
+
+def load_manifest(store: ObjectStore, job: JobRef, checkpoint_id: str) -> Manifest:
+    """Raises ObjectNotFoundError if missing, ManifestError if corrupt."""
+    key = checkpoint_key(job, checkpoint_id)
+    manifest = Manifest.from_json(store.get_bytes(key), where=key)
+    return manifest
+
+
+def list_checkpoints(store: ObjectStore, job: JobRef) -> list[Manifest]:
+    """Every completed checkpoint's manifest, oldest first."""
+    return [load_manifest(store, job, cid) for cid in list_checkpoint_ids(store, job)]
+
+
+def latest_checkpoint(store: ObjectStore, job: JobRef) -> Manifest | None:
+    ids = list_checkpoint_ids(store, job)
+    return load_manifest(store, job, ids[-1]) if ids else None
+
+
+def highest_checkpoint_number(store: ObjectStore, job: JobRef) -> int:
+    """Highest id used by a completed or pending checkpoint (0 if none)."""
+    numbers = [checkpoint_number(i) for i in list_checkpoint_ids(store, job)]
+    for o in store.list(pending_prefix(job)):
+        marker = id_from_json_key(o.key)
+        if CHECKPOINT_ID.match(marker):
+            numbers.append(checkpoint_number(marker))
+    return max(numbers, default=0)

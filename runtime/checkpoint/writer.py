@@ -1,0 +1,257 @@
+"""Taking a checkpoint of a frozen directory (DESIGN.md section 4, asynchronous phase).
+
+Protocol, in this order (the GC relies on it):
+ 1. hash every file (cache by inode/size/mtime), claim the next id with a conditional put of
+    `pending/<id>.json` that lists every object the checkpoint will reference;
+ 2. decide what to upload: objects of the base checkpoint (the newest completed one, which GC
+    always retains) are reused without a request; other objects are reused only if the store
+    holds them and they are younger than `reuse_window_seconds` (so GC's grace period still
+    covers them), otherwise uploaded;
+ 3. check the fence, write the manifest with a conditional put, delete the pending marker.
+A crash anywhere leaves at most a pending marker and unreferenced objects, which GC removes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
+from sparkpoint.runtime.store.layout import checkpoint_id, checkpoint_key, object_key, pending_key
+from sparkpoint.runtime.store.manifest import FileEntry, Manifest, PendingMarker, Totals, utcnow
+
+from .catalog import highest_checkpoint_number, latest_checkpoint
+from .fence import check_fence
+from .hashing import HashCache, cache_key
+
+log = logging.getLogger("sparkpoint.checkpoint")
+Progress = Callable[[int], None]
+
+
+class CheckpointError(StoreError):
+    """A checkpoint could not be taken (bad input directory, id conflict)."""
+
+
+@dataclass
+class CheckpointResult:
+    id: str
+    files: int
+    bytes: int
+    new_bytes: int
+    reused_bytes: int
+    uploaded_objects: int
+    hash_seconds: float
+    upload_seconds: float
+    total_seconds: float
+    manifest: Manifest
+
+    def summary(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "manifest"}
+
+
+def scan_tree(root: Path) -> list[tuple[str, Path, os.stat_result]]:
+    """(relative '/' path, absolute path, stat) of every regular file, sorted by path."""
+    if not root.is_dir():
+        raise CheckpointError(f"cannot checkpoint {root}: not a directory")
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            if not path.is_file() or path.is_symlink():
+                raise CheckpointError(f"cannot checkpoint {path}: only regular files are supported")
+            found.append((path.relative_to(root).as_posix(), path, st))
+    found.sort(key=lambda item: item[0])
+    return found
+
+
+@dataclass
+class CheckpointOperation:
+    """One in-flight checkpoint; its steps can be driven one by one (tests interleave them)."""
+
+    writer: CheckpointWriter
+    id: str
+    entries: list[FileEntry]
+    sources: dict[str, Path]  # sha256 -> a file with that content
+    trigger_time: datetime
+    batch_id: int | None
+    spark_version: str | None
+    state_provider: str | None
+    extra: dict[str, Any]
+    hash_seconds: float
+    started: float
+    to_upload: list[str] = field(default_factory=list)
+    planned: bool = False
+    uploaded: set[str] = field(default_factory=set)
+    upload_seconds: float = 0.0
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.writer.store
+
+    def plan(self) -> list[str]:
+        """Decide which objects must be uploaded (after the pending marker exists)."""
+        base = self.writer.base_shas()
+        now = self.writer.clock()
+        unknown = [sha for sha in self.sources if sha not in base]
+
+        def must_upload(sha: str) -> bool:
+            info = self.store.stat(object_key(self.writer.job, sha))
+            return not (info and info.size == self.sources[sha].stat().st_size
+                        and now - info.last_modified < self.writer.reuse_window_seconds)
+        with ThreadPoolExecutor(self.writer.upload_workers) as pool:
+            flags = list(pool.map(must_upload, unknown))
+        self.to_upload = [sha for sha, upload in zip(unknown, flags, strict=True) if upload]
+        self.planned = True
+        return self.to_upload
+
+    def upload_one(self, sha: str) -> None:
+        self.store.put_file(object_key(self.writer.job, sha), str(self.sources[sha]))
+        self.uploaded.add(sha)
+
+    def upload_all(self, progress: Progress | None = None) -> None:
+        if not self.planned:
+            self.plan()
+        t0 = time.perf_counter()
+        todo = [sha for sha in self.to_upload if sha not in self.uploaded]
+
+        def upload(sha: str) -> None:
+            self.upload_one(sha)
+            if progress:
+                progress(self.sources[sha].stat().st_size)
+        with ThreadPoolExecutor(self.writer.upload_workers) as pool:
+            list(pool.map(upload, todo))  # list() re-raises the first failure
+        self.upload_seconds += time.perf_counter() - t0
+
+    def commit(self) -> CheckpointResult:
+        """Fence check, conditional manifest write, pending marker removal."""
+        w = self.writer
+        if not self.planned or set(self.to_upload) - self.uploaded:
+            raise CheckpointError(f"checkpoint {self.id}: commit before all objects were uploaded")
+        sizes = {e.sha256: e.size for e in self.entries}
+        total = sum(e.size for e in self.entries)
+        new_bytes = sum(sizes[sha] for sha in self.uploaded)
+        manifest = Manifest(
+            id=self.id, namespace=w.job.namespace, job=w.job.name, job_uid=w.job_uid,
+            attempt=w.attempt, batch_id=self.batch_id, trigger_time=self.trigger_time,
+            completion_time=utcnow(), base_checkpoint=w.base.id if w.base else None,
+            spark_version=self.spark_version, state_provider=self.state_provider, files=self.entries,
+            totals=Totals(files=len(self.entries), bytes=total, new_bytes=new_bytes,
+                          reused_bytes=total - new_bytes),
+            extra=self.extra,
+        )
+        check_fence(w.store, w.job, w.attempt)
+        if not w.store.put_if_absent(checkpoint_key(w.job, self.id), manifest.to_json()):
+            raise CheckpointError(f"checkpoint {self.id} of job {w.job} already exists; not overwriting")
+        w.store.delete(pending_key(w.job, self.id))
+        w.base = manifest
+        w.hash_cache.save()
+        result = CheckpointResult(
+            id=self.id, files=len(self.entries), bytes=total, new_bytes=new_bytes,
+            reused_bytes=total - new_bytes, uploaded_objects=len(self.uploaded),
+            hash_seconds=round(self.hash_seconds, 4), upload_seconds=round(self.upload_seconds, 4),
+            total_seconds=round(time.perf_counter() - self.started, 4), manifest=manifest)
+        log.info("checkpoint completed", extra={"job": str(w.job), **result.summary()})
+        return result
+
+    def abort(self) -> None:
+        """Best effort: drop the pending marker (GC would time it out anyway)."""
+        try:
+            self.store.delete(pending_key(self.writer.job, self.id))
+        except StoreError as exc:
+            log.warning("could not remove pending marker", extra={"id": self.id, "error": str(exc)})
+
+
+class CheckpointWriter:
+    """Takes checkpoints for one attempt of one job; not for concurrent use by several threads."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        job: JobRef,
+        *,
+        attempt: int,
+        job_uid: str,
+        hash_cache: HashCache | None = None,
+        upload_workers: int = 8,
+        hash_workers: int | None = None,
+        reuse_window_seconds: float = 300.0,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.store, self.job, self.attempt, self.job_uid = store, job, attempt, job_uid
+        self.hash_cache = hash_cache if hash_cache is not None else HashCache(None)
+        self.upload_workers = max(1, upload_workers)
+        self.hash_workers = hash_workers or min(4, os.cpu_count() or 1)
+        self.reuse_window_seconds = reuse_window_seconds
+        self.clock = clock
+        self.base: Manifest | None = latest_checkpoint(store, job)
+        self._next_number = 0
+
+    def base_shas(self) -> set[str]:
+        return self.base.shas() if self.base else set()
+
+    def begin(
+        self,
+        frozen_dir: str | os.PathLike[str],
+        *,
+        batch_id: int | None,
+        spark_version: str | None = None,
+        state_provider: str | None = None,
+        extra: dict[str, Any] | None = None,
+        trigger_time: datetime | None = None,
+    ) -> CheckpointOperation:
+        """Hash the tree and claim an id by writing the pending marker."""
+        started = time.perf_counter()
+        trigger_time = trigger_time or utcnow()
+        files = scan_tree(Path(frozen_dir))
+        with ThreadPoolExecutor(self.hash_workers) as pool:
+            shas = list(pool.map(lambda f: self.hash_cache.hash(f[1], f[2]), files))
+        self.hash_cache.retain_only({cache_key(st) for _, _, st in files})
+        hash_seconds = time.perf_counter() - started
+        entries = [FileEntry(path=rel, size=st.st_size, sha256=sha)
+                   for (rel, _, st), sha in zip(files, shas, strict=True)]
+        sources = {sha: path for (_, path, _), sha in zip(files, shas, strict=True)}
+        marker_id = self._claim_id(sorted(sources))
+        return CheckpointOperation(
+            writer=self, id=marker_id, entries=entries, sources=sources, trigger_time=trigger_time,
+            batch_id=batch_id, spark_version=spark_version, state_provider=state_provider,
+            extra=dict(extra or {}), hash_seconds=hash_seconds, started=started)
+
+    def _claim_id(self, shas: list[str]) -> str:
+        number = max(self._next_number, highest_checkpoint_number(self.store, self.job) + 1)
+        for _ in range(100):
+            cid = checkpoint_id(number)
+            marker = PendingMarker(id=cid, attempt=self.attempt, created=utcnow(), objects=shas)
+            if self.store.put_if_absent(pending_key(self.job, cid), marker.to_json()):
+                self._next_number = number + 1
+                return cid
+            number += 1
+        raise CheckpointError(f"job {self.job}: could not claim a checkpoint id near {checkpoint_id(number)}")
+
+    def take_checkpoint(
+        self,
+        frozen_dir: str | os.PathLike[str],
+        batch_id: int | None = None,
+        spark_version: str | None = None,
+        state_provider: str | None = None,
+        extra: dict[str, Any] | None = None,
+        trigger_time: datetime | None = None,
+        progress: Progress | None = None,
+    ) -> CheckpointResult:
+        op = self.begin(frozen_dir, batch_id=batch_id, spark_version=spark_version,
+                        state_provider=state_provider, extra=extra, trigger_time=trigger_time)
+        try:
+            op.plan()
+            op.upload_all(progress)
+            return op.commit()
+        except BaseException:
+            op.abort()
+            raise

@@ -1,0 +1,91 @@
+"""The object store interface both backends implement, and the errors they raise.
+
+Keys are '/'-separated and relative to the store's root (bucket + prefix, or a directory).
+Implementations must make `put_if_absent` atomic: it is how manifests avoid overwriting each other.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+class StoreError(Exception):
+    """Any failure talking to the object store; the message names the problem and the store."""
+
+
+class StoreUnreachableError(StoreError):
+    """The endpoint did not answer (connection refused, DNS, timeout) after retries."""
+
+
+class StoreAuthError(StoreError):
+    """The credentials were rejected."""
+
+
+class BucketNotFoundError(StoreError):
+    """The bucket (or the root directory) does not exist."""
+
+
+class ObjectNotFoundError(StoreError):
+    """A key that must exist does not."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    last_modified: float  # seconds since the epoch, as the store reports it
+
+    @property
+    def mtime(self) -> float:
+        return self.last_modified
+
+
+class ObjectStore(abc.ABC):
+    """Blob storage primitives; everything above this layer is backend-agnostic."""
+
+    url: str  # credential-free description, safe to log
+
+    @abc.abstractmethod
+    def check(self) -> None:
+        """Raise a clear StoreError if the store is unreachable, refuses us, or has no bucket."""
+
+    @abc.abstractmethod
+    def put_bytes(self, key: str, data: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def get_bytes(self, key: str) -> bytes:
+        """Raise ObjectNotFoundError if the key is missing."""
+
+    @abc.abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create the key only if it does not exist; False if it already existed."""
+
+    @abc.abstractmethod
+    def put_file(self, key: str, path: str) -> None: ...
+
+    @abc.abstractmethod
+    def get_file(self, key: str, path: str) -> None:
+        """Download to `path` (overwritten). Raise ObjectNotFoundError if the key is missing."""
+
+    @abc.abstractmethod
+    def stat(self, key: str) -> ObjectInfo | None: ...
+
+    @abc.abstractmethod
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every key starting with `prefix` (recursive), in lexicographic order."""
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Idempotent: deleting a missing key is not an error."""
+
+    @abc.abstractmethod
+    def copy(self, src: str, dst: str) -> None:
+        """Server-side copy where the backend supports it."""
+
+    def exists(self, key: str) -> bool:
+        return self.stat(key) is not None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url})"

@@ -1,0 +1,141 @@
+"""A local-directory object store: the embedded default, and the reference for the S3 backend.
+
+Every write goes to a temp file under `<root>/.tmp/` and is then renamed into place, so readers
+never see a half-written object. `put_if_absent` uses link(2), which fails atomically if the
+target exists. Objects are never modified in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .base import ObjectInfo, ObjectNotFoundError, ObjectStore, StoreError
+
+_TMP = ".tmp"
+
+
+class DirectoryStore(ObjectStore):
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root).absolute()
+        self.url = f"file://{self.root}"
+
+    # --- helpers ---------------------------------------------------------------------------
+    def _path(self, key: str) -> Path:
+        parts = key.split("/")
+        if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts) or parts[0] == _TMP:
+            raise StoreError(f"invalid object key {key!r}")
+        return self.root.joinpath(*parts)
+
+    def _tmp_file(self) -> tuple[int, str]:
+        tmp_dir = self.root / _TMP
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(dir=tmp_dir, prefix="put-")
+
+    def _write_tmp(self, data: bytes) -> str:
+        fd, tmp = self._tmp_file()
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return tmp
+
+    @staticmethod
+    def _info(key: str, st: os.stat_result) -> ObjectInfo:
+        return ObjectInfo(key=key, size=st.st_size, last_modified=st.st_mtime)
+
+    # --- interface -------------------------------------------------------------------------
+    def check(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot use directory store {self.url}: {exc.strerror}") from exc
+        if not os.access(self.root, os.W_OK):
+            raise StoreError(f"directory store {self.url} is not writable")
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        tmp = self._write_tmp(data)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, path)
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise ObjectNotFoundError(f"object {key!r} not found in {self.url}") from exc
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        tmp = self._write_tmp(data)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def put_file(self, key: str, path: str) -> None:
+        dst = self._path(key)
+        fd, tmp = self._tmp_file()
+        os.close(fd)
+        shutil.copyfile(path, tmp)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, dst)
+
+    def get_file(self, key: str, path: str) -> None:
+        try:
+            shutil.copyfile(self._path(key), path)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            if not Path(path).parent.is_dir():
+                raise
+            raise ObjectNotFoundError(f"object {key!r} not found in {self.url}") from exc
+
+    def stat(self, key: str) -> ObjectInfo | None:
+        try:
+            return self._info(key, self._path(key).stat())
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        # Walk only the directory that contains the prefix, then filter by the full prefix.
+        base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = self.root / base if base else self.root
+        found: list[ObjectInfo] = []
+        for dirpath, dirnames, filenames in os.walk(start):
+            rel_dir = os.path.relpath(dirpath, self.root)
+            if rel_dir == _TMP or rel_dir.startswith(_TMP + os.sep):
+                dirnames[:] = []
+                continue
+            for name in filenames:
+                key = name if rel_dir == "." else f"{rel_dir.replace(os.sep, '/')}/{name}"
+                if not key.startswith(prefix):
+                    continue
+                try:
+                    found.append(self._info(key, os.stat(os.path.join(dirpath, name))))
+                except FileNotFoundError:
+                    continue  # deleted while we walked
+        found.sort(key=lambda info: info.key)
+        yield from found
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(self._path(key))
+
+    def copy(self, src: str, dst: str) -> None:
+        src_path, dst_path = self._path(src), self._path(dst)
+        if not src_path.is_file():
+            raise ObjectNotFoundError(f"object {src!r} not found in {self.url}")
+        dst_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = self._tmp_file()
+        os.close(fd)
+        # A real copy (not a hard link): a savepoint must not share bytes with the checkpoint
+        # objects, so damage to one cannot reach the other. copyfile uses copy_file_range.
+        shutil.copyfile(src_path, tmp)
+        os.replace(tmp, dst_path)

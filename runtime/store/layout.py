@@ -1,0 +1,133 @@
+"""The object store key layout (DESIGN.md section 3, a contract) as pure functions.
+
+<prefix>/<namespace>/<job>/
+  objects/<aa>/<sha256>             content-addressed blobs
+  pending/<id>.json                 in-flight checkpoint (or savepoint copy) and what it references
+  checkpoints/<checkpoint-id>.json  completed checkpoint manifest
+  savepoints/<name>/manifest.json   savepoint manifest ...
+  savepoints/<name>/objects/<aa>/<sha256>  ... and its own copies of every object
+  fence.json                        current attempt number
+  outputs/...                       the exactly-once sink's table
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SAVEPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+CHECKPOINT_ID = re.compile(r"^chk-(\d{6,})$")
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job's identity in the store: Kubernetes namespace and StreamingJob name."""
+
+    namespace: str
+    name: str
+
+    def __post_init__(self) -> None:
+        for part in (self.namespace, self.name):
+            if not _NAME.match(part):
+                raise ValueError(f"invalid job reference part {part!r}: must be a DNS-1123 label")
+
+    @classmethod
+    def parse(cls, text: str) -> JobRef:
+        """'NAMESPACE/NAME' -> JobRef."""
+        namespace, sep, name = text.partition("/")
+        if not sep:
+            raise ValueError(f"job must be given as NAMESPACE/NAME, got {text!r}")
+        return cls(namespace=namespace, name=name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def root(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def check_sha256(digest: str) -> str:
+    if not _SHA256.match(digest):
+        raise ValueError(f"not a sha256 hex digest: {digest!r}")
+    return digest
+
+
+def object_key(job: JobRef, sha256: str) -> str:
+    check_sha256(sha256)
+    return f"{job.root}/objects/{sha256[:2]}/{sha256}"
+
+
+def objects_prefix(job: JobRef) -> str:
+    return f"{job.root}/objects/"
+
+
+def sha_of_object_key(key: str) -> str | None:
+    tail = key.rsplit("/", 1)[-1]
+    return tail if _SHA256.match(tail) else None
+
+
+def checkpoint_id(number: int) -> str:
+    return f"chk-{number:06d}"
+
+
+def checkpoint_number(cid: str) -> int:
+    m = CHECKPOINT_ID.match(cid)
+    if not m:
+        raise ValueError(f"invalid checkpoint id {cid!r} (expected chk-NNNNNN)")
+    return int(m.group(1))
+
+
+def checkpoint_key(job: JobRef, cid: str) -> str:
+    checkpoint_number(cid)
+    return f"{job.root}/checkpoints/{cid}.json"
+
+
+def checkpoints_prefix(job: JobRef) -> str:
+    return f"{job.root}/checkpoints/"
+
+
+def pending_key(job: JobRef, marker_id: str) -> str:
+    return f"{job.root}/pending/{marker_id}.json"
+
+
+def pending_prefix(job: JobRef) -> str:
+    return f"{job.root}/pending/"
+
+
+def id_from_json_key(key: str) -> str:
+    """'…/checkpoints/chk-000007.json' -> 'chk-000007'."""
+    return key.rsplit("/", 1)[-1].removesuffix(".json")
+
+
+def check_savepoint_name(name: str) -> str:
+    if not _SAVEPOINT_NAME.match(name):
+        raise ValueError(f"invalid savepoint name {name!r}: use letters, digits, '.', '_', '-' (max 128)")
+    return name
+
+
+def savepoint_root(job: JobRef, name: str) -> str:
+    return f"{job.root}/savepoints/{check_savepoint_name(name)}"
+
+
+def savepoint_manifest_key(job: JobRef, name: str) -> str:
+    return f"{savepoint_root(job, name)}/manifest.json"
+
+
+def savepoint_object_key(job: JobRef, name: str, sha256: str) -> str:
+    check_sha256(sha256)
+    return f"{savepoint_root(job, name)}/objects/{sha256[:2]}/{sha256}"
+
+
+def savepoints_prefix(job: JobRef) -> str:
+    return f"{job.root}/savepoints/"
+
+
+def fence_key(job: JobRef) -> str:
+    return f"{job.root}/fence.json"
+
+
+def outputs_prefix(job: JobRef) -> str:
+    return f"{job.root}/outputs/"

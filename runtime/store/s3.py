@@ -1,0 +1,198 @@
+"""S3 / MinIO object store backend on the `minio` client.
+
+Credentials come from the caller (open_store reads the environment) and never appear in
+`url`, logs or error messages. Transient failures (connection errors, 5xx, SlowDown) are retried
+with backoff; the client's own urllib3 retries are turned off so the policy lives in one place.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import urllib3
+from minio import Minio
+from minio.commonconfig import CopySource
+from minio.error import InvalidResponseError, S3Error, ServerError
+
+from .base import (
+    BucketNotFoundError,
+    ObjectInfo,
+    ObjectNotFoundError,
+    ObjectStore,
+    StoreAuthError,
+    StoreError,
+    StoreUnreachableError,
+)
+from .retry import with_retries
+
+T = TypeVar("T")
+
+PART_SIZE = 16 * 1024 * 1024  # multipart above this size; parts upload in parallel
+_AUTH_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
+               "ExpiredToken", "AuthorizationHeaderMalformed"}
+_MISSING_KEY_CODES = {"NoSuchKey", "NoSuchObject", "NoSuchVersion", "ResourceNotFound"}
+_TRANSIENT_CODES = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout",
+                    "XMinioServerNotInitialized", "XMinioReadQuorum", "XMinioWriteQuorum",
+                    "OperationTimedOut"}
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, urllib3.exceptions.HTTPError):
+        return True
+    if isinstance(exc, ServerError):
+        return exc.status_code >= 500
+    if isinstance(exc, S3Error):
+        return exc.code in _TRANSIENT_CODES
+    return isinstance(exc, InvalidResponseError)
+
+
+class S3Store(ObjectStore):
+    def __init__(
+        self,
+        endpoint: str,
+        bucket: str,
+        prefix: str,
+        access_key: str | None,
+        secret_key: str | None,
+        *,
+        region: str | None = None,
+        max_connections: int = 32,
+        attempts: int | None = None,
+    ):
+        secure = endpoint.startswith("https://")
+        host = endpoint.split("://", 1)[-1].rstrip("/")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.url = f"s3://{bucket}/{self.prefix}" + f" (endpoint {endpoint})"
+        self.attempts = attempts or int(os.environ.get("SPARKPOINT_S3_ATTEMPTS", "4"))
+        http = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=5, read=120),
+            maxsize=max_connections,
+            retries=urllib3.Retry(total=0, connect=0, read=0, redirect=0, status=0, raise_on_status=False),
+        )
+        self.client = Minio(host, access_key=access_key, secret_key=secret_key, secure=secure,
+                            region=region or "us-east-1", http_client=http)
+
+    # --- helpers ---------------------------------------------------------------------------
+    def _full(self, key: str) -> str:
+        if not key or key.startswith("/") or "//" in key:
+            raise StoreError(f"invalid object key {key!r}")
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _rel(self, full: str) -> str:
+        return full[len(self.prefix) + 1:] if self.prefix else full
+
+    def _call(self, what: str, key: str | None, fn: Callable[[], T]) -> T:
+        """Run one client call with retries, translating failures into clear StoreErrors."""
+        try:
+            return with_retries(fn, is_transient=_is_transient, attempts=self.attempts, what=what)
+        except S3Error as exc:
+            where = f"{what} {key!r} in {self.url}" if key else f"{what} on {self.url}"
+            if exc.code == "NoSuchBucket":
+                raise BucketNotFoundError(f"bucket {self.bucket!r} does not exist ({where})") from None
+            if exc.code in _AUTH_CODES:
+                raise StoreAuthError(f"credentials rejected by the store ({exc.code}) during {where}") from None
+            if exc.code in _MISSING_KEY_CODES:
+                raise ObjectNotFoundError(f"object {key!r} not found in {self.url}") from None
+            raise StoreError(f"{where} failed: {exc.code}: {exc.message}") from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise StoreUnreachableError(
+                f"object store {self.url} is unreachable after {self.attempts} attempts "
+                f"({type(exc).__name__})") from None
+        except (ServerError, InvalidResponseError) as exc:
+            raise StoreError(f"{what} on {self.url} failed: {exc}") from None
+
+    # --- interface -------------------------------------------------------------------------
+    def check(self) -> None:
+        # A listing of one key exercises reachability, credentials and the bucket in one call.
+        def probe() -> None:
+            for _ in self.client.list_objects(self.bucket, prefix=f"{self.prefix}/" if self.prefix else None):
+                break
+        self._call("check", None, probe)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        full = self._full(key)
+        self._call("put", key, lambda: self.client.put_object(self.bucket, full, io.BytesIO(data), len(data)))
+
+    def get_bytes(self, key: str) -> bytes:
+        full = self._full(key)
+
+        def get() -> bytes:
+            resp = self.client.get_object(self.bucket, full)
+            try:
+                return resp.read()
+            finally:
+                resp.close()
+                resp.release_conn()
+        return self._call("get", key, get)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        full = self._full(key)
+
+        def put() -> bool:
+            try:
+                # S3 conditional write: the server refuses (412) if the key already exists.
+                self.client._put_object(self.bucket, full, data, headers={"If-None-Match": "*"})
+                return True
+            except S3Error as exc:
+                if exc.code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    return False
+                raise
+        return self._call("conditional put", key, put)
+
+    def put_file(self, key: str, path: str) -> None:
+        full = self._full(key)
+        self._call("upload", key, lambda: self.client.fput_object(
+            self.bucket, full, path, part_size=PART_SIZE, num_parallel_uploads=2))
+
+    def get_file(self, key: str, path: str) -> None:
+        full = self._full(key)
+
+        def get() -> None:
+            resp = self.client.get_object(self.bucket, full)
+            try:
+                with open(path, "wb") as f:
+                    for chunk in resp.stream(1024 * 1024):
+                        f.write(chunk)
+            finally:
+                resp.close()
+                resp.release_conn()
+        self._call("download", key, get)
+
+    def stat(self, key: str) -> ObjectInfo | None:
+        full = self._full(key)
+        try:
+            st = self._call("stat", key, lambda: self.client.stat_object(self.bucket, full))
+        except ObjectNotFoundError:
+            return None
+        return ObjectInfo(key=key, size=st.size, last_modified=st.last_modified.timestamp())
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        full = (f"{self.prefix}/{prefix}" if self.prefix else prefix) or None
+
+        def listing() -> list[ObjectInfo]:
+            return [
+                ObjectInfo(key=self._rel(o.object_name), size=o.size, last_modified=o.last_modified.timestamp())
+                for o in self.client.list_objects(self.bucket, prefix=full, recursive=True)
+                if not o.is_dir
+            ]
+        yield from self._call("list", prefix or "/", listing)
+
+    def delete(self, key: str) -> None:
+        full = self._full(key)
+        self._call("delete", key, lambda: self.client.remove_object(self.bucket, full))
+
+    def copy(self, src: str, dst: str) -> None:
+        src_full, dst_full = self._full(src), self._full(dst)
+        self._call("copy", src, lambda: self.client.copy_object(
+            self.bucket, dst_full, CopySource(self.bucket, src_full)))
+
+    def create_bucket(self) -> None:
+        """Create the bucket if missing (tests and the embedded setup; production buckets are provisioned)."""
+        def make() -> None:
+            if not self.client.bucket_exists(self.bucket):
+                self.client.make_bucket(self.bucket)
+        self._call("create bucket", None, make)
