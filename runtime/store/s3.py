@@ -104,6 +104,8 @@ class S3Store(ObjectStore):
                 f"({type(exc).__name__})") from None
         except (ServerError, InvalidResponseError) as exc:
             raise StoreError(f"{what} on {self.url} failed: {exc}") from None
+        except ValueError as exc:  # the client validates names (e.g. bucket names) before sending
+            raise StoreError(f"{what} on {self.url}: {exc}") from None
 
     # --- interface -------------------------------------------------------------------------
     def check(self) -> None:
