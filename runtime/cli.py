@@ -1,0 +1,51 @@
+"""The `sparkpoint` command: one argparse parser, one module per command group.
+
+Each module in COMMAND_MODULES exposes `register(subparsers)`, which adds its sub-command(s) and
+sets `handler=fn(args) -> int` as a default. Adding a command group is one line below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .cli_common import fail, setup_logging
+
+COMMAND_MODULES = [
+    "sparkpoint.runtime.cli_checkpoints",
+    "sparkpoint.runtime.cli_restore",
+    "sparkpoint.runtime.cli_savepoint",
+    "sparkpoint.runtime.cli_gc",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparkpoint",
+        description="Incremental, durable checkpoints for PySpark Structured Streaming.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (JSON lines on stderr)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `sparkpoint checkpoints show ID | head`
+        sys.stderr.close()
+        return 0
+    except Exception as exc:  # one clear line, non-zero exit; tracebacks only with -vv
+        if args.verbose >= 2:
+            raise
+        return fail(args, exc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""`sparkpoint gc --retain N --grace DURATION [--once] [--dry-run]`; without --once, the sidecar loop."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import threading
+
+from sparkpoint.runtime.checkpoint import gc_pass
+from sparkpoint.runtime.checkpoint.gc_loop import record, run_loop
+
+from .cli_common import add_common, duration, emit, human_bytes, open_from_args
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gc", help="delete checkpoints beyond retention and unreferenced objects")
+    add_common(p)
+    p.add_argument("--retain", type=int, required=True, help="completed checkpoints to keep (>= 1)")
+    p.add_argument("--grace", type=duration, required=True,
+                   help="never delete an unreferenced object younger than this (e.g. 10m)")
+    p.add_argument("--pending-timeout", type=duration, default=3600.0,
+                   help="pending markers older than this are abandoned (default 1h)")
+    p.add_argument("--pin", action="append", default=[], help="checkpoint id to keep regardless (repeatable)")
+    p.add_argument("--once", action="store_true", help="one pass, then exit")
+    p.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    p.add_argument("--interval", type=duration, default=60.0, help="time between passes in loop mode")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics (loop mode)")
+    p.set_defaults(handler=cmd_gc)
+
+
+def _summary(r) -> dict:  # type: ignore[no-untyped-def]
+    d = r.to_dict()
+    d["deleted_manifests"] = list(r.deleted_manifests)
+    return d
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    store, job = open_from_args(args)
+    options = dict(retain=args.retain, grace_seconds=args.grace,
+                   pending_timeout_seconds=args.pending_timeout, dry_run=args.dry_run)
+    if args.once:
+        r = gc_pass(store, job, pins=args.pin, **options)
+        record(job, r)
+        emit(args, _summary(r), lambda: (
+            f"{'would delete' if r.dry_run else 'deleted'} {len(r.deleted_manifests)} manifests, "
+            f"{r.deleted_objects} objects ({human_bytes(r.deleted_bytes)}); kept {len(r.kept_checkpoints)} "
+            f"checkpoints, live {human_bytes(r.live_bytes)}, orphan {human_bytes(r.orphan_bytes)}"))
+        return 0
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    def report(r) -> None:  # type: ignore[no-untyped-def]
+        print(json.dumps(_summary(r)) if args.json else
+              f"gc: deleted {r.deleted_objects} objects ({human_bytes(r.deleted_bytes)})", flush=True)
+    run_loop(store, job, interval_seconds=args.interval, stop=stop, on_result=report,
+             pins=lambda: args.pin, **options)
+    return 0
