@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Builds etcd and the Kubernetes control plane (kube-apiserver, kube-controller-manager,
+# kube-scheduler) at the versions pinned in versions.env, from the Go module proxy, into
+#   ${SPARKPOINT_CACHE:-~/.cache/sparkpoint}/etcd-<version>/bin
+#   ${SPARKPOINT_CACHE:-~/.cache/sparkpoint}/k8s-<version>/bin
+# Each is skipped when already built (a .complete marker is written last). Prints the two bin
+# dirs on stdout; progress and timings go to stderr.
+#
+# How: a wrapper Go module of ours (gowrappers/) requires the upstream module at the pinned
+# release. Upstream go.mod files replace their sibling/staging modules with relative paths
+# (./staging/src/k8s.io/api, ../api) that do not exist in a downloaded module, so we copy each
+# such replace line and point it at the published version of that module instead.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+# shellcheck disable=SC1091
+source "$repo/versions.env"
+cache=${SPARKPOINT_CACHE:-$HOME/.cache/sparkpoint}
+export GOFLAGS="${GOFLAGS:--buildvcs=false} -p=${BUILD_PARALLELISM:-2}"
+export CGO_ENABLED=0
+
+log() { echo "[build.sh $(date -u +%H:%M:%S)] $*" >&2; }
+
+# upstream_gomod MODULE VERSION -> path of the downloaded go.mod
+upstream_gomod() {
+  (cd "$(mktemp -d)" && go mod download -json "$1@$2") | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p'
+}
+
+# replace_lines GOMOD STAGING_VERSION: every relative replace of GOMOD rewritten to
+# "path => path version", where version is the one GOMOD requires, or STAGING_VERSION when
+# it requires the v0.0.0 placeholder (Kubernetes staging modules).
+replace_lines() {
+  awk -v staging="$2" '
+    /^require[ (]/ { inreq = ($0 ~ /\($/); if (!inreq && NF >= 3) req[$2] = $3; next }
+    inreq && /^\)/ { inreq = 0; next }
+    inreq && NF >= 2 && $1 !~ /^\/\// { req[$1] = $2; next }
+    /=> *\.\.?\// {
+      line = $0; sub(/^replace[ \t]+/, "", line); split(line, f, /[ \t]+/)
+      path = (f[1] == "") ? f[2] : f[1]
+      if (path in req) v = req[path]
+      else if ($0 ~ /staging\/src\//) v = "v0.0.0"
+      else next                                      # FORBIDDEN_DEPENDENCY guards etc.
+      if (v == "v0.0.0") v = staging
+      printf "\t%s => %s %s\n", path, path, v
+    }' "$1"
+}
+
+# write_gomod DIR MODULE VERSION STAGING_VERSION
+write_gomod() {
+  local dir=$1 module=$2 version=$3 staging=$4 upstream godebug
+  upstream=$(upstream_gomod "$module" "$version")
+  [ -f "$upstream" ] || { log "could not download $module@$version"; exit 1; }
+  godebug=$(grep -E '^godebug ' "$upstream" || true)
+  {
+    echo "module sparkpoint.dev/e2e/wrapper"
+    echo
+    echo "go $(go env GOVERSION | sed 's/^go//')"
+    [ -n "$godebug" ] && echo "$godebug"
+    echo
+    echo "require $module $version"
+    echo
+    echo "replace ("
+    replace_lines "$upstream" "$staging"
+    echo ")"
+  } >"$dir/go.mod"
+  (cd "$dir" && go mod tidy) >&2
+}
+
+build_etcd() {
+  local out="$cache/etcd-$ETCD_VERSION" src start
+  [ -f "$out/.complete" ] && { echo "$out/bin"; return; }
+  log "building etcd $ETCD_VERSION into $out (once per machine)"
+  start=$(date +%s)
+  src="$out/src"; rm -rf "$src"; mkdir -p "$src" "$out/bin"
+  cp "$here/gowrappers/etcd/main.go" "$src/"
+  write_gomod "$src" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" "$ETCD_VERSION"
+  (cd "$src" && nice go build -trimpath -o "$out/bin/etcd" \
+    -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=release-$ETCD_VERSION" .) >&2
+  echo "$(( $(date +%s) - start ))" >"$out/build-seconds"
+  touch "$out/.complete"
+  log "etcd built in $(cat "$out/build-seconds")s"
+  echo "$out/bin"
+}
+
+build_kubernetes() {
+  local out="$cache/k8s-$KUBERNETES_VERSION" src start v=${KUBERNETES_VERSION#v} major minor patch
+  [ -f "$out/.complete" ] && { echo "$out/bin"; return; }
+  IFS=. read -r major minor patch <<<"$v"
+  log "building Kubernetes $KUBERNETES_VERSION control plane into $out (once per machine)"
+  start=$(date +%s)
+  src="$out/src"; rm -rf "$src"; mkdir -p "$src" "$out/bin"
+  cp -r "$here/gowrappers/kubernetes/." "$src/"
+  write_gomod "$src" k8s.io/kubernetes "$KUBERNETES_VERSION" "v0.$minor.$patch"
+  local pkg=k8s.io/component-base/version ldflags
+  # /version reports the pinned release; the commit is unknown for a proxy build, so say so.
+  ldflags="-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major"
+  ldflags+=" -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  ldflags+=" -X $pkg.gitCommit=module-proxy-$KUBERNETES_VERSION"
+  ldflags+=" -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  local component
+  for component in kube-apiserver kube-controller-manager kube-scheduler; do
+    log "go build $component"
+    (cd "$src" && nice go build -trimpath -o "$out/bin/$component" -ldflags "$ldflags" \
+      "./$component") >&2
+  done
+  echo "$(( $(date +%s) - start ))" >"$out/build-seconds"
+  touch "$out/.complete"
+  log "Kubernetes control plane built in $(cat "$out/build-seconds")s"
+  echo "$out/bin"
+}
+
+case "${1:-all}" in
+  etcd) build_etcd ;;
+  kubernetes) build_kubernetes ;;
+  all) build_etcd; build_kubernetes ;;
+  *) echo "usage: $0 [all|etcd|kubernetes]" >&2; exit 2 ;;
+esac

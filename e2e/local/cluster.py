@@ -1,0 +1,266 @@
+"""Bring the local cluster up or down: `python e2e/local/cluster.py up|down|status`.
+
+Every component runs as a detached process group with its pid in `<state>/pids/` and its
+output in `<state>/logs/`. `up` starts only what is not already running, so it is idempotent;
+its last stdout line is `export KUBECONFIG=<absolute path>` (a contract). `down` stops
+everything it started, node agent first so that pod processes get their grace period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import components as c  # noqa: E402
+import pki  # noqa: E402
+from jsonlog import setup_logging  # noqa: E402
+
+log = logging.getLogger("cluster")
+REPO = HERE.parent.parent
+START_ORDER = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "minio", "node-agent"]
+
+
+def read_versions() -> dict[str, str]:
+    versions = {}
+    for line in (REPO / "versions.env").read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            versions[key.strip()] = value.strip()
+    return versions
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("SPARKPOINT_E2E_STATE", HERE / ".state")).resolve()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def load_layout(state: Path) -> c.Layout:
+    """The layout of the cluster in `state`; ports are chosen once and then kept."""
+    versions = read_versions()
+    cache = Path(os.environ.get("SPARKPOINT_CACHE", Path.home() / ".cache" / "sparkpoint"))
+    saved = state / "cluster.json"
+    if saved.exists():
+        ports = c.Ports(**json.loads(saved.read_text())["ports"])
+    else:
+        ports = c.Ports(*(free_port() for _ in range(6)))
+    return c.Layout(
+        state=state, repo=REPO, ports=ports,
+        k8s_bin=cache / f"k8s-{versions['KUBERNETES_VERSION']}" / "bin",
+        etcd_bin=cache / f"etcd-{versions['ETCD_VERSION']}" / "bin",
+    )
+
+
+# --- processes ------------------------------------------------------------------------------------
+
+def pid_alive(pid_file: Path) -> int | None:
+    """The pid in `pid_file` if that process still runs the program it was started as."""
+    try:
+        pid, program = pid_file.read_text().split(maxsplit=1)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, ValueError):
+        return None
+    return int(pid) if cmdline and cmdline[0].decode() == program.strip() else None
+
+
+def start(layout: c.Layout, name: str, argv: list[str], env: dict[str, str] | None = None,
+          cwd: Path | None = None) -> None:
+    pid_file = layout.pids / f"{name}.pid"
+    if pid_alive(pid_file):
+        log.info("already running", extra={"component": name})
+        return
+    out = open(layout.logs / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
+    process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               start_new_session=True, env=env, cwd=cwd)
+    pid_file.write_text(f"{process.pid} {argv[0]}\n")
+    log.info("started", extra={"component": name, "pid": process.pid})
+
+
+def stop(layout: c.Layout, name: str, grace: float) -> None:
+    pid_file = layout.pids / f"{name}.pid"
+    pid = pid_alive(pid_file)
+    if pid is not None:
+        signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while pid_alive(pid_file) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid_alive(pid_file):
+            log.warning("did not stop in time, killing", extra={"component": name, "pid": pid})
+            signal_group(pid, signal.SIGKILL)
+        log.info("stopped", extra={"component": name, "pid": pid})
+    pid_file.unlink(missing_ok=True)
+
+
+def signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)
+
+
+def kill_leftover_pod_processes(layout: c.Layout) -> None:
+    """Container processes whose node agent died without stopping them (pid files it wrote)."""
+    for pid_file in (layout.state / "node").glob("pods/*/containers/*.pid"):
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            if Path(f"/proc/{pid}").exists():
+                signal_group(pid, signal.SIGKILL)
+                log.warning("killed leftover container process", extra={"pid": pid})
+        except (ValueError, IndexError):
+            pass
+
+
+# --- health ---------------------------------------------------------------------------------------
+
+def api_get(layout: c.Layout, path: str) -> tuple[int, bytes]:
+    context = ssl.create_default_context(cafile=str(layout.pki / "ca.crt"))
+    context.load_cert_chain(str(layout.pki / "admin.crt"), str(layout.pki / "admin.key"))
+    try:
+        with urllib.request.urlopen(layout.server_url + path, context=context, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+    except OSError:
+        return 0, b""
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, layout: c.Layout, component: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if component and not pid_alive(layout.pids / f"{component}.pid"):
+            raise SystemExit(f"{component} exited while waiting for {what}; see {layout.logs / component}.log")
+        time.sleep(0.25)
+    raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}; logs in {layout.logs}")
+
+
+def node_ready(layout: c.Layout) -> bool:
+    status, body = api_get(layout, f"/api/v1/nodes/{layout.node_name}")
+    if status != 200:
+        return False
+    conditions = json.loads(body).get("status", {}).get("conditions", [])
+    return any(cond["type"] == "Ready" and cond["status"] == "True" for cond in conditions)
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+def up(state: Path) -> None:
+    started = time.monotonic()
+    layout = load_layout(state)
+    for binary in [layout.etcd_bin / "etcd", layout.k8s_bin / "kube-apiserver"]:
+        if not binary.exists():
+            raise SystemExit(f"{binary} is missing: run e2e/local/build.sh first (make cluster-up does)")
+    for directory in (layout.logs, layout.pids, layout.state / "kubeconfigs"):
+        directory.mkdir(parents=True, exist_ok=True)
+    (state / "cluster.json").write_text(layout.to_json())
+    pki.ensure_all(layout.pki, c.CLIENTS)
+    for identity in c.CLIENTS:
+        path = layout.kubeconfig_for(identity)
+        path.write_text(json.dumps(c.kubeconfig(layout, identity), indent=2))
+        path.chmod(0o600)
+
+    start(layout, "etcd", c.etcd_command(layout))
+    start(layout, "kube-apiserver", c.apiserver_command(layout))
+    wait_for("the API server to be ready", lambda: api_get(layout, "/readyz")[0] == 200, 120,
+             layout, "kube-apiserver")
+    start(layout, "kube-controller-manager", c.controller_manager_command(layout))
+    start(layout, "kube-scheduler", c.scheduler_command(layout))
+    start_minio(layout)
+    agent_env = dict(os.environ, PYTHONPATH=str(HERE))
+    start(layout, "node-agent", c.node_agent_command(layout), env=agent_env, cwd=HERE)
+    wait_for(f"node {layout.node_name} to be Ready", lambda: node_ready(layout), 60, layout, "node-agent")
+    wait_for("the default service account", lambda: api_get(
+        layout, "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 60,
+        layout, "kube-controller-manager")
+    log.info("cluster up", extra={"seconds": round(time.monotonic() - started, 1),
+                                  "server": layout.server_url})
+    print(f"export KUBECONFIG={layout.admin_kubeconfig}")
+
+
+def start_minio(layout: c.Layout) -> None:
+    """A real MinIO server beside the cluster; its credentials stay in a 0600 file."""
+    binary = subprocess.run([str(REPO / "scripts" / "ensure-minio.sh")], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    credentials_file = layout.state / "minio.json"
+    if not credentials_file.exists():
+        credentials_file.touch(mode=0o600)
+        credentials_file.write_text(json.dumps({
+            "endpoint": f"http://127.0.0.1:{layout.ports.minio}",
+            "access_key": "sparkpoint-" + secrets.token_hex(4),
+            "secret_key": secrets.token_urlsafe(24),
+        }))
+    credentials = json.loads(credentials_file.read_text())
+    env = dict(os.environ, MINIO_ROOT_USER=credentials["access_key"],
+               MINIO_ROOT_PASSWORD=credentials["secret_key"], MINIO_BROWSER="off")
+    (layout.state / "minio-data").mkdir(exist_ok=True)
+    start(layout, "minio", c.minio_command(layout, binary), env=env)
+
+    def minio_live() -> bool:
+        try:
+            with urllib.request.urlopen(credentials["endpoint"] + "/minio/health/live", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    wait_for("MinIO to be live", minio_live, 60, layout, "minio")
+
+
+def down(state: Path, purge: bool) -> None:
+    layout = load_layout(state)
+    if layout.pids.exists():
+        stop(layout, "node-agent", grace=60)
+        kill_leftover_pod_processes(layout)
+        for name in reversed(START_ORDER[:-1]):
+            stop(layout, name, grace=15)
+    if purge:
+        subprocess.run(["rm", "-rf", str(state)], check=True)
+        log.info("state removed", extra={"state": str(state)})
+    log.info("cluster down")
+
+
+def status(state: Path) -> int:
+    layout = load_layout(state)
+    running = {name: pid_alive(layout.pids / f"{name}.pid") for name in START_ORDER}
+    print(json.dumps({"components": running, "server": layout.server_url,
+                      "kubeconfig": str(layout.admin_kubeconfig)}, indent=2))
+    return 0 if all(running.values()) else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("--state", type=Path, default=default_state_dir())
+    parser.add_argument("--purge", action="store_true", help="down: also delete the state dir")
+    args = parser.parse_args()
+    setup_logging()
+    state = args.state.resolve()
+    if args.command == "up":
+        up(state)
+    elif args.command == "down":
+        down(state, args.purge)
+    else:
+        return status(state)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""One run of one container: a local process in its own session and its own mount namespace,
+where each volume is bind-mounted at its mountPath (so the service-account token sits at the
+usual /var/run/secrets/kubernetes.io/serviceaccount). Output goes to a log file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+
+from podspec import Mount
+
+
+def mount_script(mounts: list[Mount], working_dir: str) -> str:
+    """The shell prologue that builds the container's view of the file system, then execs."""
+    lines = ["set -e"]
+    for mount in mounts:
+        source, target = shlex.quote(str(mount.source)), shlex.quote(mount.target)
+        if mount.source.is_file():
+            lines.append(f"mkdir -p $(dirname {target}); [ -e {target} ] || : > {target}")
+        else:
+            lines.append(f"mkdir -p {target}")
+        lines.append(f"mount --bind {source} {target}")
+        if mount.read_only:
+            lines.append(f"mount -o remount,bind,ro {target}")
+    lines.append(f"mkdir -p {shlex.quote(working_dir)} && cd {shlex.quote(working_dir)}")
+    lines.append('exec "$@"')
+    return "\n".join(lines)
+
+
+class ContainerProcess:
+    def __init__(self, argv: list[str], env: dict[str, str], mounts: list[Mount], working_dir: str,
+                 log_file: Path, pid_file: Path):
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        wrapper = ["unshare", "--mount", "--propagation", "private", "--",
+                   "/bin/sh", "-c", mount_script(mounts, working_dir), "container", *argv]
+        with open(log_file, "ab") as out:
+            # unshare and sh exec in place: the pid we hold is the container's main process.
+            self.popen = subprocess.Popen(wrapper, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid_file = pid_file
+        pid_file.write_text(f"{self.popen.pid}\n")
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        """None while running, else the Kubernetes-style exit code (128 + signal when killed)."""
+        code = self.popen.poll()
+        if code is None:
+            return None
+        self._reap_group()
+        self.pid_file.unlink(missing_ok=True)
+        return 128 - code if code < 0 else code
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, sig)
+
+    def terminate(self) -> None:
+        self.signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+
+    def _reap_group(self) -> None:
+        """A container's leftover children die with it, as they would with its PID namespace."""
+        self.signal(signal.SIGKILL)
