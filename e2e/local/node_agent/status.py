@@ -83,12 +83,10 @@ def pod_phase(init: list[ContainerRecord], main: list[ContainerRecord], restart_
     if not any(r.ever_started for r in main):
         return "Pending"
     finished = [r.terminated for r in main]
-    if all(t is not None for t in finished):
-        if all(t.exit_code == 0 for t in finished):
-            return "Succeeded"
-        if not any(should_restart(restart_policy, t.exit_code) for t in finished):
-            return "Failed"
-    return "Running"  # some container is between a stop and its restart
+    if all(t is not None for t in finished) and not any(
+            should_restart(restart_policy, t.exit_code) for t in finished):
+        return "Succeeded" if all(t.exit_code == 0 for t in finished) else "Failed"
+    return "Running"  # some container runs, or is between a stop and its restart
 
 
 def _condition(kind: str, ok: bool, now: str, reason: str = "") -> dict:

@@ -1,0 +1,74 @@
+"""Fixtures of the e2e suite. Cluster-agnostic: everything goes through $KUBECONFIG, so the same
+tests run on the local cluster (make e2e) and on kind (e2e/kind/run.sh).
+
+Each test gets its own namespace, deleted afterwards. Test pods run `python -c <script>` in
+$SPARKPOINT_E2E_IMAGE (default sparkpoint:e2e); on the local cluster the node agent maps
+`python` to the project's virtualenv, on kind the image provides it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from kube_helpers import exists, pod_logs, wait_for
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+
+@pytest.fixture(scope="session")
+def api_client() -> client.ApiClient:
+    if not os.environ.get("KUBECONFIG"):
+        raise RuntimeError("KUBECONFIG is not set: run `make cluster-up` and export the line it prints "
+                           "(or use `make e2e`, which does both)")
+    return config.new_client_from_config(config_file=os.environ["KUBECONFIG"])
+
+
+@pytest.fixture(scope="session")
+def core(api_client) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def namespace(core, request) -> Iterator[str]:
+    base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
+    name = f"e2e-{base}-{uuid.uuid4().hex[:5]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+        name=name, labels={"sparkpoint.dev/e2e": "true"})))
+    # Pods are refused until the service-account controller has made `default`.
+    wait_for("the default service account", lambda: exists(
+        lambda: core.read_namespaced_service_account("default", name)), timeout=60)
+    yield name
+    try:
+        core.delete_namespace(name, grace_period_seconds=0)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+@pytest.fixture
+def pods(core, namespace):
+    """Creates pods in the test namespace and reads them back; shows logs when a wait fails."""
+    class Pods:
+        def create(self, name: str, containers: list, **spec) -> client.V1Pod:
+            body = client.V1Pod(metadata=client.V1ObjectMeta(name=name),
+                                spec=client.V1PodSpec(containers=containers, **spec))
+            return core.create_namespaced_pod(namespace, body)
+
+        def read(self, name: str) -> client.V1Pod:
+            return core.read_namespaced_pod(name, namespace)
+
+        def wait(self, name: str, what: str, check: Callable[[client.V1Pod], bool], timeout: float = 90):
+            try:
+                return wait_for(f"pod {name}: {what}", lambda: (lambda p: p if check(p) else None)(self.read(name)),
+                                timeout)
+            except AssertionError as error:
+                raise AssertionError(f"{error}\nlogs:\n{pod_logs(core, namespace, name)}") from None
+
+        def wait_phase(self, name: str, phase: str, timeout: float = 90) -> client.V1Pod:
+            return self.wait(name, f"phase {phase}", lambda p: p.status.phase == phase, timeout)
+
+    return Pods()

@@ -1,0 +1,60 @@
+"""Helpers shared by the e2e tests (kept out of conftest.py so tests can import them)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+E2E_IMAGE = os.environ.get("SPARKPOINT_E2E_IMAGE", "sparkpoint:e2e")
+LOCAL_LOGS = Path(os.environ.get("SPARKPOINT_E2E_STATE", Path(__file__).parent / "local" / ".state")) / "node" / "logs"
+
+
+def wait_for(what: str, check: Callable[[], object], timeout: float = 60, interval: float = 0.25):
+    """Polls `check` until it returns something truthy; fails naming `what` on timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {last!r}")
+
+
+def exists(read: Callable[[], object]) -> bool:
+    try:
+        read()
+        return True
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+
+
+def python_container(script: str, name: str = "main", **fields) -> client.V1Container:
+    return client.V1Container(name=name, image=E2E_IMAGE, image_pull_policy="IfNotPresent",
+                              command=["python", "-c", script], **fields)
+
+
+def pod_logs(core: client.CoreV1Api, namespace: str, pod: str, container: str = "main") -> str:
+    """Container output through the API, or from the local node agent's log dir."""
+    try:
+        return core.read_namespaced_pod_log(pod, namespace, container=container)
+    except ApiException:
+        pass
+    files = sorted(LOCAL_LOGS.glob(f"{namespace}_{pod}_*/{container}/*.log"))
+    return "\n".join(f"--- {f.name}\n{f.read_text(errors='replace')}" for f in files) or "(no logs)"
+
+
+def container_status(pod: client.V1Pod, name: str = "main"):
+    for status in pod.status.container_statuses or []:
+        if status.name == name:
+            return status
+    return None
+
+
