@@ -55,3 +55,18 @@ soak: venv minio java
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# --- local Kubernetes cluster and the e2e suite (see e2e/README.md) ------------------------------
+# cluster-up is idempotent and prints `export KUBECONFIG=...` as its last line (a contract).
+cluster-up: venv minio
+	@e2e/local/build.sh >/dev/null
+	@$(PY) e2e/local/cluster.py up
+
+cluster-down:
+	@$(PY) e2e/local/cluster.py down
+
+e2e: venv minio
+	@e2e/local/build.sh >/dev/null
+	$(PY) -m pytest -q -p no:cacheprovider e2e/local/tests
+	export $$($(PY) e2e/local/cluster.py up | tail -1 | cut -d' ' -f2) && \
+	  $(PY) -m pytest -q -p no:cacheprovider e2e --ignore=e2e/local

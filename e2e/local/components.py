@@ -97,7 +97,7 @@ def etcd_command(layout: Layout) -> list[str]:
         str(layout.etcd_bin / "etcd"), "--name=local", f"--data-dir={layout.state / 'etcd-data'}",
         f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
         f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-        f"--initial-cluster=local={peer}", "--listen-metrics-urls=",
+        f"--initial-cluster=local={peer}",
         # Test data on a shared disk: durability across power loss is not worth the fsync stalls.
         "--unsafe-no-fsync", "--quota-backend-bytes=2147483648", "--log-level=warn",
     ]
@@ -114,6 +114,7 @@ def apiserver_command(layout: Layout) -> list[str]:
         f"--client-ca-file={pki / 'ca.crt'}",
         f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
         f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+        f"--kubelet-certificate-authority={pki / 'ca.crt'}", "--kubelet-preferred-address-types=InternalIP",
         f"--service-account-key-file={pki / 'sa.pub'}",
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         f"--service-account-issuer={SA_ISSUER}",
@@ -166,4 +167,5 @@ def node_agent_command(layout: Layout) -> list[str]:
         f"--state-dir={layout.state / 'node'}",
         f"--apiserver-port={layout.ports.apiserver}",
         f"--venv-bin={Path(sys.executable).parent}",
+        f"--serving-cert={layout.pki / 'node-serving.crt'}", f"--serving-key={layout.pki / 'node-serving.key'}",
     ]

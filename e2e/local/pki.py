@@ -92,6 +92,7 @@ def ensure_all(pki: Path, clients: list[ClientIdentity]) -> None:
     pki.chmod(0o700)
     ensure_ca(pki)
     ensure_serving_cert(pki, "apiserver", "kube-apiserver")
+    ensure_serving_cert(pki, "node-serving", "sparkpoint-node")  # the node agent's log endpoint
     for identity in clients:
         ensure_client_cert(pki, identity)
     ensure_service_account_keys(pki)

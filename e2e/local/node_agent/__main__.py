@@ -26,6 +26,8 @@ def main() -> int:
     parser.add_argument("--state-dir", type=Path, required=True)
     parser.add_argument("--apiserver-port", type=int, required=True)
     parser.add_argument("--venv-bin", type=Path, required=True)
+    parser.add_argument("--serving-cert", type=Path, help="TLS certificate of the container-log endpoint")
+    parser.add_argument("--serving-key", type=Path)
     parser.add_argument("--backoff-base", type=float, default=1.0,
                         help="first restart delay in seconds (the kubelet uses 10)")
     parser.add_argument("--backoff-cap", type=float, default=30.0,
@@ -46,6 +48,8 @@ def main() -> int:
         backoff_base=args.backoff_base, backoff_cap=args.backoff_cap, base_env=base_env,
     )
     agent = Agent(ctx, client.get("/version")["gitVersion"])
+    if args.serving_cert:
+        agent.serve_logs(args.serving_cert, args.serving_key, Path(client.ca_file))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: agent.stopping.set())
     agent.run()

@@ -10,8 +10,10 @@ import os
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from kube import ApiError
+from logs_server import LogsServer
 from worker import AgentContext, PodWorker, now_iso
 
 log = logging.getLogger("node-agent")
@@ -63,6 +65,23 @@ class Agent:
         self.workers: dict[str, PodWorker] = {}
         self.pool = AddressPool()
         self.stopping = threading.Event()
+        self.logs_port = 0
+
+    def serve_logs(self, cert: Path, key: Path, ca: Path) -> None:
+        server = LogsServer(self.ctx.logs_dir, cert, key, ca, self.current_uid, self.is_running)
+        server.start()
+        self.logs_port = server.port
+
+    def find_worker(self, namespace: str, pod: str) -> PodWorker | None:
+        return next((w for w in list(self.workers.values()) if (w.ns, w.pod_name) == (namespace, pod)), None)
+
+    def current_uid(self, namespace: str, pod: str) -> str | None:
+        worker = self.find_worker(namespace, pod)
+        return worker.uid if worker else None
+
+    def is_running(self, namespace: str, pod: str, container: str) -> bool:
+        worker = self.find_worker(namespace, pod)
+        return bool(worker and container in worker.processes)
 
     # --- node -----------------------------------------------------------------------------------
     def node_status(self, ready: bool) -> dict:
@@ -74,7 +93,7 @@ class Agent:
             "conditions": node_conditions(now_iso(), ready),
             "addresses": [{"type": "InternalIP", "address": self.ctx.host_ip},
                           {"type": "Hostname", "address": self.ctx.node_name}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.logs_port}},
             "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": os.uname().release,
                          "osImage": "sparkpoint local node agent", "containerRuntimeVersion": "local-process://1",
                          "kubeletVersion": self.kubernetes_version, "kubeProxyVersion": "",

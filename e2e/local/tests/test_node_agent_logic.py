@@ -135,3 +135,16 @@ def test_address_pool_never_gives_one_address_to_two_live_pods(operations):
             live[uid] = pool.claim(uid)
             assert pool.claim(uid) == live[uid], "a pod's address must be stable"
     assert len(set(live.values())) == len(live)
+
+
+def test_log_files_pick_the_pod_uid_and_order_runs_numerically(tmp_path: Path):
+    from logs_server import log_files, tail
+    for uid, runs in (("old", [0]), ("new", [0, 1, 2, 10])):
+        for run in runs:
+            path = tmp_path / f"ns_p_{uid}" / "main" / f"{run}.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"{uid}-{run}\n")
+    assert [f.stem for f in log_files(tmp_path, "ns", "p", "main", "new")] == ["0", "1", "2", "10"]
+    assert [f.stem for f in log_files(tmp_path, "ns", "p", "main", "old")] == ["0"]
+    assert log_files(tmp_path, "ns", "other", "main", None) == []
+    assert tail(b"a\nb\nc\n", 2) == b"b\nc\n" and tail(b"a\n", None) == b"a\n" and tail(b"a\n", 0) == b""
