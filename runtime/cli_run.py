@@ -1,0 +1,90 @@
+"""`sparkpoint run JOB.yaml [--supervise]`: run a streaming job with durable checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from sparkpoint.runtime.config import SpecError, load_job_file
+
+from .cli_common import duration
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a streaming job (JOB.yaml = a StreamingJob spec or manifest)")
+    p.add_argument("job_file", metavar="JOB.yaml")
+    p.add_argument("--supervise", action="store_true",
+                   help="restart on crash with backoff (spec.restart), from the latest checkpoint")
+    p.add_argument("--work-dir", default=os.environ.get("SPARKPOINT_WORK_DIR"),
+                   help="local dir for the hot checkpoint dir (default ./.work/NAMESPACE/NAME)")
+    p.add_argument("--host", default=os.environ.get("POD_IP", "127.0.0.1"),
+                   help="control API address (default $POD_IP or 127.0.0.1)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("SPARKPOINT_PORT", "8080")),
+                   help="control API port (default 8080; 0 picks a free one)")
+    p.add_argument("--until-batch", type=int, default=None,
+                   help="drain (final checkpoint, exit 0) once this batch has committed")
+    p.add_argument("--grace", type=duration, default=25.0, help="drain time limit on stop/SIGTERM")
+    p.add_argument("--name", default=None, help="override the job name (default metadata.name or file stem)")
+    p.add_argument("--namespace", default=None, help="override the namespace")
+    p.set_defaults(handler=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    logging.getLogger("sparkpoint").setLevel(logging.INFO if args.verbose < 2 else logging.DEBUG)
+    try:
+        ident, spec = load_job_file(args.job_file)
+        if args.name or args.namespace:
+            ident = ident.model_copy(update={k: v for k, v in
+                                             (("name", args.name), ("namespace", args.namespace)) if v})
+    except SpecError as exc:
+        print(f"sparkpoint run: invalid job file: {exc}", file=sys.stderr)
+        return 2
+    # job.pythonPath entries are relative to the job file, so an example runs from any directory.
+    base = Path(args.job_file).absolute().parent
+    spec.job.python_path = [str((base / p).resolve()) for p in spec.job.python_path]
+    work_dir = Path(args.work_dir or Path(".work") / ident.namespace / ident.name)
+    if args.supervise:
+        from .service.supervisor import supervise
+
+        return supervise(child_command(args, work_dir), spec.restart)
+    return run_once(ident, spec, args, work_dir)
+
+
+def child_command(args: argparse.Namespace, work_dir: Path) -> list[str]:
+    """The same `run` without --supervise, for the supervisor to start (and restart)."""
+    cmd = [sys.executable, "-m", "sparkpoint.runtime.cli", *(["-v"] * args.verbose), "run",
+           str(Path(args.job_file).absolute()), "--work-dir", str(work_dir.absolute()),
+           "--host", args.host, "--port", str(args.port), "--grace", str(args.grace)]
+    if args.until_batch is not None:
+        cmd += ["--until-batch", str(args.until_batch)]
+    if args.name:
+        cmd += ["--name", args.name]
+    if args.namespace:
+        cmd += ["--namespace", args.namespace]
+    return cmd
+
+
+def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # type: ignore[no-untyped-def]
+    from .checkpoint.restore import RestoreError
+    from .service.runner import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_RESTORE, JobRuntime, RunOptions
+    from .spark.entrypoint import EntrypointError
+    from .store import StoreError
+
+    runtime = JobRuntime(ident, spec, RunOptions(work_dir=work_dir, host=args.host, port=args.port,
+                                                 until_batch=args.until_batch, grace_seconds=args.grace))
+    log = logging.getLogger("sparkpoint.runtime")
+    try:
+        return runtime.run()
+    except EntrypointError as exc:
+        print(f"sparkpoint run: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RestoreError as exc:
+        print(f"sparkpoint run: restore failed: {exc}", file=sys.stderr)
+        log.error("restore failed", extra={"error": str(exc)})
+        return EXIT_RESTORE
+    except StoreError as exc:
+        print(f"sparkpoint run: store error: {exc}", file=sys.stderr)
+        return EXIT_FAILED

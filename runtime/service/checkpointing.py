@@ -1,0 +1,125 @@
+"""The two phases of one checkpoint, as the coordinator calls them (DESIGN.md §4 and §6).
+
+sync:  freeze the hot dir (hard links) and note which staged output the checkpoint covers.
+async: hash + upload (CheckpointWriter), manifest, then publish the sink's commit entry, and for a
+       savepoint copy the checkpoint into a self-contained savepoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkpoint.runtime.checkpoint import CheckpointWriter, FencedError, create_savepoint
+from sparkpoint.runtime.checkpoint.coordinator import CheckpointRequest, NothingToCheckpoint
+from sparkpoint.runtime.checkpoint.freeze import FreezeResult, freeze, latest_committed_batch
+from sparkpoint.runtime.store import JobRef, ObjectStore
+
+from . import faults
+from .metrics import RuntimeMetrics
+
+log = logging.getLogger("sparkpoint.checkpoint")
+
+
+@dataclass
+class Frozen:
+    dir: Path
+    result: FreezeResult
+    extra: dict[str, Any]
+
+
+class CheckpointPipeline:
+    def __init__(self, *, store: ObjectStore, job: JobRef, writer: CheckpointWriter, sink: Any,
+                 hot_dir: Path, freeze_root: Path, metrics: RuntimeMetrics, lineage: dict[str, Any],
+                 spark_version: str, state_provider: str, last_batch: int | None):
+        self.store, self.job, self.writer, self.sink = store, job, writer, sink
+        self.hot_dir, self.freeze_root, self.metrics = hot_dir, freeze_root, metrics
+        self.lineage, self.spark_version, self.state_provider = lineage, spark_version, state_provider
+        self.last_checkpointed_batch = last_batch  # batch of the newest completed checkpoint
+        self.latest: dict[str, Any] | None = None  # facts about the newest completed checkpoint
+        self._writer_lock = threading.Lock()  # begin/commit of the writer are not thread-safe
+        shutil.rmtree(freeze_root, ignore_errors=True)  # leftovers of a killed attempt
+        freeze_root.mkdir(parents=True, exist_ok=True)
+
+    # --- sync phase: must stay fast and never wait for Spark ------------------------------------
+    def sync(self, req: CheckpointRequest) -> Frozen:
+        batch = latest_committed_batch(self.hot_dir)
+        if batch is None:
+            raise NothingToCheckpoint("no batch committed yet")
+        if req.kind == "checkpoint" and batch == self.last_checkpointed_batch:
+            raise NothingToCheckpoint(f"batch {batch} is already checkpointed")
+        faults.point("freeze")
+        target = self.freeze_root / req.request_id
+        result = freeze(self.hot_dir, target)
+        req.batch_id = result.batch_id
+        extra = {**self.sink.manifest_extra(result.batch_id), **self.lineage}
+        self.metrics.checkpoint_duration.labels("sync").observe(result.seconds)
+        req.details["freezeFiles"] = len(result.files)
+        req.details["freezeSeconds"] = round(result.seconds, 4)
+        return Frozen(dir=target, result=result, extra=extra)
+
+    # --- async phase ----------------------------------------------------------------------------
+    def run_async(self, req: CheckpointRequest, frozen: Frozen) -> None:
+        t0 = time.perf_counter()
+        try:
+            with self._writer_lock:
+                op = self.writer.begin(frozen.dir, batch_id=frozen.result.batch_id,
+                                       spark_version=self.spark_version, state_provider=self.state_provider,
+                                       extra=frozen.extra)
+            req.checkpoint_id = op.id
+            try:
+                todo = op.plan()
+                if faults.armed_for("upload") and len(todo) > 1:
+                    for sha in todo[: len(todo) // 2]:
+                        op.upload_one(sha)
+                    faults.point("upload")
+                op.upload_all()
+                req.check_not_abandoned()
+                faults.point("manifest")
+                with self._writer_lock:
+                    result = op.commit()
+            except BaseException:
+                op.abort()
+                raise
+            faults.point("publish")
+            if self.sink.publish(result.id, result.manifest.extra):
+                self.metrics.output_published.inc()
+            if req.kind == "savepoint":
+                name = req.savepoint_name or f"sp-{result.id}"
+                create_savepoint(self.store, self.job, name, result.id)
+                req.savepoint_name = name
+        except FencedError:
+            self.metrics.checkpoint_failures.labels("fenced").inc()
+            raise
+        except Exception:
+            self.metrics.checkpoint_failures.labels("upload").inc()
+            raise
+        finally:
+            shutil.rmtree(frozen.dir, ignore_errors=True)
+        seconds = time.perf_counter() - t0
+        m = self.metrics
+        m.checkpoint_duration.labels("async").observe(seconds)
+        m.checkpoints_completed.labels(req.kind).inc()
+        m.uploaded_bytes.inc(result.new_bytes)
+        m.reused_bytes.inc(result.reused_bytes)
+        m.checkpoint_bytes.set(result.bytes)
+        m.checkpoint_last_completed.set(time.time())
+        self.last_checkpointed_batch = max(self.last_checkpointed_batch or -1, frozen.result.batch_id)
+        req.details.update({"files": result.files, "bytes": result.bytes, "newBytes": result.new_bytes,
+                            "reusedBytes": result.reused_bytes, "hashSeconds": result.hash_seconds,
+                            "uploadSeconds": result.upload_seconds})
+        self.latest = {"id": result.id, "batchId": frozen.result.batch_id,
+                       "completed": result.manifest.completion_time.isoformat(), "bytes": result.bytes,
+                       "newBytes": result.new_bytes}
+
+    def on_finished(self, req: CheckpointRequest) -> None:
+        if req.status == "timed_out":
+            self.metrics.checkpoint_failures.labels("timeout").inc()
+        elif req.status == "failed" and req.error and req.error.startswith("freeze"):
+            self.metrics.checkpoint_failures.labels("freeze").inc()
+        log.info("checkpoint request finished", extra={"request": req.to_json()})

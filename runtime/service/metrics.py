@@ -1,0 +1,46 @@
+"""The runtime's Prometheus metrics (DESIGN.md §10; names are a contract: prefix `sparkpoint_`).
+
+One registry per runtime instance, so tests can run several in one process.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+class RuntimeMetrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.checkpoint_last_completed = Gauge(
+            "sparkpoint_checkpoint_last_completed_timestamp_seconds",
+            "Unix time the latest checkpoint completed", registry=r)
+        self.checkpoint_duration = Histogram(
+            "sparkpoint_checkpoint_duration_seconds", "Checkpoint phase duration (sync: freeze; async: "
+            "hash, upload, manifest, publish)", ["phase"], buckets=_DURATION_BUCKETS, registry=r)
+        self.checkpoints_completed = Counter(
+            "sparkpoint_checkpoints_completed", "Checkpoints completed", ["kind"], registry=r)
+        self.uploaded_bytes = Counter(
+            "sparkpoint_checkpoint_uploaded_bytes", "Bytes uploaded by checkpoints", registry=r)
+        self.reused_bytes = Counter(
+            "sparkpoint_checkpoint_reused_bytes", "Checkpointed bytes already in the store", registry=r)
+        self.checkpoint_failures = Counter(
+            "sparkpoint_checkpoint_failures", "Checkpoints that failed, by reason", ["reason"], registry=r)
+        self.checkpoint_bytes = Gauge(
+            "sparkpoint_checkpoint_size_bytes", "Total bytes of the latest checkpoint", registry=r)
+        self.batch_duration = Histogram(
+            "sparkpoint_batch_duration_seconds", "Micro-batch duration", buckets=_DURATION_BUCKETS, registry=r)
+        self.input_rows = Counter("sparkpoint_input_rows", "Rows read by the query", registry=r)
+        self.state_rows = Gauge("sparkpoint_state_rows", "Rows in the query's state stores", registry=r)
+        self.last_committed_batch = Gauge(
+            "sparkpoint_last_committed_batch", "Latest committed micro-batch id", registry=r)
+        self.restore_duration = Gauge(
+            "sparkpoint_restore_duration_seconds", "Time to restore state at start, by source",
+            ["source"], registry=r)
+        self.attempt = Gauge("sparkpoint_attempt", "Current attempt number of this runtime", registry=r)
+        self.output_published = Counter(
+            "sparkpoint_output_commits", "Exactly-once sink commit entries written", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,264 @@
+"""One attempt of a job: fence, restore, Spark query, checkpoints, control API, drain.
+
+Work dir layout (local disk, an emptyDir in a pod):
+  hot/            Spark's checkpointLocation (the hot checkpoint dir)
+  sink-journal/   staged output per batch (see sink/journal.py)
+  freeze/<req>/   hard-linked checkpoint sets while they upload
+  hash-cache.json file hashes by inode/size/mtime
+  owner.json      which job and store the hot dir belongs to
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkpoint.runtime.checkpoint import CheckpointWriter, HashCache, write_fence
+from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
+from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
+from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
+from sparkpoint.runtime.sink.console import ConsoleSink
+from sparkpoint.runtime.sink.journal import SinkJournal
+from sparkpoint.runtime.sink.transactional import TransactionalSink
+from sparkpoint.runtime.sink.upsert import UpsertSink
+from sparkpoint.runtime.store import JobRef, ObjectStore, open_store
+
+from . import faults
+from .checkpointing import CheckpointPipeline
+from .metrics import RuntimeMetrics
+from .recovery import RestoreOutcome, restore_on_start
+
+log = logging.getLogger("sparkpoint.runtime")
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_RESTORE = 0, 1, 2, 3
+
+
+@dataclass
+class RunOptions:
+    work_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 8080
+    until_batch: int | None = None  # drain once this batch has committed (demo, tests, bench)
+    grace_seconds: float = 25.0
+    job_uid: str | None = None
+    handle_signals: bool = True
+
+
+def default_store_url(work_dir: Path) -> str:
+    return f"file://{(work_dir / 'store').absolute()}"
+
+
+class JobRuntime:
+    def __init__(self, ident: JobIdentity, spec: JobSpec, options: RunOptions):
+        self.ident, self.spec, self.opts = ident, spec, options
+        self.job = JobRef(ident.namespace, ident.name)
+        self.work_dir = options.work_dir.absolute()
+        self.hot_dir = self.work_dir / "hot"
+        storage = spec.checkpoint.storage
+        self.store_url = storage.url if storage else default_store_url(self.work_dir)
+        self.metrics = RuntimeMetrics()
+        self.phase = "starting"
+        self.attempt = 0
+        self.restore: RestoreOutcome | None = None
+        self.last_progress: dict[str, Any] | None = None
+        self.stop_event = threading.Event()
+        self.stop_request: dict[str, Any] = {}
+        self.query: Any = None
+        self.spark: Any = None
+        self.coordinator: CheckpointCoordinator | None = None
+        self.pipeline: CheckpointPipeline | None = None
+        self.store: ObjectStore | None = None
+        self.sink: Any = None
+
+    # --- status (read by the control API from another thread) ----------------------------------
+    def committed_batch(self) -> int | None:
+        return latest_committed_batch(self.hot_dir)
+
+    def ready(self) -> bool:
+        return self.phase == "running" and self.query is not None and self.query.isActive
+
+    def healthy(self) -> bool:
+        return self.phase in ("starting", "restoring", "running", "draining")
+
+    def status(self) -> dict[str, Any]:
+        coord = self.coordinator
+        r = self.restore
+        return {
+            "job": str(self.job), "attempt": self.attempt, "phase": self.phase,
+            "restore": r and {"source": r.source, "batchId": r.batch_id, "seconds": round(r.seconds, 3),
+                              "checkpoint": r.manifest.id if r.manifest else None, "reason": r.reason},
+            "latestCommittedBatch": self.committed_batch(),
+            "lastProgress": self.last_progress,
+            "latestCheckpoint": self.pipeline.latest if self.pipeline else None,
+            "checkpointsInFlight": coord.in_flight() if coord else 0,
+            "recentCheckpoints": [c.to_json() for c in coord.recent(10)] if coord else [],
+        }
+
+    def request_stop(self, savepoint: str | bool | None = None, checkpoint: bool = True) -> None:
+        if not self.stop_event.is_set():
+            self.stop_request = {"savepoint": savepoint, "checkpoint": checkpoint}
+            self.stop_event.set()
+
+    # --- the attempt ------------------------------------------------------------------------------
+    def run(self) -> int:
+        from sparkpoint.runtime.spark.entrypoint import load_entrypoint
+
+        spec = self.spec
+        if self.opts.handle_signals:
+            install_signal_handlers(self)
+        # Fail fast on a bad entrypoint before any state is touched or a JVM starts.
+        func = load_entrypoint(spec.job.entrypoint, spec.job.python_path)
+        self.store = store = open_store(self.store_url)
+        store.check()
+        self.attempt = write_fence(store, self.job)  # fence first: older attempts can no longer commit
+        self.metrics.attempt.set(self.attempt)
+        log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
+        self.phase = "restoring"
+        self.restore = restore_on_start(
+            store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
+            hot_dir=self.hot_dir, restore_from=spec.restore_from,
+            local_recovery=spec.checkpoint.local_recovery)
+        self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
+        self.sink = self._make_sink(store)
+        from .api import ControlServer
+
+        server = ControlServer(self, self.opts.host, self.opts.port)
+        server.start()
+        try:
+            return self._run_query(func)
+        finally:
+            server.stop()
+
+    def _make_sink(self, store: ObjectStore) -> Any:
+        sink_spec, r = self.spec.job.sink, self.restore
+        journal = SinkJournal(self.work_dir / "sink-journal")
+        if r.source != "local":
+            journal.reset()  # batches after the restored checkpoint will be re-run
+        if sink_spec.kind == "console":
+            return ConsoleSink()
+        if sink_spec.kind == "upsert":
+            return UpsertSink(store, self.job, path=sink_spec.path, key_columns=sink_spec.key_columns)
+        sink = TransactionalSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal)
+        if r.manifest is not None and "sink" in r.manifest.extra:
+            # A crash between manifest and commit entry: publish it now (idempotent).
+            source_id = r.manifest.source_checkpoint or r.manifest.id
+            sink.publish(source_id, r.manifest.extra)
+        return sink
+
+    def _on_progress(self, p: Any) -> None:
+        m = self.metrics
+        m.batch_duration.observe(p.duration_seconds)
+        m.input_rows.inc(p.input_rows)
+        m.state_rows.set(p.state_rows)
+        m.last_committed_batch.set(p.batch_id)
+        self.last_progress = {"batchId": p.batch_id, "durationSeconds": p.duration_seconds,
+                              "inputRows": p.input_rows, "stateRows": p.state_rows}
+
+    def _write_batch(self, df: Any, batch_id: int) -> None:
+        self.sink.write_batch(df, batch_id)
+        faults.point("batch")
+
+    def _run_query(self, func: Any) -> int:
+        from sparkpoint.runtime.spark.entrypoint import build_stream
+        from sparkpoint.runtime.spark.query import install_progress_listener, start_query
+        from sparkpoint.runtime.spark.session import build_session
+
+        spec = self.spec
+        self.spark = spark = build_session(spec.spark, f"sparkpoint-{self.job.namespace}-{self.job.name}")
+        if self.opts.handle_signals:
+            install_signal_handlers(self)  # again: SparkContext replaces the SIGINT handler
+        df = build_stream(func, spark, spec.job.args, spec.job.entrypoint)
+        install_progress_listener(spark, self._on_progress)
+        r = self.restore
+        writer = CheckpointWriter(self.store, self.job, attempt=self.attempt,
+                                  job_uid=self.opts.job_uid or _job_uid(self.job),
+                                  hash_cache=HashCache(self.work_dir / "hash-cache.json"))
+        if isinstance(self.sink, TransactionalSink) and r.manifest is not None and "sink" in r.manifest.extra:
+            self.sink.published_through = int(r.manifest.extra["sink"]["upToBatch"])
+        self.pipeline = pipeline = CheckpointPipeline(
+            store=self.store, job=self.job, writer=writer, sink=self.sink, hot_dir=self.hot_dir,
+            freeze_root=self.work_dir / "freeze", metrics=self.metrics, lineage=r.lineage,
+            spark_version=spark.version, state_provider=spec.spark.state_store,
+            last_batch=r.manifest.batch_id if r.manifest else None)
+        ck = spec.checkpoint
+        self.coordinator = coord = CheckpointCoordinator(
+            sync_phase=pipeline.sync, async_phase=pipeline.run_async, on_finished=pipeline.on_finished,
+            interval=parse_duration(ck.interval), timeout=parse_duration(ck.timeout),
+            min_pause=parse_duration(ck.min_pause), max_concurrent=ck.max_concurrent)
+        self.query = start_query(df, hot_dir=str(self.hot_dir), sink_kind=spec.job.sink.kind,
+                                 write_batch=self._write_batch, trigger_interval=spec.job.trigger_interval,
+                                 query_name=f"{self.job.namespace}_{self.job.name}".replace("-", "_"))
+        coord.start()
+        self.phase = "running"
+        log.info("query running", extra={"job": str(self.job), "restore": r.source, "batch": r.batch_id})
+        return self._wait_and_drain()
+
+    def _wait_and_drain(self) -> int:
+        until = self.opts.until_batch
+        while not self.stop_event.wait(0.2):
+            if not self.query.isActive:
+                exc = self.query.exception()
+                log.error("query terminated", extra={"error": str(exc) if exc else None})
+                self.phase = "failed"
+                self.coordinator.stop()
+                return EXIT_FAILED
+            if until is not None and (self.committed_batch() or -1) >= until:
+                self.request_stop(checkpoint=True)
+        return self._drain()
+
+    def _drain(self) -> int:
+        """Finish the running batch, stop the query, take the final checkpoint/savepoint, exit."""
+        self.phase = "draining"
+        deadline = time.monotonic() + self.opts.grace_seconds
+        coord, query = self.coordinator, self.query
+        coord.pause_interval()
+        # Let the batch that is running finish (its offsets are logged, its commit is not yet), so
+        # stopping does not interrupt it; the deadline keeps room for the final checkpoint.
+        while query.isActive and batch_in_flight(self.hot_dir) and time.monotonic() < deadline - 5:
+            time.sleep(0.01)
+        query.stop()
+        want_sp = self.stop_request.get("savepoint")
+        ok = True
+        if want_sp or self.stop_request.get("checkpoint", True):
+            name = want_sp if isinstance(want_sp, str) else None
+            req = coord.request(kind="savepoint" if want_sp else "checkpoint", trigger="stop",
+                                savepoint_name=name)
+            req.done.wait(max(0.0, deadline - time.monotonic()))
+            ok = req.status in ("completed", "skipped")
+            if not ok:
+                log.error("final checkpoint did not complete", extra={"request": req.to_json()})
+        coord.wait_idle(max(0.0, deadline - time.monotonic()))
+        coord.stop()
+        self.phase = "stopped" if ok else "failed"
+        log.info("drained", extra={"ok": ok, "committed_batch": self.committed_batch()})
+        return EXIT_OK if ok else EXIT_FAILED
+
+
+def batch_in_flight(hot_dir: Path) -> bool:
+    """True while Spark has planned a batch (offsets/N) that has not committed (commits/N)."""
+    try:
+        planned = max((int(n) for n in os.listdir(hot_dir / "offsets") if n.isdigit()), default=-1)
+    except FileNotFoundError:
+        return False
+    committed = latest_committed_batch(hot_dir)
+    return planned > (committed if committed is not None else -1)
+
+
+def _job_uid(job: JobRef) -> str:
+    return os.environ.get("SPARKPOINT_JOB_UID") or str(uuid.uuid5(uuid.NAMESPACE_URL, f"sparkpoint:{job}"))
+
+
+def install_signal_handlers(runtime: JobRuntime) -> None:
+    """SIGTERM/SIGINT drain like POST /stop (final checkpoint, exit 0 within the grace period)."""
+    def handler(signum: int, _frame: Any) -> None:
+        log.info("signal received; draining", extra={"signal": signal.Signals(signum).name})
+        runtime.request_stop(checkpoint=True)
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

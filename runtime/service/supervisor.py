@@ -1,0 +1,73 @@
+"""`sparkpoint run --supervise`: restart the runtime on crash, with exponential backoff.
+
+Each child runs in its own process group; when it dies the whole group is killed, so a Spark JVM
+left behind by a crashed driver never writes into the hot dir of its successor. Exit codes 2 (bad
+input) and 3 (restore failed) are not retried: a restart cannot fix them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sparkpoint.runtime.config import RestartSection, parse_duration
+
+log = logging.getLogger("sparkpoint.supervisor")
+NOT_RETRIED = {2, 3}
+
+
+def backoff_seconds(restarts: int, base: float, cap: float) -> float:
+    """Pure: 0 before the first restart, then base, 2*base, 4*base ... capped."""
+    if restarts <= 0:
+        return 0.0
+    return min(cap, base * (2 ** (restarts - 1)))
+
+
+def should_restart(code: int, restarts: int, policy: RestartSection) -> bool:
+    if policy.policy == "Never" or code in NOT_RETRIED:
+        return False
+    if code == 0 and policy.policy != "Always":
+        return False
+    return restarts < policy.max_restarts
+
+
+def supervise(command: list[str], policy: RestartSection, *, env: dict[str, str] | None = None,
+              sleep: Callable[[float], None] = time.sleep) -> int:
+    restarts = 0
+    child: subprocess.Popen[Any] | None = None
+    stopping = False
+
+    def forward(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        if child and child.poll() is None:
+            child.send_signal(signum)  # the child drains; we wait for it
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    base, cap = parse_duration(policy.backoff), parse_duration(policy.max_backoff)
+    while True:
+        started = time.monotonic()
+        child = subprocess.Popen(command, env=env, start_new_session=True)
+        code = child.wait()
+        _kill_group(child.pid)
+        log.info("runtime exited", extra={"code": code, "restarts": restarts,
+                                          "seconds": round(time.monotonic() - started, 1)})
+        if stopping or not should_restart(code, restarts, policy):
+            return code if code >= 0 else 128 - code
+        if time.monotonic() - started > 10 * max(base, 1.0):
+            restarts = 0  # it ran fine for a while: start the backoff over
+        restarts += 1
+        delay = backoff_seconds(restarts, base, cap)
+        log.warning("restarting runtime", extra={"code": code, "restart": restarts, "delay_seconds": delay})
+        sleep(delay)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

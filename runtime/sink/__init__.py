@@ -1,0 +1,1 @@
+"""Output sinks: transactional (exactly-once, published with checkpoints), upsert, console."""

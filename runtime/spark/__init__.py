@@ -1,0 +1,1 @@
+"""Spark glue: the session, the user's entrypoint, and the streaming query the runtime owns."""
