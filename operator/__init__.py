@@ -1,1 +1,0 @@
-"""The Kubernetes operator (kopf): thin glue over the runtime."""
