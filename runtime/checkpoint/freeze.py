@@ -161,6 +161,9 @@ def freeze(hot_dir: str | os.PathLike[str], freeze_dir: str | os.PathLike[str]) 
                     raise FreezeError(f"hot dir file vanished while freezing: {rel}") from None
                 continue
             linked.append(rel)
+        missing = required - set(linked)
+        if missing:
+            raise FreezeError(f"hot dir {hot} lacks {sorted(missing)} for batch {batch}")
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise

@@ -197,7 +197,8 @@ class JobRuntime:
                                  query_name=f"{self.job.namespace}_{self.job.name}".replace("-", "_"))
         coord.start()
         self.phase = "running"
-        log.info("query running", extra={"job": str(self.job), "restore": r.source, "batch": r.batch_id})
+        log.info("query running", extra={"job": str(self.job), "restore": r.source, "batch": r.batch_id,
+                                         "restore_seconds": round(r.seconds, 3), "attempt": self.attempt})
         return self._wait_and_drain()
 
     def _wait_and_drain(self) -> int:

@@ -14,6 +14,7 @@ def session_conf(spark: SparkSection) -> dict[str, str]:
     """Defaults that keep a local driver lean, then the state store choice, then the user's conf."""
     conf = {
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         "spark.sql.streaming.stateStore.providerClass":
             ROCKSDB_PROVIDER if spark.state_store == "rocksdb" else HDFS_PROVIDER,

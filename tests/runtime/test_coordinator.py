@@ -1,0 +1,125 @@
+"""Checkpoint scheduling: the pure rule (properties) and the threaded coordinator with fake phases."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkpoint.runtime.checkpoint.coordinator import (
+    Abandoned,
+    CheckpointCoordinator,
+    NothingToCheckpoint,
+    due_reason,
+)
+
+
+@given(now=st.floats(0, 1e6), queued=st.integers(0, 3), in_flight=st.integers(0, 4),
+       max_concurrent=st.integers(1, 4), interval=st.floats(0, 100),
+       last_trigger=st.none() | st.floats(0, 1e6), last_end=st.none() | st.floats(0, 1e6),
+       min_pause=st.floats(0, 100))
+def test_due_reason_respects_limits(now, queued, in_flight, max_concurrent, interval, last_trigger,
+                                    last_end, min_pause):
+    reason = due_reason(now=now, queued=queued, in_flight=in_flight, max_concurrent=max_concurrent,
+                        interval=interval, last_trigger=last_trigger, last_end=last_end, min_pause=min_pause)
+    if reason is not None:
+        assert in_flight < max_concurrent
+        assert last_end is None or now - last_end >= min_pause
+    if reason == "interval":
+        assert queued == 0 and interval > 0 and (last_trigger is None or now - last_trigger >= interval)
+    if reason is None and in_flight < max_concurrent and (last_end is None or now - last_end >= min_pause):
+        assert queued == 0  # an explicit request is never starved when a slot is free
+
+
+def _coordinator(async_phase, **kw):
+    syncs = []
+
+    def sync(req):
+        syncs.append(time.monotonic())
+        return req.request_id
+    c = CheckpointCoordinator(sync_phase=sync, async_phase=async_phase, **kw)
+    return c, syncs
+
+
+def test_max_concurrent_and_requests():
+    active, peak, lock = [0], [0], threading.Lock()
+
+    def slow_upload(req, frozen):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.3)
+        with lock:
+            active[0] -= 1
+        req.checkpoint_id = f"chk-{req.request_id}"
+    c, _ = _coordinator(slow_upload, interval=0, timeout=10, max_concurrent=2)
+    c.start()
+    reqs = [c.request() for _ in range(5)]
+    assert c.wait_idle(10)
+    c.stop()
+    assert peak[0] == 2
+    assert all(r.status == "completed" for r in reqs)
+    assert c.find(reqs[0].checkpoint_id) is reqs[0]
+
+
+def test_interval_and_min_pause():
+    c, syncs = _coordinator(lambda req, f: time.sleep(0.05), interval=0.2, timeout=10, min_pause=0.3)
+    c.start()
+    time.sleep(1.6)
+    c.stop()
+    gaps = [b - a for a, b in zip(syncs, syncs[1:], strict=False)]
+    assert len(syncs) >= 3
+    assert all(g >= 0.3 + 0.05 - 0.02 for g in gaps)  # min pause after each completion wins over interval
+
+
+def test_timeout_abandons_and_frees_the_slot():
+    committed = []
+    release = threading.Event()
+
+    def hanging(req, frozen):
+        release.wait(5)
+        req.check_not_abandoned()  # what the real pipeline does before writing the manifest
+        committed.append(req.request_id)
+    c, _ = _coordinator(hanging, interval=0, timeout=0.3, max_concurrent=1)
+    finished = []
+    c.on_finished = finished.append
+    c.start()
+    first = c.request()
+    assert first.done.wait(3)
+    assert first.status == "timed_out"
+    second = c.request()  # the slot is free again
+    time.sleep(0.2)
+    assert second.status in ("uploading", "timed_out")
+    release.set()
+    assert c.wait_idle(5)
+    c.stop()
+    assert first.request_id not in committed
+    assert [r.request_id for r in finished][:1] == [first.request_id]
+
+
+def test_failures_and_skips_are_reported():
+    def sync(req):
+        if req.trigger == "api":
+            raise NothingToCheckpoint("nothing new")
+        raise OSError("disk gone")
+    c = CheckpointCoordinator(sync_phase=sync, async_phase=lambda r, f: None, interval=0, timeout=5)
+    c.start()
+    skipped = c.request(trigger="api")
+    failed = c.request(trigger="stop")
+    assert c.wait_idle(5)
+    c.stop()
+    assert skipped.status == "skipped"
+    assert failed.status == "failed" and "disk gone" in failed.error
+
+
+def test_abandoned_exception_does_not_mark_completed():
+    def upload(req, frozen):
+        raise Abandoned("late")
+    c, _ = _coordinator(upload, interval=0, timeout=0.0001)
+    c.start()
+    r = c.request()
+    assert r.done.wait(3)
+    c.stop()
+    assert r.status in ("timed_out",)
