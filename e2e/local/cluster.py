@@ -78,10 +78,13 @@ def pid_alive(pid_file: Path) -> int | None:
     """The pid in `pid_file` if that process still runs the program it was started as."""
     try:
         pid, program = pid_file.read_text().split(maxsplit=1)
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (FileNotFoundError, ValueError):
+    except (FileNotFoundError, ValueError, IndexError):
         return None
-    return int(pid) if cmdline and cmdline[0].decode() == program.strip() else None
+    if state in ("Z", "X"):
+        return None
+    return int(pid) if cmdline[0].decode() == program.strip() else None
 
 
 def start(layout: c.Layout, name: str, argv: list[str], env: dict[str, str] | None = None,
@@ -211,9 +214,9 @@ def start_minio(layout: c.Layout) -> None:
         }))
     credentials = json.loads(credentials_file.read_text())
     env = dict(os.environ, MINIO_ROOT_USER=credentials["access_key"],
-               MINIO_ROOT_PASSWORD=credentials["secret_key"], MINIO_BROWSER="off")
+               MINIO_ROOT_PASSWORD=credentials["secret_key"], MINIO_BROWSER="off", MINIO_UPDATE="off")
     (layout.state / "minio-data").mkdir(exist_ok=True)
-    start(layout, "minio", c.minio_command(layout, binary), env=env)
+    start(layout, "minio", c.minio_command(layout, binary, free_port()), env=env)
 
     def minio_live() -> bool:
         try:

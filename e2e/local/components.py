@@ -154,9 +154,10 @@ def scheduler_command(layout: Layout) -> list[str]:
     ]
 
 
-def minio_command(layout: Layout, minio_bin: str) -> list[str]:
-    return [minio_bin, "server", str(layout.state / "minio-data"),
-            "--address", f"127.0.0.1:{layout.ports.minio}", "--quiet"]
+def minio_command(layout: Layout, minio_bin: str, console_port: int) -> list[str]:
+    # Flags before the data dir: MinIO's CLI stops reading flags at the first argument.
+    return [minio_bin, "server", "--quiet", "--address", f"127.0.0.1:{layout.ports.minio}",
+            "--console-address", f"127.0.0.1:{console_port}", str(layout.state / "minio-data")]
 
 
 def node_agent_command(layout: Layout) -> list[str]:

@@ -37,6 +37,7 @@ class ContainerRecord:
     last_terminated: Terminated | None = None
     container_id: str = ""
     ever_started: bool = False
+    restart_pending: bool = False  # exited, waiting out its back-off before the next run
     extra: dict = field(default_factory=dict)
 
     def state(self) -> dict:

@@ -158,7 +158,8 @@ class PodWorker(threading.Thread):
         self.ctx_log("container started", container=record.name, pid=process.pid, argv=argv[:3])
 
     def reap(self, record: st.ContainerRecord, restartable: bool) -> None:
-        """Notices an exited process; schedules a restart when the policy asks for one."""
+        """Notices an exited process; schedules a restart when the policy asks for one
+        (init containers are only ever restarted after a failure)."""
         process = self.processes.get(record.name)
         code = process.poll() if process else None
         if code is None:
@@ -167,18 +168,21 @@ class PodWorker(threading.Thread):
         record.terminated = st.Terminated(code, st.exit_reason(code), record.running_since or now_iso(), now_iso())
         record.running_since, record.ready = None, False
         self.ctx_log("container exited", container=record.name, exit_code=code)
-        if restartable and st.should_restart(self.restart_policy, code):
+        is_init = any(r is record for r in self.init)
+        policy = "OnFailure" if is_init and self.restart_policy == "Always" else self.restart_policy
+        if restartable and st.should_restart(policy, code):
             delay = st.backoff_seconds(record.restart_count, self.ctx.backoff_base, self.ctx.backoff_cap)
             self.not_before[record.name] = time.monotonic() + delay
+            # As the kubelet reports it: waiting in back-off, the exit kept as lastState.
+            record.last_terminated, record.terminated, record.restart_pending = record.terminated, None, True
+            record.waiting_reason = "CrashLoopBackOff"
+            record.waiting_message = f"back-off {delay:g}s restarting failed container={record.name}"
 
     def restart_due(self, record: st.ContainerRecord) -> bool:
-        """Moves an exited, restartable container to its next run once its backoff has passed."""
-        if record.terminated is None or not st.should_restart(self.restart_policy, record.terminated.exit_code):
+        """True once an exited container's back-off has passed; counts the restart."""
+        if not record.restart_pending or time.monotonic() < self.not_before.get(record.name, 0):
             return False
-        if time.monotonic() < self.not_before.get(record.name, 0):
-            record.waiting_reason = "CrashLoopBackOff"
-            return False
-        record.last_terminated, record.terminated = record.terminated, None
+        record.restart_pending = False
         record.restart_count += 1
         return True
 
@@ -190,7 +194,7 @@ class PodWorker(threading.Thread):
                     continue
                 if record.name in self.processes:
                     return
-                if record.terminated is not None and not self.restart_due(record):
+                if (record.terminated is not None or record.restart_pending) and not self.restart_due(record):
                     return
                 if time.monotonic() >= self.not_before.get(record.name, 0):
                     self.start_container(record)
@@ -200,7 +204,7 @@ class PodWorker(threading.Thread):
             self.reap(record, restartable=True)
             if record.name in self.processes:
                 continue
-            if record.terminated is not None and not self.restart_due(record):
+            if (record.terminated is not None or record.restart_pending) and not self.restart_due(record):
                 continue
             if time.monotonic() >= self.not_before.get(record.name, 0):
                 self.start_container(record)
