@@ -1,0 +1,172 @@
+"""Pure builders: a StreamingJob -> the ConfigMap, Pod and Service that run it.
+
+No I/O here: every function takes plain values and returns Kubernetes objects as dicts, so the
+shapes are unit-tested without a cluster. kube.py applies them idempotently.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec, RestoreFrom
+
+CONTROL_PORT = 8080
+GC_METRICS_PORT = 9090
+HOT_DIR = "/var/lib/sparkpoint"
+CONFIG_DIR = "/etc/sparkpoint"
+JOB_FILE = f"{CONFIG_DIR}/job.json"
+# Keys the storage Secret must hold; they reach the containers as environment variables only.
+CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """What the builders need of the custom resource besides its spec."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def owner_reference(self) -> dict[str, Any]:
+        return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, "name": self.name,
+                "uid": self.uid, "controller": True, "blockOwnerDeletion": True}
+
+
+def labels(job: JobRef, component: str = "runtime") -> dict[str, str]:
+    return {"app.kubernetes.io/name": "sparkpoint", "app.kubernetes.io/instance": job.name,
+            "app.kubernetes.io/component": component, "app.kubernetes.io/managed-by": "sparkpoint-operator",
+            f"{API_GROUP}/job": job.name}
+
+
+def _meta(job: JobRef, name: str, component: str = "runtime") -> dict[str, Any]:
+    return {"name": name, "namespace": job.namespace, "labels": labels(job, component),
+            "ownerReferences": [job.owner_reference]}
+
+
+def config_map_name(job: JobRef) -> str:
+    return f"{job.name}-job"
+
+
+def pod_name(job: JobRef, attempt: int) -> str:
+    # One pod per attempt: a new pod is a new attempt (DESIGN.md section 2), so names never clash
+    # with a pod that is still terminating.
+    return f"{job.name}-{attempt}"
+
+
+def service_name(job: JobRef) -> str:
+    return job.name
+
+
+def job_document(spec: JobSpec, restore_from: RestoreFrom | None) -> dict[str, Any]:
+    """The spec the runtime reads (a JOB.yaml), with the restore point the operator chose for this
+    attempt; None lets the runtime pick (local hot dir if valid, else the latest checkpoint)."""
+    doc = spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    doc.pop("restoreFrom", None)
+    if restore_from is not None:
+        chosen = restore_from.model_dump(by_alias=True, exclude_none=True)
+        if chosen:
+            doc["restoreFrom"] = chosen
+    return doc
+
+
+def build_config_map(job: JobRef, spec: JobSpec, restore_from: RestoreFrom | None = None) -> dict[str, Any]:
+    body = json.dumps(job_document(spec, restore_from), indent=2, sort_keys=True)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(job, config_map_name(job)),
+            "data": {"job.json": body}}
+
+
+def _store_env(spec: JobSpec) -> list[dict[str, Any]]:
+    storage = spec.checkpoint.storage
+    env: list[dict[str, Any]] = []
+    if storage is None:
+        return env
+    if storage.endpoint:
+        env.append({"name": "SPARKPOINT_S3_ENDPOINT", "value": storage.endpoint})
+    if storage.secret_ref:
+        env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": storage.secret_ref.name, "key": key}}}
+                for key in CREDENTIAL_KEYS]
+    return env
+
+
+def _common_env(job: JobRef, spec: JobSpec) -> list[dict[str, Any]]:
+    return [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "SPARKPOINT_JOB", "value": f"{job.namespace}/{job.name}"},
+        {"name": "SPARKPOINT_JOB_UID", "value": job.uid},
+        *_store_env(spec),
+    ]
+
+
+def _store_url(job: JobRef, spec: JobSpec) -> str:
+    storage = spec.checkpoint.storage
+    # Without storage the runtime falls back to a directory on the pod's own disk: a demo only.
+    return storage.url if storage else f"file://{HOT_DIR}/store"
+
+
+def runtime_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
+    probe = {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10, "failureThreshold": 6}
+    return {
+        "name": "runtime",
+        "image": spec.image,
+        "command": ["sparkpoint", "run", JOB_FILE, "--namespace", job.namespace, "--name", job.name,
+                    "--work-dir", f"{HOT_DIR}/work", "--port", str(CONTROL_PORT)],
+        "env": _common_env(job, spec),
+        "ports": [{"name": "control", "containerPort": CONTROL_PORT}],
+        "resources": {"requests": {"cpu": spec.spark.resources.cpu, "memory": spec.spark.resources.memory},
+                      "limits": {"memory": spec.spark.resources.memory}},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "control"}, "periodSeconds": 5},
+        "livenessProbe": probe,
+        "volumeMounts": [{"name": "hot", "mountPath": HOT_DIR},
+                         {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True}],
+    }
+
+
+def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
+    gc = spec.gc
+    return {
+        "name": "gc",
+        "image": spec.image,
+        "command": ["sparkpoint", "gc", "--store", _store_url(job, spec), "--job", f"{job.namespace}/{job.name}",
+                    "--retain", str(spec.checkpoint.retain), "--grace", gc.grace,
+                    "--pending-timeout", gc.pending_timeout, "--interval", gc.interval,
+                    "--metrics-port", str(GC_METRICS_PORT), "--json"],
+        "env": _common_env(job, spec),
+        "ports": [{"name": "gc-metrics", "containerPort": GC_METRICS_PORT}],
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "volumeMounts": [{"name": "hot", "mountPath": HOT_DIR}],
+    }
+
+
+def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | None = None) -> dict[str, Any]:
+    containers = [runtime_container(job, spec)]
+    if spec.gc.enabled:
+        containers.append(gc_container(job, spec))
+    meta = _meta(job, pod_name(job, attempt))
+    meta["annotations"] = {f"{API_GROUP}/attempt": str(attempt)}
+    pod_spec: dict[str, Any] = {
+        # The kubelet restarts a crashed container in place: the fast local-recovery path (the hot
+        # dir emptyDir survives it). Exit 0 means stopped on request, so it is not restarted; the
+        # operator starts a new attempt (a new pod) when the pod itself is lost or gives up.
+        "restartPolicy": "Never" if spec.restart.policy == "Never" else "OnFailure",
+        "terminationGracePeriodSeconds": 60,
+        "containers": containers,
+        "volumes": [{"name": "hot", "emptyDir": {}},
+                    {"name": "job", "configMap": {"name": config_map_name(job)}}],
+    }
+    if service_account:
+        pod_spec["serviceAccountName"] = service_account
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
+
+
+def build_service(job: JobRef) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(job, service_name(job)),
+        "spec": {"selector": {f"{API_GROUP}/job": job.name, "app.kubernetes.io/component": "runtime"},
+                 "ports": [{"name": "control", "port": CONTROL_PORT, "targetPort": "control"},
+                           {"name": "gc-metrics", "port": GC_METRICS_PORT, "targetPort": "gc-metrics"}]},
+    }
