@@ -69,4 +69,4 @@ e2e: venv minio
 	@e2e/local/build.sh >/dev/null
 	$(PY) -m pytest -q -p no:cacheprovider e2e/local/tests
 	export $$($(PY) e2e/local/cluster.py up | tail -1 | cut -d' ' -f2) && \
-	  $(PY) -m pytest -q -p no:cacheprovider e2e --ignore=e2e/local
+	  $(PY) -m pytest -q -p no:cacheprovider e2e --ignore=e2e/local/tests

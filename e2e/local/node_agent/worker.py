@@ -151,10 +151,12 @@ class PodWorker(threading.Thread):
         record.container_id = f"sparkpoint://{self.uid}/{record.name}/{process.pid}"
         record.ready = "readinessProbe" not in spec and "startupProbe" not in spec
         started = time.monotonic()
-        for kind, trackers in (("readinessProbe", self.readiness), ("livenessProbe", self.liveness)):
+        # Without a readiness probe, a startup probe gates readiness until it first passes.
+        readiness = spec.get("readinessProbe") or spec.get("startupProbe")
+        for probe, trackers in ((readiness, self.readiness), (spec.get("livenessProbe"), self.liveness)):
             trackers.pop(record.name, None)
-            if kind in spec:
-                trackers[record.name] = ProbeTracker(spec[kind], started)
+            if probe:
+                trackers[record.name] = ProbeTracker(probe, started)
         self.ctx_log("container started", container=record.name, pid=process.pid, argv=argv[:3])
 
     def reap(self, record: st.ContainerRecord, restartable: bool) -> None:
