@@ -51,7 +51,7 @@ class CheckpointPipeline:
         batch = latest_committed_batch(self.hot_dir)
         if batch is None:
             raise NothingToCheckpoint("no batch committed yet")
-        if req.kind == "checkpoint" and batch == self.last_checkpointed_batch:
+        if req.kind == "checkpoint" and req.trigger != "api" and batch == self.last_checkpointed_batch:
             raise NothingToCheckpoint(f"batch {batch} is already checkpointed")
         faults.point("freeze")
         target = self.freeze_root / req.request_id

@@ -89,8 +89,10 @@ def write_owner(work_dir: Path, job: JobRef, store_url: str) -> None:
 def inspect_local(work_dir: Path, hot_dir: Path, job: JobRef, store_url: str) -> tuple[int | None, str | None]:
     """(restartable batch, None) or (None, why not)."""
     owner = owner_of(work_dir)
+    if owner is None:
+        return None, "no local hot dir (new pod or wiped disk)"
     if owner != {"job": str(job), "store": store_url}:
-        return None, "hot dir belongs to no or another job"
+        return None, f"local hot dir belongs to {owner.get('job')} at {owner.get('store')}"
     try:
         return check_restartable(hot_dir), None
     except FreezeError as exc:

@@ -10,6 +10,7 @@ Work dir layout (local disk, an emptyDir in a pod):
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -131,6 +132,9 @@ class JobRuntime:
 
         server = ControlServer(self, self.opts.host, self.opts.port)
         server.start()
+        # Where the API listens (the port may have been picked by the OS with --port 0).
+        (self.work_dir / "api.json").write_text(json.dumps({"host": self.opts.host, "port": server.port,
+                                                            "pid": os.getpid(), "attempt": self.attempt}))
         try:
             return self._run_query(func)
         finally:

@@ -1,0 +1,11 @@
+"""Options for the runtime tests: `--soak` turns the fault-injection sample into the long run."""
+
+from __future__ import annotations
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("sparkpoint runtime")
+    group.addoption("--soak", action="store_true", default=False,
+                    help="fault injection: run 200+ kills and write docs/reliability.md")
+    group.addoption("--soak-kills", type=int, default=200, help="kills in --soak mode (default 200)")
+    group.addoption("--fault-seed", type=int, default=None, help="seed of the random kill schedule")

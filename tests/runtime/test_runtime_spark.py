@@ -1,0 +1,233 @@
+"""The runtime against real Spark and a real MinIO: bad input, control API, backpressure, savepoint,
+corrupt restore, and the freeze on a live query (restart from the frozen copy gives the same output).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparkpoint.runtime.demo import EXAMPLES, RuntimeProcess, WindowedJob, wait_until
+from sparkpoint.runtime.store import JobRef, open_store
+
+pytestmark = [pytest.mark.spark]
+TEST_BUCKET = "sparkpoint-test"
+
+
+def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sparkpoint.runtime.cli", "run", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+# --- bad input: each fails fast with a message that names the problem ------------------------------
+def test_invalid_job_file_names_the_field(tmp_path):
+    bad = tmp_path / "job.yaml"
+    bad.write_text(yaml.safe_dump({"job": {"entrypoint": "m:f"}, "checkpoint": {"retain": 0}}))
+    t0 = time.monotonic()
+    r = run_cli([str(bad), "--work-dir", str(tmp_path / "w")])
+    assert r.returncode == 2
+    assert "spec.checkpoint.retain" in r.stderr
+    assert time.monotonic() - t0 < 30
+    bad.write_text("job: [unclosed")
+    r = run_cli([str(bad)])
+    assert r.returncode == 2 and "not valid YAML" in r.stderr
+
+
+def test_unknown_entrypoint_fails_before_spark_starts(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({"job": {"entrypoint": "no_such_module_xyz:build"}}))
+    t0 = time.monotonic()
+    r = run_cli([str(job), "--work-dir", str(tmp_path / "w"), "--port", "0"])
+    assert r.returncode == 2
+    assert "no_such_module_xyz" in r.stderr and "not found" in r.stderr
+    assert time.monotonic() - t0 < 30
+    job.write_text(yaml.safe_dump({"job": {"entrypoint": "windowed_aggregation:nope",
+                                           "pythonPath": [str(EXAMPLES)]}}))
+    r = run_cli([str(job), "--work-dir", str(tmp_path / "w2"), "--port", "0"])
+    assert r.returncode == 2 and "has no attribute 'nope'" in r.stderr
+
+
+def test_function_returning_a_batch_dataframe_is_rejected(tmp_path):
+    (tmp_path / "batchjob.py").write_text("def build(spark):\n    return spark.range(3)\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({"job": {"entrypoint": "batchjob:build", "pythonPath": ["."]}}))
+    r = run_cli([str(job), "--work-dir", str(tmp_path / "w"), "--port", "0"])
+    assert r.returncode == 2
+    assert "batch DataFrame" in r.stderr and "streaming" in r.stderr
+
+
+# --- one slow job over MinIO: API, backpressure, savepoint, then a corrupt restore ------------------
+def _get(port: int, path: str, body: dict | None = None, method: str | None = None) -> tuple[int, dict | str]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method or
+                                 ("POST" if data is not None else "GET"),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            raw = resp.read().decode()
+            code = resp.status
+    except urllib.error.HTTPError as err:
+        raw, code = err.read().decode(), err.code
+    try:
+        return code, json.loads(raw)
+    except ValueError:
+        return code, raw
+
+
+@pytest.fixture(scope="module")
+def slow_job(minio_server, tmp_path_factory):
+    """A job whose batches take >= 3 s, checkpointing every 2 s, on MinIO; yields while it runs."""
+    base = tmp_path_factory.mktemp("slow")
+    store_url = f"s3://{TEST_BUCKET}/rt-{uuid.uuid4().hex[:10]}"
+    job = WindowedJob(name="slow", rows_per_batch=500, keys=500, total_batches=1000, slow_seconds=3.0,
+                      trigger="500ms", checkpoint_interval="2s")
+    job_file = job.write(base / "slow.yaml", store_url)
+    env = minio_server.env()
+    proc = RuntimeProcess(job_file, base / "pod", base / "slow.log", until_batch=None, env=env).start()
+    try:
+        wait_until(lambda: (base / "pod" / "api.json").exists(), 120, "control API", proc)
+        port = json.loads((base / "pod" / "api.json").read_text())["port"]
+        wait_until(lambda: _get(port, "/readyz")[0] == 200, 180, "readiness", proc)
+        yield {"proc": proc, "port": port, "store_url": store_url, "env": env, "base": base,
+               "job_file": job_file, "job": JobRef("default", "slow")}
+    finally:
+        proc.kill()
+
+
+def test_control_api_and_metrics(slow_job):
+    port = slow_job["port"]
+    assert _get(port, "/healthz") == (200, {"status": "ok", "phase": "running"})
+    code, status = _get(port, "/status")
+    assert code == 200 and status["job"] == "default/slow" and status["attempt"] >= 1
+    assert status["restore"]["source"] == "fresh"
+    wait_until(lambda: _get(port, "/status")[1]["latestCommittedBatch"] is not None, 120, "a committed batch")
+    code, doc = _get(port, "/checkpoints", {"wait": "complete", "timeout": 60})
+    assert code == 200, doc
+    assert doc["id"].startswith("chk-") and doc["status"] == "completed"
+    code, again = _get(port, f"/checkpoints/{doc['id']}")
+    assert code == 200 and again["status"] == "completed" and again["batchId"] == doc["batchId"]
+    assert _get(port, "/checkpoints/chk-999999")[0] == 404
+    assert _get(port, "/checkpoints", {"wait": "forever"})[0] == 400
+    code, text = _get(port, "/metrics")
+    for name in ("sparkpoint_checkpoint_last_completed_timestamp_seconds", "sparkpoint_checkpoint_duration_seconds",
+                 "sparkpoint_checkpoint_uploaded_bytes_total", "sparkpoint_checkpoint_reused_bytes_total",
+                 "sparkpoint_batch_duration_seconds", "sparkpoint_input_rows_total", "sparkpoint_state_rows",
+                 "sparkpoint_restore_duration_seconds"):
+        assert name in text, name
+    assert "AWS_SECRET" not in text and slow_job["env"]["AWS_SECRET_ACCESS_KEY"] not in text
+
+
+def test_backpressure_checkpoints_stay_fast_while_batches_are_slow(slow_job):
+    """Batches take >= 3 s; checkpoints use the last committed batch, so none waits for one."""
+    port = slow_job["port"]
+    latencies = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        code, doc = _get(port, "/checkpoints", {"wait": "complete", "timeout": 60})
+        latencies.append(time.monotonic() - t0)
+        assert code == 200, doc
+        time.sleep(0.7)  # land at different points of the running batch
+    def interval_checkpoints() -> list[dict]:
+        recent = _get(port, "/status")[1]["recentCheckpoints"]
+        return [c for c in recent if c["trigger"] == "interval" and c["status"] == "completed"]
+    wait_until(lambda: len(interval_checkpoints()) >= 2, 60, "interval checkpoints")
+    _, status = _get(port, "/status")
+    batch_seconds = status["lastProgress"]["durationSeconds"]
+    assert batch_seconds >= 3.0, status["lastProgress"]
+    interval_done = interval_checkpoints()
+    cp_seconds = [c["syncSeconds"] + c["asyncSeconds"] for c in interval_done]
+    assert max(latencies) < batch_seconds / 2, (latencies, batch_seconds)
+    assert max(cp_seconds) < batch_seconds / 2, (cp_seconds, batch_seconds)
+    assert max(c["freezeSeconds"] for c in interval_done) < 0.25
+
+
+def test_stop_with_savepoint_then_corrupt_restore_fails_loudly(slow_job):
+    port, proc = slow_job["port"], slow_job["proc"]
+    code, _ = _get(port, "/stop", {"savepoint": "sp-before-upgrade"})
+    assert code == 202
+    assert proc.wait(60) == 0
+    store = open_store(slow_job["store_url"], env=slow_job["env"])
+    job = slow_job["job"]
+    assert store.exists(f"{job.root}/savepoints/sp-before-upgrade/manifest.json")
+    # Corrupt one object of the latest checkpoint, wipe the pod, and start: the restore must fail.
+    from sparkpoint.runtime.checkpoint import latest_checkpoint
+    from sparkpoint.runtime.store.layout import object_key
+
+    latest = latest_checkpoint(store, job)
+    victim = max(latest.files, key=lambda f: f.size)
+    store.put_bytes(object_key(job, victim.sha256), b"garbage" * 10)
+    shutil.rmtree(slow_job["base"] / "pod")
+    r = run_cli([str(slow_job["job_file"]), "--work-dir", str(slow_job["base"] / "pod"), "--port", "0"],
+                env=slow_job["env"], timeout=120)
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert "restore failed" in r.stderr and "corrupt" in r.stderr and victim.path in r.stderr
+
+
+# --- the freeze on a live query --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def spark():
+    from sparkpoint.runtime.config import SparkSection
+    from sparkpoint.runtime.spark.session import build_session
+
+    session = build_session(SparkSection(master="local[2]", shuffle_partitions=2), "sparkpoint-tests")
+    yield session
+    session.stop()
+
+
+def test_entrypoint_check_in_process(spark):
+    from sparkpoint.runtime.spark.entrypoint import EntrypointError, build_stream
+
+    with pytest.raises(EntrypointError, match="returned int"):
+        build_stream(lambda s: 42, spark, {}, "m:f")
+    with pytest.raises(EntrypointError, match="cannot be called"):
+        build_stream(lambda s: s, spark, {"unexpected": 1}, "m:f")
+
+
+def test_freeze_of_a_running_query_restarts_identically(spark, tmp_path):
+    """Freeze while the query runs; a query started on a copy resumes at C+1 with the same output."""
+    sys.path.insert(0, str(EXAMPLES))
+    from windowed_aggregation import build
+
+    from sparkpoint.runtime.checkpoint.freeze import check_restartable, freeze
+
+    def run(checkpoint: Path, out: dict, until: int) -> None:
+        df = build(spark, rows_per_batch=500, keys=50, window="3 seconds", watermark="1 seconds")
+        q = (df.writeStream.outputMode("append").option("checkpointLocation", str(checkpoint))
+             .foreachBatch(lambda d, b: out.__setitem__(b, sorted(map(str, d.collect()))))
+             .trigger(processingTime="200 milliseconds").start())
+        try:
+            wait_until(lambda: max(out, default=-1) >= until, 180, f"batch {until}")
+        finally:
+            q.stop()
+
+    original: dict[int, list[str]] = {}
+    hot = tmp_path / "hot"
+    df = build(spark, rows_per_batch=500, keys=50, window="3 seconds", watermark="1 seconds")
+    q = (df.writeStream.outputMode("append").option("checkpointLocation", str(hot))
+         .foreachBatch(lambda d, b: original.__setitem__(b, sorted(map(str, d.collect()))))
+         .trigger(processingTime="200 milliseconds").start())
+    try:
+        wait_until(lambda: max(original, default=-1) >= 6, 180, "batch 6")
+        result = freeze(hot, tmp_path / "frozen")  # while the query keeps running
+        wait_until(lambda: max(original, default=-1) >= result.batch_id + 6, 180, "more batches")
+    finally:
+        q.stop()
+    assert result.seconds < 0.1, result.seconds
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "frozen", copy)
+    assert check_restartable(copy) == result.batch_id
+    resumed: dict[int, list[str]] = {}
+    run(copy, resumed, result.batch_id + 5)
+    assert min(resumed) == result.batch_id + 1
+    for b in range(result.batch_id + 1, result.batch_id + 6):
+        assert resumed[b] == original[b], b
