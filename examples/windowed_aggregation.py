@@ -26,8 +26,10 @@ def build(spark, rows_per_batch: int = 5000, keys: int = 5000, window: str = "10
     if slow_seconds:
         events = events.withColumn("value", _slow_udf(rows_per_batch, slow_seconds)(F.col("value")))
     agg = [F.count("*").alias("events"), F.sum("value").alias("value_sum")]
-    if payload_bytes:  # make the state bigger without more input (benchmarks)
-        agg.append(F.max(F.repeat(F.lit("x"), payload_bytes)).alias("payload"))
+    if payload_bytes:  # bigger state without more keys (benchmarks): hex digests barely compress
+        parts = [F.sha2(F.concat(F.col("value").cast("string"), F.lit(f"#{i}")), 256)
+                 for i in range(max(1, payload_bytes // 64))]
+        agg.append(F.max(F.concat(*parts)).alias("payload"))
     return (events
             .withWatermark("timestamp", watermark)
             .groupBy(F.window("timestamp", window).alias("window"), (F.col("value") % keys).alias("key"))

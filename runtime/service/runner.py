@@ -164,6 +164,7 @@ class JobRuntime:
         m.last_committed_batch.set(p.batch_id)
         self.last_progress = {"batchId": p.batch_id, "durationSeconds": p.duration_seconds,
                               "inputRows": p.input_rows, "stateRows": p.state_rows}
+        log.info("batch completed", extra=self.last_progress)
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
         self.sink.write_batch(df, batch_id)
