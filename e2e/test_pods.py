@@ -160,3 +160,23 @@ def test_delete_kills_after_grace_period(core, namespace, pods):
     assert 3 <= seconds < 30, f"deletion took {seconds:.1f}s with a 3s grace period"
     terminated = container_status(last).state.terminated
     assert terminated is not None and terminated.exit_code == 137, "expected SIGKILL after the grace period"
+
+
+def test_failing_liveness_probe_restarts_the_container(pods):
+    # The exec probe runs with the container's mounts: it sees /state, the pod's emptyDir.
+    script = textwrap.dedent("""
+        import pathlib, time
+        alive = pathlib.Path("/state/alive")
+        alive.write_text("yes"); print("alive", flush=True)
+        time.sleep(3); alive.unlink(); print("stopped answering the probe", flush=True)
+        while True: time.sleep(0.1)
+    """)
+    probe = client.V1Probe(_exec=client.V1ExecAction(command=["cat", "/state/alive"]),
+                           period_seconds=1, failure_threshold=2)
+    container = python_container(script, liveness_probe=probe, readiness_probe=probe,
+                                 volume_mounts=[client.V1VolumeMount(name="state", mount_path="/state")])
+    pods.create("probed", [container], volumes=[client.V1Volume(name="state", empty_dir=client.V1EmptyDirVolumeSource())])
+    pods.wait("probed", "Ready", lambda p: bool(container_status(p) and container_status(p).ready))
+    pod = pods.wait("probed", "a restart after the liveness probe failed",
+                    lambda p: container_status(p).restart_count >= 1, timeout=120)
+    assert container_status(pod).last_state.terminated.exit_code in (137, 143)

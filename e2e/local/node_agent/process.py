@@ -31,13 +31,18 @@ def mount_script(mounts: list[Mount], working_dir: str) -> str:
     return "\n".join(lines)
 
 
+def in_container_view(mounts: list[Mount], working_dir: str) -> list[str]:
+    """argv prefix that runs a command with the container's mounts (exec probes use it too)."""
+    return ["unshare", "--mount", "--propagation", "private", "--",
+            "/bin/sh", "-c", mount_script(mounts, working_dir), "container"]
+
+
 class ContainerProcess:
     def __init__(self, argv: list[str], env: dict[str, str], mounts: list[Mount], working_dir: str,
                  log_file: Path, pid_file: Path):
         log_file.parent.mkdir(parents=True, exist_ok=True)
         pid_file.parent.mkdir(parents=True, exist_ok=True)
-        wrapper = ["unshare", "--mount", "--propagation", "private", "--",
-                   "/bin/sh", "-c", mount_script(mounts, working_dir), "container", *argv]
+        wrapper = [*in_container_view(mounts, working_dir), *argv]
         with open(log_file, "ab") as out:
             # unshare and sh exec in place: the pid we hold is the container's main process.
             self.popen = subprocess.Popen(wrapper, env=env, stdout=out, stderr=subprocess.STDOUT,

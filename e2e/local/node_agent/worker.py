@@ -18,7 +18,7 @@ import podspec
 import status as st
 from kube import ApiError, KubeClient
 from probes import ProbeTracker, run_probe
-from process import ContainerProcess
+from process import ContainerProcess, in_container_view
 from volumes import VolumeBuilder
 
 log = logging.getLogger("node-agent.pod")
@@ -70,6 +70,7 @@ class PodWorker(threading.Thread):
         self.not_before: dict[str, float] = {}
         self.readiness: dict[str, ProbeTracker] = {}
         self.liveness: dict[str, ProbeTracker] = {}
+        self.exec_views: dict[str, tuple[list[str], dict[str, str]]] = {}  # exec probes run in these
         self.volume_dirs: dict[str, Path] | None = None
         self.volumes_refreshed = 0.0
         self.init_done = not self.init
@@ -143,8 +144,10 @@ class PodWorker(threading.Thread):
             self.not_before[record.name] = time.monotonic() + 2
             return
         log_file = self.log_root / record.name / f"{record.restart_count}.log"
-        process = ContainerProcess(argv, env, mounts, spec.get("workingDir") or str(self.dir),
+        working_dir = spec.get("workingDir") or str(self.dir)
+        process = ContainerProcess(argv, env, mounts, working_dir,
                                    log_file, self.dir / "containers" / f"{record.name}.pid")
+        self.exec_views[record.name] = (in_container_view(mounts, working_dir), env)
         self.processes[record.name] = process
         record.running_since, record.terminated, record.ever_started = now_iso(), None, True
         record.waiting_reason, record.waiting_message = "", ""
@@ -217,13 +220,14 @@ class PodWorker(threading.Thread):
             if record.name not in self.processes:
                 continue
             spec = self.specs[record.name]
+            prefix, env = self.exec_views[record.name]
             tracker = self.readiness.get(record.name)
             if tracker and tracker.due(now):
-                tracker.record(run_probe(tracker.probe, spec, self.pod_ip), now)
+                tracker.record(run_probe(tracker.probe, spec, self.pod_ip, prefix, env), now)
                 record.ready = bool(tracker.result)
             tracker = self.liveness.get(record.name)
             if tracker and tracker.due(now):
-                tracker.record(run_probe(tracker.probe, spec, self.pod_ip), now)
+                tracker.record(run_probe(tracker.probe, spec, self.pod_ip, prefix, env), now)
                 if tracker.result is False:
                     self.ctx_log("liveness probe failed, restarting", container=record.name)
                     self.stop_processes([record.name], spec_grace=self.grace_seconds())
