@@ -109,6 +109,12 @@ build_kubernetes() {
   echo "$out/bin"
 }
 
+# One builder at a time per cache (a background build and `make e2e` may both call this):
+# the second waits, then finds the .complete markers and skips.
+mkdir -p "$cache"
+exec 9>"$cache/.e2e-build.lock"
+flock 9
+
 case "${1:-all}" in
   etcd) build_etcd ;;
   kubernetes) build_kubernetes ;;
