@@ -165,7 +165,7 @@ def test_stop_with_savepoint_then_corrupt_restore_fails_loudly(slow_job):
 
     latest = latest_checkpoint(store, job)
     victim = max(latest.files, key=lambda f: f.size)
-    store.put_bytes(object_key(job, victim.sha256), b"garbage" * 10)
+    store.put_bytes(object_key(job, victim.sha256), b"\0" * victim.size)  # same size, wrong bytes
     shutil.rmtree(slow_job["base"] / "pod")
     r = run_cli([str(slow_job["job_file"]), "--work-dir", str(slow_job["base"] / "pod"), "--port", "0"],
                 env=slow_job["env"], timeout=120)
@@ -231,3 +231,17 @@ def test_freeze_of_a_running_query_restarts_identically(spark, tmp_path):
     assert min(resumed) == result.batch_id + 1
     for b in range(result.batch_id + 1, result.batch_id + 6):
         assert resumed[b] == original[b], b
+
+
+@pytest.mark.parametrize("example,path", [("windowed_aggregation.yaml", "default"), ("sessionization.yaml", "sessions")])
+def test_examples_run_and_commit_output(example, path, tmp_path):
+    from sparkpoint.runtime.sink.transactional import read_committed
+
+    r = run_cli([str(EXAMPLES / example), "--work-dir", str(tmp_path / "w"), "--port", "0",
+                 "--until-batch", "17"], timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    name = example.removesuffix(".yaml").replace("_", "-")
+    rows = read_committed(open_store(f"file://{tmp_path / 'w' / 'store'}"), JobRef("default", name), path)
+    assert rows, f"{example} committed no output"
+    if example.startswith("sessionization"):
+        assert all(row["session"]["end"] > row["session"]["start"] and row["events"] > 0 for row in rows)
