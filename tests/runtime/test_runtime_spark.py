@@ -245,3 +245,44 @@ def test_examples_run_and_commit_output(example, path, tmp_path):
     assert rows, f"{example} committed no output"
     if example.startswith("sessionization"):
         assert all(row["session"]["end"] > row["session"]["start"] and row["events"] > 0 for row in rows)
+
+
+def test_supervise_restarts_after_a_crash_and_sigterm_drains(tmp_path):
+    """--supervise: SIGKILL the runtime's process group, it comes back (local recovery); SIGTERM to
+    the supervisor drains the runtime (final checkpoint of the last committed batch) and exits 0."""
+    import signal
+
+    from sparkpoint.runtime.checkpoint import latest_checkpoint
+    from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
+
+    job = WindowedJob(name="supervised", rows_per_batch=1000, keys=100, total_batches=None, trigger="500ms",
+                      checkpoint_interval="3s")
+    spec = job.spec(f"file://{tmp_path / 'store'}")
+    spec["spec"]["restart"] = {"backoff": "1s"}
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(spec))
+    pod = tmp_path / "pod"
+    log = open(tmp_path / "supervisor.log", "wb")  # noqa: SIM115
+    sup = subprocess.Popen([sys.executable, "-m", "sparkpoint.runtime.cli", "run", str(job_file), "--supervise",
+                            "--work-dir", str(pod), "--port", "0"], stdout=log, stderr=subprocess.STDOUT,
+                           start_new_session=True, env={**os.environ, "TZ": "UTC"})
+    try:
+        api = pod / "api.json"
+        wait_until(lambda: api.exists() and (latest_committed_batch(pod / "hot") or -1) >= 3, 240, "first run")
+        first = json.loads(api.read_text())
+        os.killpg(first["pid"], signal.SIGKILL)  # the runtime and its JVM, not the supervisor
+        wait_until(lambda: json.loads(api.read_text())["pid"] != first["pid"], 120, "restart")
+        second = json.loads(api.read_text())
+        assert second["attempt"] == first["attempt"] + 1
+        before = latest_committed_batch(pod / "hot")
+        wait_until(lambda: (latest_committed_batch(pod / "hot") or -1) > before, 240, "progress after restart")
+        sup.send_signal(signal.SIGTERM)
+        assert sup.wait(90) == 0
+    finally:
+        if sup.poll() is None:
+            os.killpg(sup.pid, signal.SIGKILL)
+        log.close()
+    text = (tmp_path / "supervisor.log").read_text()
+    assert '"restore": "local"' in text
+    final = latest_checkpoint(open_store(f"file://{tmp_path / 'store'}"), JobRef("default", "supervised"))
+    assert final.batch_id == latest_committed_batch(pod / "hot")
