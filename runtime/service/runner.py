@@ -176,6 +176,9 @@ class JobRuntime:
         from sparkpoint.runtime.spark.session import build_session
 
         spec = self.spec
+        if self.stop_event.is_set():  # stopped while restoring: nothing ran, nothing to checkpoint
+            self.phase = "stopped"
+            return EXIT_OK
         self.spark = spark = build_session(spec.spark, f"sparkpoint-{self.job.namespace}-{self.job.name}")
         if self.opts.handle_signals:
             install_signal_handlers(self)  # again: SparkContext replaces the SIGINT handler
