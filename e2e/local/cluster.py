@@ -72,6 +72,25 @@ def load_layout(state: Path) -> c.Layout:
     )
 
 
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def repick_taken_ports(layout: c.Layout) -> None:
+    """On a cold start, ports kept from an earlier run that something else now holds are replaced."""
+    if any(pid_alive(layout.pids / f"{name}.pid") for name in START_ORDER):
+        return
+    for name, port in vars(layout.ports).items():
+        if not port_is_free(port):
+            setattr(layout.ports, name, free_port())
+            log.info("port taken, picked another", extra={"port_of": name, "was": port})
+
+
 # --- processes ------------------------------------------------------------------------------------
 
 def pid_alive(pid_file: Path) -> int | None:
@@ -175,6 +194,7 @@ def up(state: Path) -> None:
             raise SystemExit(f"{binary} is missing: run e2e/local/build.sh first (make cluster-up does)")
     for directory in (layout.logs, layout.pids, layout.state / "kubeconfigs"):
         directory.mkdir(parents=True, exist_ok=True)
+    repick_taken_ports(layout)
     (state / "cluster.json").write_text(layout.to_json())
     pki.ensure_all(layout.pki, c.CLIENTS)
     for identity in c.CLIENTS:
@@ -208,11 +228,10 @@ def start_minio(layout: c.Layout) -> None:
     if not credentials_file.exists():
         credentials_file.touch(mode=0o600)
         credentials_file.write_text(json.dumps({
-            "endpoint": f"http://127.0.0.1:{layout.ports.minio}",
-            "access_key": "sparkpoint-" + secrets.token_hex(4),
-            "secret_key": secrets.token_urlsafe(24),
-        }))
+            "access_key": "sparkpoint-" + secrets.token_hex(4), "secret_key": secrets.token_urlsafe(24)}))
     credentials = json.loads(credentials_file.read_text())
+    credentials["endpoint"] = f"http://127.0.0.1:{layout.ports.minio}"  # the port may have moved
+    credentials_file.write_text(json.dumps(credentials))
     env = dict(os.environ, MINIO_ROOT_USER=credentials["access_key"],
                MINIO_ROOT_PASSWORD=credentials["secret_key"], MINIO_BROWSER="off", MINIO_UPDATE="off")
     (layout.state / "minio-data").mkdir(exist_ok=True)

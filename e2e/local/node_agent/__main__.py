@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -34,6 +35,11 @@ def main() -> int:
                         help="longest restart delay in seconds (the kubelet uses 300)")
     args = parser.parse_args()
     setup_logging()
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print(f"node agent: cannot create mount namespaces (needs root or CAP_SYS_ADMIN): {probe.stderr.strip()}",
+              file=sys.stderr)
+        return 2
     client = KubeClient(args.kubeconfig)
     base_env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
     base_env.update({
