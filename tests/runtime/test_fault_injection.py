@@ -126,9 +126,12 @@ def test_kills_lose_nothing_and_duplicate_nothing(request, minio_server, referen
             tally.mismatches += 1
             tally.failures.append(f"episode {tally.episodes}: {sum(missing.values())} missing, "
                                   f"{sum(extra.values())} extra rows")
+        tally.seconds = time.monotonic() - t0
+        if soak:  # after every episode, so an interrupted soak still leaves an honest tally
+            write_reliability_report(tally, seed, target)
     tally.seconds = time.monotonic() - t0
     if soak:
-        write_reliability_report(tally, seed)
+        write_reliability_report(tally, seed, target)
     print(json.dumps({"seed": seed, "kills": dict(tally.kills), "restores": dict(tally.restores),
                       "episodes": tally.episodes, "rows_compared": tally.rows_compared,
                       "mismatches": tally.mismatches, "seconds": round(tally.seconds)}))
@@ -136,7 +139,7 @@ def test_kills_lose_nothing_and_duplicate_nothing(request, minio_server, referen
     assert tally.restores["remote"] >= 1 and tally.restores["local"] >= 1, tally.restores
 
 
-def write_reliability_report(tally: Tally, seed: int) -> None:
+def write_reliability_report(tally: Tally, seed: int, target: int) -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=REPO).stdout.strip()
     lines = [
@@ -150,6 +153,8 @@ def write_reliability_report(tally: Tally, seed: int) -> None:
         "",
         f"- commit: `{commit}`, seed: `{seed}`, date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"- episodes: {tally.episodes}, wall time: {tally.seconds / 60:.1f} min, machine: {os.cpu_count()} cores",
+        f"- status: {'complete' if sum(tally.kills.values()) >= target else 'in progress or interrupted'} "
+        f"({sum(tally.kills.values())} of {target} planned kills)",
         "",
         "| kills | restores | rows compared | mismatches |",
         "| --- | --- | --- | --- |",
