@@ -71,3 +71,12 @@ def test_minio_beside_the_cluster_serves_s3():
         s3.make_bucket(bucket)
     s3.put_object(bucket, "probe", io.BytesIO(b"ok"), 2)
     assert s3.get_object(bucket, "probe").read() == b"ok"
+
+
+def test_image_without_command_runs_the_virtualenv_entry_point(core, namespace, pods):
+    from kubernetes import client
+    pods.create("rule", [client.V1Container(name="main", image="ghcr.io/example/sparkpoint:1.0", args=["--help"])],
+                restart_policy="Never")
+    pod = pods.wait_phase("rule", "Succeeded")
+    assert container_status(pod).state.terminated.exit_code == 0
+    assert core.read_namespaced_pod_log("rule", namespace, container="main").startswith("usage: sparkpoint")
