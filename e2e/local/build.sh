@@ -21,9 +21,9 @@ export CGO_ENABLED=0
 
 log() { echo "[build.sh $(date -u +%H:%M:%S)] $*" >&2; }
 
-# upstream_gomod MODULE VERSION -> path of the downloaded go.mod
+# upstream_gomod DIR MODULE VERSION -> path of the downloaded go.mod (DIR has no go.mod yet)
 upstream_gomod() {
-  (cd "$(mktemp -d)" && go mod download -json "$1@$2") | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p'
+  (cd "$1" && go mod download -json "$2@$3") | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p'
 }
 
 # replace_lines GOMOD STAGING_VERSION: every relative replace of GOMOD rewritten to
@@ -48,7 +48,7 @@ replace_lines() {
 # write_gomod DIR MODULE VERSION STAGING_VERSION
 write_gomod() {
   local dir=$1 module=$2 version=$3 staging=$4 upstream godebug
-  upstream=$(upstream_gomod "$module" "$version")
+  upstream=$(upstream_gomod "$dir" "$module" "$version")
   [ -f "$upstream" ] || { log "could not download $module@$version"; exit 1; }
   godebug=$(grep -E '^godebug ' "$upstream" || true)
   {
