@@ -286,3 +286,26 @@ def test_supervise_restarts_after_a_crash_and_sigterm_drains(tmp_path):
     assert '"restore": "local"' in text
     final = latest_checkpoint(open_store(f"file://{tmp_path / 'store'}"), JobRef("default", "supervised"))
     assert final.batch_id == latest_committed_batch(pod / "hot")
+
+
+def test_upsert_sink_converges_to_the_final_aggregates(tmp_path):
+    """Upsert mode: every batch's changed rows are visible at once; the folded table per
+    (window, key) equals the independently computed result for every closed window."""
+    from sparkpoint.runtime.demo import canonical
+    from sparkpoint.runtime.sink.upsert import read_upserted
+
+    job = WindowedJob(name="upserts", rows_per_batch=1000, keys=300, total_batches=16, trigger="300ms",
+                      checkpoint_interval="3s")
+    spec = job.spec(f"file://{tmp_path / 'store'}")
+    spec["spec"]["job"]["sink"] = {"kind": "upsert", "path": "table", "keyColumns": ["window", "key"]}
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(spec))
+    r = run_cli([str(job_file), "--work-dir", str(tmp_path / "pod"), "--port", "0", "--until-batch",
+                 str(job.until_batch)], env={"TZ": "UTC"}, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    table = read_upserted(open_store(f"file://{tmp_path / 'store'}"), JobRef("default", "upserts"), "table",
+                          ["window", "key"])
+    expected = job.expected_rows()
+    closed = {json.loads(k)[0] for k in expected}
+    got = {k: n for k, n in canonical(list(table.values())).items() if json.loads(k)[0] in closed}
+    assert got == dict(expected)
