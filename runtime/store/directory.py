@@ -20,8 +20,9 @@ _TMP = ".tmp"
 
 
 class DirectoryStore(ObjectStore):
-    def __init__(self, root: str | os.PathLike[str]):
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True):
         self.root = Path(root).absolute()
+        self.fsync = fsync  # off only for throwaway stores (tests on slow shared disks)
         self.url = f"file://{self.root}"
 
     # --- helpers ---------------------------------------------------------------------------
@@ -40,8 +41,9 @@ class DirectoryStore(ObjectStore):
         fd, tmp = self._tmp_file()
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if self.fsync:
+                f.flush()
+                os.fsync(f.fileno())
         return tmp
 
     @staticmethod

@@ -1,0 +1,226 @@
+"""GC safety as a stateful property test.
+
+Hypothesis interleaves, step by step: checkpoint steps (begin+pending marker, plan, each upload,
+commit), GC steps (list pending, list checkpoints, delete manifests, list objects, each object
+deletion, delete abandoned markers), crashes of either, time passing, pins, file churn (including
+content reverting to old, already-collected versions) and restores.
+
+Invariants after every step:
+ * every object of a retained checkpoint (newest `retain`) or a pinned one exists with its size;
+ * every object an in-flight checkpoint has uploaded or decided to reuse still exists;
+ * restoring the latest checkpoint reproduces the tree it was taken from.
+At the end (everything crashed, time past grace and pending timeout, two full passes): the store
+holds exactly the objects of retained and pinned checkpoints, and no pending markers.
+
+The protocol's timing assumptions are part of the model: a checkpoint is abandoned before it is
+older than the pending timeout, and the writer's reuse window is shorter than the grace period.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from sparkpoint.runtime.checkpoint import CheckpointWriter, GcPass, restore, write_fence
+from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
+from sparkpoint.runtime.store import DirectoryStore, JobRef, ObjectStore
+from sparkpoint.runtime.store.layout import object_key, objects_prefix, pending_prefix
+
+from .timeshift import FakeClock, ShiftedStore
+from .trees import tree_digest
+
+RETAIN = 2
+GRACE = 100.0
+PENDING_TIMEOUT = 400.0
+REUSE_WINDOW = 50.0
+FILES = ["state/1.sst", "state/2.sst", "state/3.sst", "offsets/0", "commits/0", "metadata"]
+
+
+class GcSafety(RuleBasedStateMachine):
+    make_store: staticmethod  # set by the test function: () -> ObjectStore
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="gc-stateful-"))
+        self.clock = FakeClock()
+        self.store: ObjectStore = ShiftedStore(self.make_store(self.tmp), self.clock)
+        self.job = JobRef("default", "gcprop")
+        self.hot = self.tmp / "hot"
+        for name in FILES:
+            (self.hot / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.hot / name).write_text(f"{name}=0\n" * 20)
+        self.writer = self._new_writer()
+        self.op = None  # in-flight CheckpointOperation
+        self.op_started = 0.0
+        self.op_steps: list = []
+        self.gc: GcPass | None = None
+        self.gc_steps: list = []
+        self.pins: set[str] = set()
+        self.trees: dict[str, dict[str, str]] = {}  # checkpoint id -> digest of its frozen tree
+        self.freezes = 0
+
+    def _new_writer(self) -> CheckpointWriter:
+        return CheckpointWriter(self.store, self.job, attempt=write_fence(self.store, self.job),
+                                job_uid="u", upload_workers=1, reuse_window_seconds=REUSE_WINDOW,
+                                clock=self.clock)
+
+    def teardown(self) -> None:
+        try:
+            self.op = self.gc = None
+            self.clock.offset += PENDING_TIMEOUT + GRACE + REUSE_WINDOW + 1
+            for _ in range(2):
+                GcPass(self.store, self.job, retain=RETAIN, grace_seconds=GRACE, pins=self.pins,
+                       pending_timeout_seconds=PENDING_TIMEOUT, clock=self.clock).run()
+            expected = {object_key(self.job, sha) for m in self._protected() for sha in m.shas()}
+            present = {i.key for i in self.store.list(objects_prefix(self.job))}
+            assert present == expected, "unreferenced objects past the grace period survived GC"
+            assert not list(self.store.list(pending_prefix(self.job))), "abandoned pending markers survived"
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # --- model helpers -----------------------------------------------------------------------
+    def _protected(self):  # type: ignore[no-untyped-def]
+        ids = list_checkpoint_ids(self.store, self.job)
+        keep = set(ids[-RETAIN:]) | (self.pins & set(ids))
+        return [load_manifest(self.store, self.job, cid) for cid in ids if cid in keep]
+
+    # --- churn and time ----------------------------------------------------------------------
+    @rule(which=st.sets(st.sampled_from(FILES), min_size=1, max_size=3), version=st.integers(0, 3))
+    def change_files(self, which: set[str], version: int) -> None:
+        # Few versions per file: content often reverts to an object GC already collected.
+        for name in which:
+            tmp = self.hot / (name + ".tmp")
+            tmp.write_text(f"{name}={version}\n" * 20)
+            tmp.replace(self.hot / name)
+
+    @rule(seconds=st.sampled_from([1.0, 30.0, 120.0, 250.0]))
+    def time_passes(self, seconds: float) -> None:
+        if self.op is not None and self.clock() + seconds - self.op_started >= PENDING_TIMEOUT - 1:
+            self.op.abort()  # the checkpoint timeout fires before the pending marker would expire
+            self.op = None
+        self.clock.offset += seconds
+
+    @rule(data=st.data())
+    def pin_or_unpin(self, data: st.DataObject) -> None:
+        ids = list_checkpoint_ids(self.store, self.job)
+        if self.pins and data.draw(st.booleans()):
+            self.pins.discard(data.draw(st.sampled_from(sorted(self.pins))))
+        elif ids:
+            self.pins.add(data.draw(st.sampled_from(ids)))
+
+    # --- checkpointing -----------------------------------------------------------------------
+    @rule()
+    def checkpoint_step(self) -> None:
+        if self.op is None:
+            self.freezes += 1
+            frozen = self.tmp / f"freeze-{self.freezes}"
+            shutil.copytree(self.hot, frozen)  # the freeze: a private, immutable copy
+            self.op = self.writer.begin(frozen, batch_id=self.freezes)
+            self.op_started = self.clock()
+            self.op_tree = tree_digest(frozen)
+            self.op_steps = ["plan"]
+            return
+        step = self.op_steps.pop(0)
+        if step == "plan":
+            self.op.plan()
+            self.op_steps = [("upload", sha) for sha in self.op.to_upload] + ["commit"]
+        elif step == "commit":
+            result = self.op.commit()
+            self.trees[result.id] = self.op_tree
+            self.op = None
+        else:
+            self.op.upload_one(step[1])
+
+    @rule()
+    def checkpoint_to_completion(self) -> None:
+        self.checkpoint_step()
+        while self.op is not None:
+            self.checkpoint_step()
+
+    @rule()
+    def writer_crashes(self) -> None:
+        self.op = None  # its pending marker and uploads stay behind as debris
+        self.writer = self._new_writer()
+
+    # --- garbage collection ------------------------------------------------------------------
+    @rule()
+    def gc_step(self) -> None:
+        if self.gc is None:
+            self.gc = GcPass(self.store, self.job, retain=RETAIN, grace_seconds=GRACE, pins=set(self.pins),
+                             pending_timeout_seconds=PENDING_TIMEOUT, clock=self.clock)
+            self.gc_steps = ["list_pending", "list_checkpoints", "delete_manifests", "list_objects"]
+        step = self.gc_steps.pop(0)
+        if step == "list_objects":
+            self.gc.list_objects()
+            self.gc_steps = [("delete", info) for info in self.gc.candidates] + ["delete_abandoned_pending"]
+        elif isinstance(step, tuple):
+            self.gc.delete_object(step[1])
+        else:
+            getattr(self.gc, step)()
+        if not self.gc_steps:
+            self.gc = None
+
+    @rule()
+    def gc_to_completion(self) -> None:
+        self.gc_step()
+        while self.gc is not None:
+            self.gc_step()
+
+    @rule()
+    def gc_crashes(self) -> None:
+        self.gc = None
+
+    # --- restores and invariants -------------------------------------------------------------
+    @rule()
+    def restore_latest(self) -> None:
+        ids = list_checkpoint_ids(self.store, self.job)
+        if not ids:
+            return
+        target = self.tmp / f"restore-{len(ids)}-{time.monotonic_ns()}"
+        restore(self.store, self.job, target, workers=2)
+        assert tree_digest(target) == self.trees[ids[-1]]
+        shutil.rmtree(target)
+
+    @invariant()
+    def protected_objects_exist(self) -> None:
+        for manifest in self._protected():
+            for entry in manifest.files:
+                info = self.store.stat(object_key(self.job, entry.sha256))
+                assert info is not None, f"{manifest.id} lost object {entry.sha256[:12]} ({entry.path})"
+                assert info.size == entry.size
+
+    @invariant()
+    def in_flight_objects_exist(self) -> None:
+        if self.op is None or not self.op.planned:
+            return
+        needed = (set(self.op.sources) - set(self.op.to_upload)) | self.op.uploaded
+        for sha in needed:
+            assert self.store.stat(object_key(self.job, sha)) is not None, \
+                f"in-flight {self.op.id} lost object {sha[:12]}"
+
+
+def run(make_store, max_examples: int, steps: int) -> None:  # type: ignore[no-untyped-def]
+    GcSafety.make_store = staticmethod(make_store)
+    run_state_machine_as_test(GcSafety, settings=settings(
+        max_examples=max_examples, stateful_step_count=steps, deadline=None,
+        suppress_health_check=list(HealthCheck)))
+
+
+def test_gc_safety_directory_backend() -> None:
+    run(lambda tmp: DirectoryStore(tmp / "store", fsync=False), max_examples=100, steps=50)
+
+
+@pytest.mark.minio
+def test_gc_safety_minio(minio_server) -> None:  # type: ignore[no-untyped-def]
+    import uuid
+
+    from tests.conftest import TEST_BUCKET
+
+    run(lambda tmp: minio_server.open(TEST_BUCKET, f"gcprop-{uuid.uuid4().hex[:10]}"), max_examples=8, steps=30)
