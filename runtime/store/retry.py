@@ -29,7 +29,7 @@ def with_retries(
             if attempt == attempts or not is_transient(exc):
                 raise
             delay = min(max_delay, base_delay * 2 ** (attempt - 1)) * random.uniform(0.75, 1.25)
-            log.warning(
+            log.info(  # the caller reports the final failure; retries are detail
                 "transient store error, retrying",
                 extra={"what": what, "attempt": attempt, "delay_s": round(delay, 3),
                        "error": type(exc).__name__},

@@ -1,0 +1,102 @@
+"""The CLI shapes other tests and users rely on (issue #2), on both backends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+from sparkpoint.runtime.store import JobRef, open_store
+from sparkpoint.runtime.store.layout import object_key
+from sparkpoint.runtime.store.minio_server import free_port
+
+from .clirun import CLI, sparkpoint, sparkpoint_json
+from .trees import change_files, tree_digest, write_tree
+
+
+def test_cli_end_to_end(store_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    common = ["--store", store_url, "--job", "team-a/orders"]
+    paths = write_tree(tmp_path / "hot", 12)
+    first = sparkpoint_json("checkpoints", "create", "--from", str(tmp_path / "hot"), *common)
+    assert {"id", "files", "bytes", "new_bytes", "reused_bytes"} <= set(first)
+    assert first["id"] == "chk-000001" and first["files"] == 12 and first["reused_bytes"] == 0
+    changed = change_files(paths, 3)
+    second = sparkpoint_json("checkpoints", "create", "--from", str(tmp_path / "hot"), *common)
+    assert second["new_bytes"] == sum(p.stat().st_size for p in changed)
+    assert second["reused_bytes"] == second["bytes"] - second["new_bytes"]
+
+    listed = sparkpoint_json("checkpoints", "list", *common)
+    assert [c["id"] for c in listed] == ["chk-000001", "chk-000002"]
+    shown = sparkpoint_json("checkpoints", "show", "chk-000002", *common)
+    assert shown["id"] == "chk-000002" and len(shown["files"]) == 12
+    assert sparkpoint_json("checkpoints", "verify", "chk-000002", *common)["ok"] is True
+
+    sparkpoint("restore", "--checkpoint", "chk-000002", "--to", str(tmp_path / "out"), *common)
+    assert tree_digest(tmp_path / "out") == tree_digest(tmp_path / "hot")
+
+    sp = sparkpoint_json("savepoint", "create", "keep-me", *common)
+    assert sp["name"] == "keep-me" and sp["source_checkpoint"] == "chk-000002"
+    assert [s["name"] for s in sparkpoint_json("savepoint", "list", *common)] == ["keep-me"]
+
+    dry = sparkpoint_json("gc", "--retain", "1", "--grace", "0s", "--once", "--dry-run", *common)
+    assert dry["deleted_objects"] == 3 and dry["dry_run"] is True
+    gc = sparkpoint_json("gc", "--retain", "1", "--grace", "0s", "--once", *common)
+    assert gc["deleted_objects"] == 3 and gc["deleted_bytes"] > 0
+    assert [c["id"] for c in sparkpoint_json("checkpoints", "list", *common)] == ["chk-000002"]
+
+    sparkpoint("restore", "--savepoint", "keep-me", "--to", str(tmp_path / "from-sp"), *common)
+    assert tree_digest(tmp_path / "from-sp") == tree_digest(tmp_path / "hot")
+    sparkpoint("savepoint", "delete", "keep-me", *common)
+    assert sparkpoint_json("savepoint", "list", *common) == []
+
+    # a corrupted object: verify exits non-zero and names it, restore refuses
+    store = open_store(store_url)
+    victim = shown["files"][5]["sha256"]
+    store.put_bytes(object_key(JobRef("team-a", "orders"), victim), b"garbage")
+    bad = sparkpoint("checkpoints", "verify", "chk-000002", *common, check=False)
+    assert bad.returncode == 1 and victim in bad.stdout
+    failed = sparkpoint("restore", "--to", str(tmp_path / "out2"), *common, check=False)
+    assert failed.returncode == 1 and victim in failed.stderr and not (tmp_path / "out2").exists()
+
+
+def test_cli_usage_errors_are_one_clear_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url = f"file://{tmp_path}/s"
+    no_job = sparkpoint("checkpoints", "list", "--store", url, check=False, env={"SPARKPOINT_JOB": ""})
+    assert no_job.returncode == 1 and "--job NAMESPACE/NAME" in no_job.stderr
+    bad_job = sparkpoint("checkpoints", "list", "--store", url, "--job", "nojob", check=False)
+    assert bad_job.returncode == 1 and "NAMESPACE/NAME" in bad_job.stderr
+    bad_url = sparkpoint("checkpoints", "list", "--store", "ftp://x", "--job", "a/b", check=False)
+    assert bad_url.returncode == 1 and "unsupported store URL" in bad_url.stderr
+    missing = sparkpoint("checkpoints", "show", "chk-000001", "--store", url, "--job", "a/b", check=False)
+    assert missing.returncode == 1 and "not found" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    bad_grace = sparkpoint("gc", "--retain", "1", "--grace", "soon", "--store", url, "--job", "a/b", check=False)
+    assert bad_grace.returncode == 2 and "invalid duration" in bad_grace.stderr
+
+
+def test_gc_sidecar_loop_serves_metrics_and_stops_on_sigterm(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url = f"file://{tmp_path}/s"
+    write_tree(tmp_path / "hot", 3)
+    sparkpoint("checkpoints", "create", "--from", str(tmp_path / "hot"), "--store", url, "--job", "ns/j")
+    port = free_port()
+    proc = subprocess.Popen([*CLI, "gc", "--retain", "1", "--grace", "0s", "--interval", "0.2", "--json",
+                             "--metrics-port", str(port), "--store", url, "--job", "ns/j"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        deadline, body = time.monotonic() + 30, ""
+        while time.monotonic() < deadline and "sparkpoint_gc_last_run_timestamp_seconds{" not in body:
+            time.sleep(0.2)
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+            except OSError:
+                continue
+        assert 'sparkpoint_gc_live_bytes{job="j",namespace="ns"}' in body
+        assert "sparkpoint_gc_deleted_objects_total" in body
+        assert "AWS_SECRET" not in body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert '"deleted_objects": 0' in out.splitlines()[0]
