@@ -14,7 +14,8 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from kube_helpers import exists, pod_logs, wait_for
+import yaml
+from kube_helpers import CRD_FILE, exists, pod_logs, wait_for
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -72,3 +73,25 @@ def pods(core, namespace):
             return self.wait(name, f"phase {phase}", lambda p: p.status.phase == phase, timeout)
 
     return Pods()
+
+
+@pytest.fixture(scope="session")
+def streamingjob_crd(api_client):
+    """Installs (or updates) the repo's CRD; it stays installed, as the chart would leave it."""
+    extensions = client.ApiextensionsV1Api(api_client)
+    body = yaml.safe_load(CRD_FILE.read_text())
+    name = body["metadata"]["name"]
+    try:
+        existing = extensions.read_custom_resource_definition(name)
+        body["metadata"]["resourceVersion"] = existing.metadata.resource_version
+        extensions.replace_custom_resource_definition(name, body)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        extensions.create_custom_resource_definition(body)
+
+    def established():
+        crd = extensions.read_custom_resource_definition(name)
+        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+    wait_for("the StreamingJob CRD to be established", established, timeout=30)
+    return name

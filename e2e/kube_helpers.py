@@ -10,6 +10,8 @@ from pathlib import Path
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+CRD_FILE = Path(__file__).resolve().parents[1] / "crds" / "streamingjob.yaml"
+GROUP, VERSION, PLURAL = "sparkpoint.dev", "v1alpha1", "streamingjobs"
 E2E_IMAGE = os.environ.get("SPARKPOINT_E2E_IMAGE", "sparkpoint:e2e")
 LOCAL_LOGS = Path(os.environ.get("SPARKPOINT_E2E_STATE", Path(__file__).parent / "local" / ".state")) / "node" / "logs"
 

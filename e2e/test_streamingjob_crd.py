@@ -5,39 +5,13 @@ from __future__ import annotations
 
 import copy
 import uuid
-from pathlib import Path
 
 import pytest
-import yaml
-from kube_helpers import wait_for
+from kube_helpers import GROUP, PLURAL, VERSION
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-CRD_FILE = Path(__file__).resolve().parents[1] / "crds" / "streamingjob.yaml"
-GROUP, VERSION, PLURAL = "sparkpoint.dev", "v1alpha1", "streamingjobs"
 MINIMAL_SPEC = {"job": {"entrypoint": "examples.sessionization:build"}}
-
-
-@pytest.fixture(scope="module")
-def streamingjob_crd(api_client):
-    """Installs (or updates) the repo's CRD; it stays installed, as the chart would leave it."""
-    extensions = client.ApiextensionsV1Api(api_client)
-    body = yaml.safe_load(CRD_FILE.read_text())
-    name = body["metadata"]["name"]
-    try:
-        existing = extensions.read_custom_resource_definition(name)
-        body["metadata"]["resourceVersion"] = existing.metadata.resource_version
-        extensions.replace_custom_resource_definition(name, body)
-    except ApiException as error:
-        if error.status != 404:
-            raise
-        extensions.create_custom_resource_definition(body)
-
-    def established():
-        crd = extensions.read_custom_resource_definition(name)
-        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
-    wait_for("the StreamingJob CRD to be established", established, timeout=30)
-    return name
 
 
 def create_job(api_client, namespace: str, spec: dict) -> dict:
@@ -57,12 +31,13 @@ def with_fields(**sections) -> dict:
 
 
 def test_minimal_job_is_accepted_with_defaults(api_client, namespace, streamingjob_crd):
-    # Nested defaults apply inside sections that are present (the CRD gives sections no `default: {}`).
-    created = create_job(api_client, namespace, with_fields(checkpoint={}, job={"sink": {}}))
+    # Sections left out get `default: {}` and then their own defaults, as the runtime's model does.
+    created = create_job(api_client, namespace, copy.deepcopy(MINIMAL_SPEC))
     spec = created["spec"]
     assert spec["upgradeMode"] == "savepoint" and spec["state"] == "running"
     assert spec["checkpoint"]["interval"] == "30s" and spec["checkpoint"]["retain"] == 3
     assert spec["job"]["sink"]["kind"] == "transactional"
+    assert spec["gc"]["onDelete"] == "retain" and spec["restart"]["policy"] == "OnFailure"
 
 
 @pytest.mark.parametrize(("spec", "field", "words"), [

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec
 
@@ -66,9 +67,24 @@ def to_structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _default_sections(model: type[BaseModel], node: dict[str, Any]) -> None:
+    """Give every section the model always fills in (default_factory) `default: {}`, so the API
+    server applies the nested defaults even when a manifest leaves the whole section out."""
+    for name, field in model.model_fields.items():
+        prop = node.get("properties", {}).get(field.alias or name)
+        kind = field.annotation
+        if prop is None or not (isinstance(kind, type) and issubclass(kind, BaseModel)):
+            continue
+        if field.default_factory is not None:
+            prop["default"] = {}
+        _default_sections(kind, prop)
+
+
 def spec_schema() -> dict[str, Any]:
     raw = JobSpec.model_json_schema(by_alias=True)
-    return to_structural(raw, raw.get("$defs", {}))
+    schema = to_structural(raw, raw.get("$defs", {}))
+    _default_sections(JobSpec, schema)
+    return schema
 
 
 def status_schema() -> dict[str, Any]:

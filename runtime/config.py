@@ -60,7 +60,7 @@ class SinkSpec(SpecModel):
 
     # The same rule for the API server (CEL), carried into the CRD by sparkpoint.operator.crd.
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
-        "rule": "self.kind != 'upsert' || (has(self.keyColumns) && size(self.keyColumns) > 0)",
+        "rule": "!has(self.kind) || self.kind != 'upsert' || (has(self.keyColumns) && size(self.keyColumns) > 0)",
         "message": "keyColumns must name at least one column when kind is upsert"}]})
 
     @model_validator(mode="after")
