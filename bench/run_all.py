@@ -1,0 +1,37 @@
+"""`make bench`: run every benchmark in turn; each one rewrites its own section of docs/benchmarks.md.
+
+    python bench/run_all.py            # full runs (tens of minutes on 2 cores)
+    python bench/run_all.py --small    # quick passes, same code paths
+Benchmarks run one after the other, never side by side, so they do not share the two cores.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHES = ["store_bench.py", "runtime_bench.py"]
+
+
+def main(argv: list[str]) -> int:
+    small = "--small" in argv
+    failed = []
+    for name in BENCHES:
+        started = time.monotonic()
+        print(f"== {name}{' (small)' if small else ''}", flush=True)
+        code = subprocess.call([sys.executable, str(HERE / name), *(["--small"] if small else [])])
+        print(f"== {name}: exit {code} after {time.monotonic() - started:.0f}s", flush=True)
+        if code:
+            failed.append(name)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    print("results: docs/benchmarks.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
