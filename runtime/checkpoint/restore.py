@@ -22,7 +22,6 @@ from sparkpoint.runtime.store.layout import object_key, savepoint_object_key
 from sparkpoint.runtime.store.manifest import FileEntry, Manifest, ManifestError
 
 from .catalog import latest_checkpoint, load_manifest
-from .hashing import sha256_file
 from .savepoint import load_savepoint
 
 log = logging.getLogger("sparkpoint.checkpoint")
@@ -75,13 +74,12 @@ def choose_manifest(store: ObjectStore, job: JobRef, checkpoint_id: str | None,
 
 def fetch_verified(store: ObjectStore, key: str, entry: FileEntry, dest: Path) -> None:
     try:
-        store.get_file(key, str(dest))
+        actual = store.get_file(key, str(dest), sha256=True)
     except ObjectNotFoundError as exc:
         raise RestoreError(f"object {entry.sha256} of {entry.path!r} is missing from the store") from exc
     size = dest.stat().st_size
     if size != entry.size:
         raise RestoreError(f"object {entry.sha256} of {entry.path!r} has {size} bytes, manifest says {entry.size}")
-    actual = sha256_file(dest)
     if actual != entry.sha256:
         raise RestoreError(f"object {entry.sha256} of {entry.path!r} is corrupt (content hashes to {actual})")
 

@@ -66,8 +66,9 @@ class ObjectStore(abc.ABC):
     def put_file(self, key: str, path: str) -> None: ...
 
     @abc.abstractmethod
-    def get_file(self, key: str, path: str) -> None:
-        """Download to `path` (overwritten). Raise ObjectNotFoundError if the key is missing."""
+    def get_file(self, key: str, path: str, *, sha256: bool = False) -> str | None:
+        """Download to `path` (overwritten). With sha256=True, return the hex sha256 of the bytes
+        written, computed while streaming (no second read). Raise ObjectNotFoundError if missing."""
 
     @abc.abstractmethod
     def stat(self, key: str) -> ObjectInfo | None: ...

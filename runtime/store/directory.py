@@ -8,6 +8,7 @@ target exists. Objects are never modified in place.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -17,6 +18,7 @@ from pathlib import Path
 from .base import ObjectInfo, ObjectNotFoundError, ObjectStore, StoreError
 
 _TMP = ".tmp"
+_CHUNK = 1024 * 1024
 
 
 class DirectoryStore(ObjectStore):
@@ -91,9 +93,17 @@ class DirectoryStore(ObjectStore):
         dst.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, dst)
 
-    def get_file(self, key: str, path: str) -> None:
+    def get_file(self, key: str, path: str, *, sha256: bool = False) -> str | None:
         try:
-            shutil.copyfile(self._path(key), path)
+            if not sha256:
+                shutil.copyfile(self._path(key), path)
+                return None
+            digest = hashlib.sha256()
+            with open(self._path(key), "rb") as src, open(path, "wb") as dst:
+                while chunk := src.read(_CHUNK):
+                    digest.update(chunk)
+                    dst.write(chunk)
+            return digest.hexdigest()
         except (FileNotFoundError, NotADirectoryError) as exc:
             if not Path(path).parent.is_dir():
                 raise

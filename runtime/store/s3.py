@@ -7,6 +7,7 @@ with backoff; the client's own urllib3 retries are turned off so the policy live
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from collections.abc import Callable, Iterator
@@ -150,19 +151,23 @@ class S3Store(ObjectStore):
         self._call("upload", key, lambda: self.client.fput_object(
             self.bucket, full, path, part_size=PART_SIZE, num_parallel_uploads=2))
 
-    def get_file(self, key: str, path: str) -> None:
+    def get_file(self, key: str, path: str, *, sha256: bool = False) -> str | None:
         full = self._full(key)
 
-        def get() -> None:
+        def get() -> str | None:
+            digest = hashlib.sha256() if sha256 else None  # fresh per try: a retry restarts the hash
             resp = self.client.get_object(self.bucket, full)
             try:
                 with open(path, "wb") as f:
                     for chunk in resp.stream(1024 * 1024):
+                        if digest is not None:
+                            digest.update(chunk)
                         f.write(chunk)
             finally:
                 resp.close()
                 resp.release_conn()
-        self._call("download", key, get)
+            return digest.hexdigest() if digest is not None else None
+        return self._call("download", key, get)
 
     def stat(self, key: str) -> ObjectInfo | None:
         full = self._full(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 
 import pytest
@@ -56,8 +57,9 @@ def test_file_round_trip_multipart_sized(store: ObjectStore, tmp_path) -> None: 
     src.write_bytes(data)
     store.put_file("objects/big", str(src))
     dst = tmp_path / "back.bin"
-    store.get_file("objects/big", str(dst))
+    assert store.get_file("objects/big", str(dst)) is None
     assert dst.read_bytes() == data
+    assert store.get_file("objects/big", str(dst), sha256=True) == hashlib.sha256(data).hexdigest()
     assert store.stat("objects/big").size == len(data)  # type: ignore[union-attr]
 
 

@@ -52,8 +52,8 @@ class ShiftedStore(ObjectStore):
         self.inner.put_file(key, path)
         self._wrote(key)
 
-    def get_file(self, key: str, path: str) -> None:
-        self.inner.get_file(key, path)
+    def get_file(self, key: str, path: str, *, sha256: bool = False) -> str | None:
+        return self.inner.get_file(key, path, sha256=sha256)
 
     def stat(self, key: str) -> ObjectInfo | None:
         return self._info(self.inner.stat(key))
