@@ -62,7 +62,8 @@ class MinioServer:
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
-        self._log_path = Path(self.data_dir + ".log") if self._own_data else Path(self.data_dir) / "minio.log"
+        os.makedirs(self.data_dir, exist_ok=True)
+        self._log_path = Path(self.data_dir.rstrip("/") + ".log")
 
     @property
     def endpoint(self) -> str:
