@@ -116,7 +116,11 @@ class JobRuntime:
             install_signal_handlers(self)
         # Fail fast on a bad entrypoint before any state is touched or a JVM starts.
         func = load_entrypoint(spec.job.entrypoint, spec.job.python_path)
-        self.store = store = open_store(self.store_url)
+        storage = spec.checkpoint.storage
+        env = dict(os.environ)
+        if storage and storage.endpoint and not env.get("SPARKPOINT_S3_ENDPOINT"):
+            env["SPARKPOINT_S3_ENDPOINT"] = storage.endpoint  # the environment wins over the spec
+        self.store = store = open_store(self.store_url, env=env)
         store.check()
         self.attempt = write_fence(store, self.job)  # fence first: older attempts can no longer commit
         self.metrics.attempt.set(self.attempt)
