@@ -116,6 +116,7 @@ def unverified_download(store, keys: list[str], target: Path, workers: int) -> f
 
 
 def run(size: int, churn: float, rounds: int, workers: int, reps: int) -> dict:
+    load_start = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="sparkpoint-store-bench-"))
     try:
         with MinioServer(data_dir=str(work / "minio")) as server:
@@ -137,18 +138,23 @@ def run(size: int, churn: float, rounds: int, workers: int, reps: int) -> dict:
                                      "files": res.files, "bytes": res.bytes})
             latest = res.manifest
             keys = sorted({object_key(job, f.sha256) for f in latest.files})
-            raw_s, ours_s, unverified_s, raw_cpu, ours_cpu = [], [], [], [], []
-            for rep in range(reps):  # alternate so neither side gets a warmer cache
-                c0 = time.process_time()
-                raw_s.append(raw_download(server, keys, work / f"raw-{rep}", workers))
-                raw_cpu.append(time.process_time() - c0)
-                shutil.rmtree(work / f"raw-{rep}")
-                c0 = time.process_time()
-                ours_s.append(restore(store, job, work / f"restore-{rep}", workers=workers).seconds)
-                ours_cpu.append(time.process_time() - c0)
-                shutil.rmtree(work / f"restore-{rep}")
-                unverified_s.append(unverified_download(store, keys, work / f"plain-{rep}", workers))
-                shutil.rmtree(work / f"plain-{rep}")
+            timings: dict[str, list[float]] = {"raw": [], "ours": [], "unverified": []}
+            cpu: dict[str, list[float]] = {"raw": [], "ours": [], "unverified": []}
+            variants = {
+                "raw": lambda d: raw_download(server, keys, d, workers),
+                "ours": lambda d: restore(store, job, d, workers=workers).seconds,
+                "unverified": lambda d: unverified_download(store, keys, d, workers),
+            }
+            order = list(variants)
+            for rep in range(reps):  # rotate the order so no variant always runs first or last
+                for name in order[rep % 3:] + order[:rep % 3]:
+                    os.sync()  # flush the previous variant's dirty pages outside the timed window
+                    c0 = time.process_time()
+                    timings[name].append(variants[name](work / f"{name}-{rep}"))
+                    cpu[name].append(time.process_time() - c0)
+                    shutil.rmtree(work / f"{name}-{rep}")
+            raw_s, ours_s, unverified_s = timings["raw"], timings["ours"], timings["unverified"]
+            raw_cpu, ours_cpu = cpu["raw"], cpu["ours"]
             total = latest.totals.bytes
             raw_mbs = [total / MiB / s for s in raw_s]
             ours_mbs = [total / MiB / s for s in ours_s]
@@ -156,6 +162,7 @@ def run(size: int, churn: float, rounds: int, workers: int, reps: int) -> dict:
             return {
                 "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
                 "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+                "load_average_1m": [round(load_start, 1), round(os.getloadavg()[0], 1)],
                 "size_bytes": size, "files": full.files, "churn": churn, "workers": workers,
                 "generate_s": round(gen_s, 2),
                 "full": {"bytes": full.bytes, "wall_s": full.total_seconds, "hash_s": full.hash_seconds,
@@ -178,8 +185,9 @@ def render(r: dict) -> str:
     gib = r["size_bytes"] / (1024 * MiB)
     ok = lambda good: "meets goal" if good else "**misses goal**"  # noqa: E731
     lines = [START, "## Checkpoint store (MinIO)", "",
-             f"`python bench/store_bench.py` on {r['when']}, {r['machine']}, one local MinIO server "
-             f"(shared machine: other jobs ran at the same time). Tree: {gib:.2f} GiB in {r['files']} SST-like "
+             f"`python bench/store_bench.py` on {r['when']}, {r['machine']}, one local MinIO server on the same "
+             f"machine, which other jobs shared (1-minute load average {r['load_average_1m'][0]} at the start, "
+             f"{r['load_average_1m'][1]} at the end: absolute throughputs are noisy, compare within the run). Tree: {gib:.2f} GiB in {r['files']} SST-like "
              f"files of 2-6 MiB; each round deletes {r['churn']:.0%} of the bytes and writes as many new "
              f"bytes (compaction-style); {r['workers']} parallel transfers.", "",
              f"Full first checkpoint: {r['full']['bytes'] / MiB:.0f} MiB in {r['full']['wall_s']:.1f} s "
@@ -194,7 +202,7 @@ def render(r: dict) -> str:
               f"(goal <= 1.05: {ok(r['ratio_max'] <= 1.05)}); mean incremental wall time {r['wall_mean_s']:.2f} s.",
               f"- Restore of {rs['bytes'] / MiB:.0f} MiB with size + sha256 verification: "
               f"{', '.join(map(str, rs['ours_mib_s']))} MiB/s; raw `minio` client download of the same objects, "
-              f"same parallelism, alternated in the same run: {', '.join(map(str, rs['raw_mib_s']))} MiB/s. "
+              f"same parallelism, in the same run (order rotated per repetition): {', '.join(map(str, rs['raw_mib_s']))} MiB/s. "
               f"Ratio of medians **{rs['ratio_of_medians']:.2f}** (goal >= 0.7: {ok(rs['ratio_of_medians'] >= 0.7)}).",
               f"- Where the gap comes from: the same download path with verification switched off ran at "
               f"{', '.join(map(str, rs['unverified_mib_s']))} MiB/s; client CPU per GiB was "
@@ -222,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--churn", type=float, default=0.05)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--workers", type=int, default=8)
-    p.add_argument("--reps", type=int, default=3, help="alternating restore/raw download repetitions")
+    p.add_argument("--reps", type=int, default=5, help="repetitions of each download variant")
     p.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     p.add_argument("--json", action="store_true", help="print the raw results as JSON")
     args = p.parse_args(argv)
