@@ -10,6 +10,12 @@ One pass, in this order:
     every object that is not live and older than the grace period, re-checking its age first.
 Every step is idempotent; a crash between any two leaves a state the next pass finishes.
 Savepoints live outside objects/ and are never touched.
+
+Why a concurrent checkpoint is safe: the pass takes `now` before listing pending/, so an object
+uploaded after that is never older than `now - grace`; objects the writer reuses without uploading
+are either in the newest checkpoint (always kept) or younger than its reuse window (< grace).
+Residual window: a writer re-uploading an *old orphan* between this pass's re-check (stat) and
+its delete would lose that object; S3 has no conditional delete to close it.
 """
 
 from __future__ import annotations

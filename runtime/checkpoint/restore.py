@@ -84,12 +84,22 @@ def fetch_verified(store: ObjectStore, key: str, entry: FileEntry, dest: Path) -
         raise RestoreError(f"object {entry.sha256} of {entry.path!r} is corrupt (content hashes to {actual})")
 
 
-def _prepare_target(target: Path) -> None:
-    if target.exists():
-        if not target.is_dir():
-            raise RestoreError(f"restore target {target} exists and is not a directory")
-        if any(target.iterdir()):
+STAGING_PREFIX = ".sparkpoint-restore-"
+
+
+def _prepare_target(target: Path) -> bool:
+    """True if the target exists (an empty dir, perhaps a mount point); leftovers of an earlier,
+    interrupted restore inside it are removed."""
+    if not target.exists():
+        return False
+    if not target.is_dir():
+        raise RestoreError(f"restore target {target} exists and is not a directory")
+    for child in target.iterdir():
+        if child.name.startswith(STAGING_PREFIX) and child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
             raise RestoreError(f"restore target {target} is not empty; refusing to mix trees")
+    return True
 
 
 def restore(
@@ -107,9 +117,14 @@ def restore(
     paths = [safe_relative_path(e.path) for e in manifest.files]
     if len(set(paths)) != len(paths):
         raise RestoreError(f"manifest {manifest.id} lists a path twice; refusing")
-    _prepare_target(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.restore-", dir=target.parent))
+    # Stage on the target's own filesystem (the target may be an emptyDir mount point), then
+    # move the verified tree in with renames.
+    exists = _prepare_target(target)
+    if exists:
+        staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=target))
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{STAGING_PREFIX}", dir=target.parent))
     try:
         for p in {p.parent for p in paths}:
             (staging / p).mkdir(parents=True, exist_ok=True)
@@ -121,10 +136,16 @@ def restore(
                 progress(entry.size)
         with ThreadPoolExecutor(max(1, workers)) as pool:
             list(pool.map(fetch, zip(manifest.files, paths, strict=True)))
-        _prepare_target(target)  # re-check: nothing may have appeared meanwhile
-        target.mkdir(exist_ok=True)
-        for child in staging.iterdir():
-            os.rename(child, target / child.name)
+        if exists:
+            if [c for c in target.iterdir() if c != staging]:
+                raise RestoreError(f"restore target {target} was written to during the restore; refusing")
+            for child in staging.iterdir():
+                os.rename(child, target / child.name)
+        else:
+            try:
+                os.rename(staging, target)  # atomic: the whole verified tree appears at once
+            except OSError as exc:
+                raise RestoreError(f"restore target {target} appeared during the restore: {exc}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     result = RestoreResult(manifest=manifest, files=len(manifest.files), bytes=manifest.totals.bytes,

@@ -105,7 +105,11 @@ def test_tampering_with_any_object_fails_restore_and_verify(store, job, tmp_path
     with pytest.raises(RestoreError, match=victim.sha256):
         restore(store, job, tmp_path / "out")
     assert not (tmp_path / "out").exists()
-    assert not [p for p in tmp_path.iterdir() if ".restore-" in p.name]  # staging cleaned up
+    assert not [p for p in tmp_path.iterdir() if "sparkpoint-restore-" in p.name]  # staging cleaned up
+    (tmp_path / "mnt").mkdir()  # an existing empty target (a mount point) stays empty on failure
+    with pytest.raises(RestoreError):
+        restore(store, job, tmp_path / "mnt")
+    assert list((tmp_path / "mnt").iterdir()) == []
     result = verify(store, job, res.id)
     assert not result.ok and len(result.problems) == 1 and victim.sha256 in result.problems[0]
 
@@ -131,6 +135,8 @@ def test_restore_refuses_a_non_empty_target(store, job, tmp_path) -> None:  # ty
         restore(store, job, tmp_path / "out")
     assert os.listdir(tmp_path / "out") == ["keep"]
     (tmp_path / "out" / "keep").unlink()
+    (tmp_path / "out" / ".sparkpoint-restore-crashed").mkdir()  # debris of an interrupted restore
+    (tmp_path / "out" / ".sparkpoint-restore-crashed" / "half").write_text("x")
     restore(store, job, tmp_path / "out")  # an existing empty directory is fine (a mount point)
     assert tree_digest(tmp_path / "out") == tree_digest(tmp_path / "hot")
 
