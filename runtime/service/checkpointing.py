@@ -8,6 +8,7 @@ async: hash + upload (CheckpointWriter), manifest, then publish the sink's commi
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -31,6 +32,17 @@ class Frozen:
     dir: Path
     result: FreezeResult
     extra: dict[str, Any]
+
+
+def _lower_thread_priority() -> None:
+    """Hashing and upload yield the CPU to Spark's batch threads (Linux nice is per thread, and the
+    writer's hash/upload pools inherit it from this thread)."""
+    try:
+        tid = threading.get_native_id()
+        if os.getpriority(os.PRIO_PROCESS, tid) < 10:
+            os.setpriority(os.PRIO_PROCESS, tid, 10)
+    except (AttributeError, OSError):  # not Linux, or not permitted: run at normal priority
+        pass
 
 
 class CheckpointPipeline:
@@ -65,6 +77,7 @@ class CheckpointPipeline:
 
     # --- async phase ----------------------------------------------------------------------------
     def run_async(self, req: CheckpointRequest, frozen: Frozen) -> None:
+        _lower_thread_priority()
         t0 = time.perf_counter()
         try:
             with self._writer_lock:
