@@ -19,12 +19,18 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
-from sparkpoint.runtime.store.layout import checkpoint_id, checkpoint_key, object_key, pending_key
+from sparkpoint.runtime.store.layout import (
+    checkpoint_id,
+    checkpoint_key,
+    checkpoint_number,
+    object_key,
+    pending_key,
+)
 from sparkpoint.runtime.store.manifest import FileEntry, Manifest, PendingMarker, Totals, utcnow
 
 from .catalog import highest_checkpoint_number, latest_checkpoint
@@ -90,6 +96,7 @@ class CheckpointOperation:
     started: float
     to_upload: list[str] = field(default_factory=list)
     planned: bool = False
+    base_id: str | None = None
     uploaded: set[str] = field(default_factory=set)
     upload_seconds: float = 0.0
 
@@ -99,7 +106,9 @@ class CheckpointOperation:
 
     def plan(self) -> list[str]:
         """Decide which objects must be uploaded (after the pending marker exists)."""
-        base = self.writer.base_shas()
+        base_manifest = self.writer.base  # may move on if another operation commits meanwhile
+        self.base_id = base_manifest.id if base_manifest else None
+        base = base_manifest.shas() if base_manifest else set()
         now = self.writer.clock()
         unknown = [sha for sha in self.sources if sha not in base]
 
@@ -142,7 +151,7 @@ class CheckpointOperation:
         manifest = Manifest(
             id=self.id, namespace=w.job.namespace, job=w.job.name, job_uid=w.job_uid,
             attempt=w.attempt, batch_id=self.batch_id, trigger_time=self.trigger_time,
-            completion_time=utcnow(), base_checkpoint=w.base.id if w.base else None,
+            completion_time=utcnow(), base_checkpoint=self.base_id,
             spark_version=self.spark_version, state_provider=self.state_provider, files=self.entries,
             totals=Totals(files=len(self.entries), bytes=total, new_bytes=new_bytes,
                           reused_bytes=total - new_bytes),
@@ -152,7 +161,8 @@ class CheckpointOperation:
         if not w.store.put_if_absent(checkpoint_key(w.job, self.id), manifest.to_json()):
             raise CheckpointError(f"checkpoint {self.id} of job {w.job} already exists; not overwriting")
         w.store.delete(pending_key(w.job, self.id))
-        w.base = manifest
+        if w.base is None or checkpoint_number(manifest.id) > checkpoint_number(w.base.id):
+            w.base = manifest
         w.hash_cache.save()
         result = CheckpointResult(
             id=self.id, files=len(self.entries), bytes=total, new_bytes=new_bytes,
@@ -206,10 +216,12 @@ class CheckpointWriter:
         spark_version: str | None = None,
         state_provider: str | None = None,
         extra: dict[str, Any] | None = None,
-        trigger_time: datetime | None = None,
+        trigger_time: datetime | float | None = None,
     ) -> CheckpointOperation:
         """Hash the tree and claim an id by writing the pending marker."""
         started = time.perf_counter()
+        if isinstance(trigger_time, int | float):
+            trigger_time = datetime.fromtimestamp(trigger_time, UTC)
         trigger_time = trigger_time or utcnow()
         files = scan_tree(Path(frozen_dir))
         with ThreadPoolExecutor(self.hash_workers) as pool:
@@ -243,7 +255,7 @@ class CheckpointWriter:
         spark_version: str | None = None,
         state_provider: str | None = None,
         extra: dict[str, Any] | None = None,
-        trigger_time: datetime | None = None,
+        trigger_time: datetime | float | None = None,
         progress: Progress | None = None,
     ) -> CheckpointResult:
         op = self.begin(frozen_dir, batch_id=batch_id, spark_version=spark_version,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,22 @@ def test_checkpoint_ids_never_collide_between_writers(store, job, tmp_path) -> N
 def test_checkpoint_of_a_missing_directory_is_a_clear_error(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(Exception, match="not a directory"):
         new_writer(store, job).take_checkpoint(Path(tmp_path / "nope"))
+
+
+def test_two_in_flight_checkpoints_and_gc_keep_every_needed_object(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """maxConcurrent=2: the slower operation reuses objects of a base that GC drops meanwhile."""
+    paths = write_tree(tmp_path / "hot", 6)
+    writer = new_writer(store, job)
+    writer.take_checkpoint(tmp_path / "hot")  # chk-000001
+    shutil.copytree(tmp_path / "hot", tmp_path / "frozen-slow")
+    slow = writer.begin(tmp_path / "frozen-slow", batch_id=2)
+    slow.plan()
+    assert slow.to_upload == []  # reuses everything from chk-000001
+    change_files(paths, 6)
+    writer.take_checkpoint(tmp_path / "hot", batch_id=3)  # the fast one commits first
+    gc = gc_pass(store, job, retain=1, grace_seconds=0)
+    assert gc.deleted_manifests == ["chk-000001"] and gc.deleted_objects == 0  # the pending marker protects
+    result = slow.commit()
+    assert result.manifest.base_checkpoint == "chk-000001"
+    assert verify(store, job, result.id).ok
+    assert writer.base.id == "chk-000003"  # type: ignore[union-attr]  # base never moves backwards
