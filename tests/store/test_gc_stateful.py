@@ -1,7 +1,7 @@
 """GC safety as a stateful property test.
 
-Hypothesis interleaves, step by step: checkpoint steps (begin+pending marker, plan, each upload,
-commit), GC steps (list pending, list checkpoints, delete manifests, list objects, each object
+Hypothesis interleaves, step by step: checkpoint steps of up to two concurrent checkpoints
+(begin+pending marker, plan, each upload, commit), GC steps (list pending, list checkpoints, delete manifests, list objects, each object
 deletion, delete abandoned markers), crashes of either, time passing, pins, file churn (including
 content reverting to old, already-collected versions) and restores.
 
@@ -57,9 +57,7 @@ class GcSafety(RuleBasedStateMachine):
             (self.hot / name).parent.mkdir(parents=True, exist_ok=True)
             (self.hot / name).write_text(f"{name}=0\n" * 20)
         self.writer = self._new_writer()
-        self.op = None  # in-flight CheckpointOperation
-        self.op_started = 0.0
-        self.op_steps: list = []
+        self.ops: dict[int, dict] = {}  # slot -> in-flight operation (maxConcurrent = 2)
         self.gc: GcPass | None = None
         self.gc_steps: list = []
         self.pins: set[str] = set()
@@ -73,7 +71,7 @@ class GcSafety(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
-            self.op = self.gc = None
+            self.ops, self.gc = {}, None
             self.clock.offset += PENDING_TIMEOUT + GRACE + REUSE_WINDOW + 1
             for _ in range(2):
                 GcPass(self.store, self.job, retain=RETAIN, grace_seconds=GRACE, pins=self.pins,
@@ -102,9 +100,10 @@ class GcSafety(RuleBasedStateMachine):
 
     @rule(seconds=st.sampled_from([1.0, 30.0, 120.0, 250.0]))
     def time_passes(self, seconds: float) -> None:
-        if self.op is not None and self.clock() + seconds - self.op_started >= PENDING_TIMEOUT - 1:
-            self.op.abort()  # the checkpoint timeout fires before the pending marker would expire
-            self.op = None
+        for slot, flight in list(self.ops.items()):
+            if self.clock() + seconds - flight["started"] >= PENDING_TIMEOUT - 1:
+                flight["op"].abort()  # the checkpoint timeout fires before the pending marker expires
+                del self.ops[slot]
         self.clock.offset += seconds
 
     @rule(data=st.data())
@@ -116,37 +115,43 @@ class GcSafety(RuleBasedStateMachine):
             self.pins.add(data.draw(st.sampled_from(ids)))
 
     # --- checkpointing -----------------------------------------------------------------------
-    @rule()
-    def checkpoint_step(self) -> None:
-        if self.op is None:
+    @rule(slot=st.sampled_from([0, 1]))
+    def checkpoint_step(self, slot: int) -> None:
+        flight = self.ops.get(slot)
+        if flight is None:
             self.freezes += 1
             frozen = self.tmp / f"freeze-{self.freezes}"
             shutil.copytree(self.hot, frozen)  # the freeze: a private, immutable copy
-            self.op = self.writer.begin(frozen, batch_id=self.freezes)
-            self.op_started = self.clock()
-            self.op_tree = tree_digest(frozen)
-            self.op_steps = ["plan"]
+            op = self.writer.begin(frozen, batch_id=self.freezes)
+            self.ops[slot] = {"op": op, "started": self.clock(), "tree": tree_digest(frozen), "steps": ["plan"]}
             return
-        step = self.op_steps.pop(0)
+        op, step = flight["op"], flight["steps"].pop(0)
         if step == "plan":
-            self.op.plan()
-            self.op_steps = [("upload", sha) for sha in self.op.to_upload] + ["commit"]
+            op.plan()
+            flight["steps"] = [("upload", sha) for sha in op.to_upload] + ["commit"]
         elif step == "commit":
-            result = self.op.commit()
-            self.trees[result.id] = self.op_tree
-            self.op = None
+            result = op.commit()
+            self.trees[result.id] = flight["tree"]
+            del self.ops[slot]
         else:
-            self.op.upload_one(step[1])
+            op.upload_one(step[1])
 
-    @rule()
-    def checkpoint_to_completion(self) -> None:
-        self.checkpoint_step()
-        while self.op is not None:
-            self.checkpoint_step()
+    @rule(slot=st.sampled_from([0, 1]))
+    def checkpoint_until_commit(self, slot: int) -> None:
+        """Everything but the commit: the state in which most of a checkpoint's life is spent."""
+        self.checkpoint_step(slot)
+        while slot in self.ops and self.ops[slot]["steps"] != ["commit"]:
+            self.checkpoint_step(slot)
+
+    @rule(slot=st.sampled_from([0, 1]))
+    def checkpoint_to_completion(self, slot: int) -> None:
+        self.checkpoint_step(slot)
+        while slot in self.ops:
+            self.checkpoint_step(slot)
 
     @rule()
     def writer_crashes(self) -> None:
-        self.op = None  # its pending marker and uploads stay behind as debris
+        self.ops = {}  # pending markers and uploads stay behind as debris
         self.writer = self._new_writer()
 
     # --- garbage collection ------------------------------------------------------------------
@@ -185,7 +190,7 @@ class GcSafety(RuleBasedStateMachine):
             return
         target = self.tmp / f"restore-{len(ids)}-{time.monotonic_ns()}"
         restore(self.store, self.job, target, workers=2)
-        assert tree_digest(target) == self.trees[ids[-1]]
+        assert tree_digest(target) == self.trees[ids[-1]]  # the newest id, whichever op finished last
         shutil.rmtree(target)
 
     @invariant()
@@ -198,12 +203,13 @@ class GcSafety(RuleBasedStateMachine):
 
     @invariant()
     def in_flight_objects_exist(self) -> None:
-        if self.op is None or not self.op.planned:
-            return
-        needed = (set(self.op.sources) - set(self.op.to_upload)) | self.op.uploaded
-        for sha in needed:
-            assert self.store.stat(object_key(self.job, sha)) is not None, \
-                f"in-flight {self.op.id} lost object {sha[:12]}"
+        for flight in self.ops.values():
+            op = flight["op"]
+            if not op.planned:
+                continue
+            for sha in (set(op.sources) - set(op.to_upload)) | op.uploaded:
+                assert self.store.stat(object_key(self.job, sha)) is not None, \
+                    f"in-flight {op.id} lost object {sha[:12]}"
 
 
 def run(make_store, max_examples: int, steps: int) -> None:  # type: ignore[no-untyped-def]
@@ -214,7 +220,7 @@ def run(make_store, max_examples: int, steps: int) -> None:  # type: ignore[no-u
 
 
 def test_gc_safety_directory_backend() -> None:
-    run(lambda tmp: DirectoryStore(tmp / "store", fsync=False), max_examples=100, steps=50)
+    run(lambda tmp: DirectoryStore(tmp / "store", fsync=False), max_examples=200, steps=50)
 
 
 @pytest.mark.minio
