@@ -53,6 +53,8 @@ def test_minimal_job_is_accepted_with_defaults(api_client, namespace, streamingj
      "keycolumns must name at least one column"),
     (with_fields(restoreFrom={"checkpoint": "chk-000001", "savepoint": "sp"}), "spec.restoreFrom",
      "at most one of checkpoint and savepoint"),
+    (with_fields(checkpoint={"timeout": "2h"}), "spec.gc.pendingTimeout",
+     "pendingtimeout must be longer than checkpoint.timeout"),
 ])
 def test_invalid_job_is_rejected_naming_the_field(api_client, namespace, streamingjob_crd, spec, field, words):
     with pytest.raises(ApiException) as rejected:

@@ -172,6 +172,24 @@ class JobSpec(SpecModel):
     restore_from: RestoreFrom | None = None
     gc: GcSection = Field(default_factory=GcSection)
 
+    # GC treats a pending marker older than pendingTimeout as abandoned and frees its objects, so a
+    # checkpoint still within its timeout must never be that old. Go-style durations parse in CEL.
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "duration(self.gc.pendingTimeout) > duration(self.checkpoint.timeout)",
+        "message": "gc.pendingTimeout must be longer than checkpoint.timeout",
+        "fieldPath": ".gc.pendingTimeout"}]})
+
+    @model_validator(mode="after")
+    def _pending_outlives_checkpoint(self) -> JobSpec:
+        if parse_duration(self.gc.pending_timeout) <= parse_duration(self.checkpoint.timeout):
+            raise ValueError("gc.pendingTimeout must be longer than checkpoint.timeout")
+        return self
+
+    def reuse_window_seconds(self) -> float:
+        """How old an unreferenced object may be and still be reused by a checkpoint instead of
+        uploaded again; half the GC grace period, so GC never deletes an object a checkpoint reuses."""
+        return parse_duration(self.gc.grace) / 2
+
 
 class JobIdentity(SpecModel):
     namespace: Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=63)] = "default"

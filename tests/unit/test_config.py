@@ -63,3 +63,10 @@ def test_bad_metadata_name_is_named() -> None:
     with pytest.raises(config.SpecError, match="metadata.name"):
         config.parse_document({"kind": "StreamingJob", "metadata": {"name": "Bad_Name"},
                                "spec": {"job": {"entrypoint": "a:b"}}})
+
+
+def test_pending_timeout_must_outlive_the_checkpoint_timeout() -> None:
+    with pytest.raises(config.SpecError, match="gc.pendingTimeout must be longer than checkpoint.timeout"):
+        config.parse_spec({"job": {"entrypoint": "a:b"}, "checkpoint": {"timeout": "2h"}})
+    spec = config.parse_spec({"job": {"entrypoint": "a:b"}, "gc": {"grace": "20m"}})
+    assert spec.reuse_window_seconds() == 600
