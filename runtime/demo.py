@@ -252,7 +252,7 @@ def print_summary(s: dict[str, Any]) -> None:
     print(f"crash run output identical to the failure-free run: {s['identical']} "
           f"(missing {s['missing']}, extra/duplicate {s['duplicates_or_extra']})")
     print(f"failure-free run equals the independently computed result: {s['matches_oracle']}")
-    print(f"checkpoints retained: {s['checkpoints_retained']}; latest is {s['latest_checkpoint_bytes'] / mib:.1f} MiB; "
+    print(f"checkpoints in the store (no GC runs in the demo): {s['checkpoints_retained']}; latest is {s['latest_checkpoint_bytes'] / mib:.1f} MiB; "
           f"across them {s['uploaded_bytes'] / mib:.1f} MiB uploaded, {s['reused_bytes'] / mib:.1f} MiB reused")
     for r in s["recoveries"]:
         print(f"recovery ({r['source']}): killed at batch {r['killed_at_batch']}, resumed after batch "
