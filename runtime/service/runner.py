@@ -191,7 +191,8 @@ class JobRuntime:
         r = self.restore
         writer = CheckpointWriter(self.store, self.job, attempt=self.attempt,
                                   job_uid=self.opts.job_uid or _job_uid(self.job),
-                                  hash_cache=HashCache(self.work_dir / "hash-cache.json"))
+                                  hash_cache=HashCache(self.work_dir / "hash-cache.json"),
+                                  reuse_window_seconds=spec.reuse_window_seconds())
         if isinstance(self.sink, TransactionalSink) and r.manifest is not None and "sink" in r.manifest.extra:
             self.sink.published_through = int(r.manifest.extra["sink"]["upToBatch"])
         self.pipeline = pipeline = CheckpointPipeline(
