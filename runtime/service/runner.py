@@ -187,7 +187,7 @@ class JobRuntime:
         if self.opts.handle_signals:
             install_signal_handlers(self)  # again: SparkContext replaces the SIGINT handler
         df = build_stream(func, spark, spec.job.args, spec.job.entrypoint)
-        install_progress_listener(spark, self._on_progress)
+        self.listener = install_progress_listener(spark, self._on_progress)
         r = self.restore
         writer = CheckpointWriter(self.store, self.job, attempt=self.attempt,
                                   job_uid=self.opts.job_uid or _job_uid(self.job),
@@ -237,6 +237,11 @@ class JobRuntime:
         # stopping does not interrupt it; the deadline keeps room for the final checkpoint.
         while query.isActive and batch_in_flight(self.hot_dir) and time.monotonic() < deadline - 5:
             time.sleep(0.01)
+        # Unregister the Python listener first: otherwise the JVM delivers the query's termination
+        # event after Python has closed the callback server and logs a py4j stack trace.
+        from sparkpoint.runtime.spark.query import remove_listener
+
+        remove_listener(self.spark, getattr(self, "listener", None))
         query.stop()
         want_sp = self.stop_request.get("savepoint")
         ok = True

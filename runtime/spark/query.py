@@ -60,6 +60,11 @@ def install_progress_listener(spark: Any, on_progress: Callable[[BatchProgress],
     return listener
 
 
+def remove_listener(spark: Any, listener: Any) -> None:
+    if spark is not None and listener is not None:
+        spark.streams.removeListener(listener)
+
+
 def start_query(df: Any, *, hot_dir: str, sink_kind: str, write_batch: Callable[[Any, int], None],
                 trigger_interval: str, query_name: str) -> Any:
     """writeStream owned by the runtime: foreachBatch into our sink, checkpointLocation = hot dir."""
