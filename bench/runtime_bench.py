@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -28,6 +27,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+import report  # bench/report.py; bench/ is on sys.path when this runs as a script
 
 from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, committed, wait_until
 from sparkpoint.runtime.store.minio_server import MinioServer
@@ -89,6 +90,7 @@ def overhead(args: argparse.Namespace, base: Path, env: dict[str, str]) -> dict[
     med_a, med_b = statistics.median(results["a"]), statistics.median(results["b"])
     return {"rows_per_batch": rows, "batches_per_run": batches, "rounds": args.rounds, "per_round": per_round,
             "median_a": med_a, "median_b": med_b, "ratio": med_b / med_a, "samples_a": len(results["a"]),
+            "durations_a": results["a"], "durations_b": results["b"],
             "samples_b": len(results["b"]), "checkpoints_b": len(cps),
             "freeze_ms_median": 1000 * statistics.median([c["freezeSeconds"] for c in cps]) if cps else None,
             "checkpoint_s_median": statistics.median([c["syncSeconds"] + c["asyncSeconds"] for c in cps])
@@ -174,18 +176,33 @@ def render(o: dict[str, Any], c: dict[str, Any] | None, small: bool) -> str:
                   "| --- | --- | --- |"]
         for name, r in c["recovery"].items():
             lines.append(f"| {name} ({r['source']}) | {r['restore_seconds']:.2f} s | {r['first_batch_seconds']:.1f} s |")
-    lines += ["", END]
+    lines += ["", *plots(o, c), END]
     return "\n".join(lines)
 
 
+def plots(o: dict[str, Any], c: dict[str, Any] | None) -> list[str]:
+    out = []
+    if o.get("durations_a") and o.get("durations_b"):
+        def overhead(ax) -> None:  # type: ignore[no-untyped-def]
+            ax.boxplot([o["durations_a"], o["durations_b"]], showfliers=False)
+            ax.set_xticks([1, 2], ["(a) hot dir only", "(b) checkpoints every 10 s"])
+            ax.set_ylabel("micro-batch duration (s)")
+        out += [report.plot("runtime-overhead", "Micro-batch duration with and without checkpoints", overhead), ""]
+    if c and c.get("checkpoints"):
+        def sizes(ax) -> None:  # type: ignore[no-untyped-def]
+            batches = [cp["batch"] for cp in c["checkpoints"]]
+            ax.plot(batches, [cp["bytes"] / MIB for cp in c["checkpoints"]], marker="o", label="checkpoint size")
+            ax.bar(batches, [cp["new_bytes"] / MIB for cp in c["checkpoints"]], color="tab:orange", alpha=0.7,
+                   label="uploaded")
+            ax.set_xlabel("batch")
+            ax.set_ylabel("MiB")
+            ax.legend()
+        out += [report.plot("runtime-large-state", "Large state: checkpoint size vs bytes uploaded", sizes), ""]
+    return out
+
+
 def write_doc(section: str) -> None:
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\n"
-    if START in text and END in text:
-        text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: section, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
+    report.write_section(START, END, section)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+import report  # bench/report.py; bench/ is on sys.path when this runs as a script
+
 from sparkpoint.runtime.checkpoint import CheckpointWriter, HashCache, restore, write_fence
 from sparkpoint.runtime.store import JobRef
 from sparkpoint.runtime.store.layout import object_key
@@ -209,18 +211,44 @@ def render(r: dict) -> str:
               f"{rs['ours_client_cpu_s_per_gib']:.2f} s for the verified restore vs {rs['raw_client_cpu_s_per_gib']:.2f} s "
               f"for the raw download. sha256 of every byte is the price of a verified restore; on 2 cores "
               f"shared with the MinIO server (and here with other jobs) it is CPU that runs out, not network.",
-              "", END]
+              "", plot_incremental(r), "", plot_restore(rs), "", END]
     return "\n".join(lines)
 
 
+def plot_incremental(r: dict) -> str:
+    rounds = [i["round"] for i in r["incremental"]]
+
+    def draw(ax) -> None:  # type: ignore[no-untyped-def]
+        width = 0.38
+        ax.bar([x - width / 2 for x in rounds], [i["changed_bytes"] / MiB for i in r["incremental"]], width,
+               label="changed")
+        ax.bar([x + width / 2 for x in rounds], [i["uploaded_bytes"] / MiB for i in r["incremental"]], width,
+               label="uploaded")
+        ax.set_xlabel("checkpoint round")
+        ax.set_ylabel("MiB")
+        ax.set_xticks(rounds)
+        ax.legend()
+    return report.plot("store-incremental", "Bytes uploaded vs bytes changed per checkpoint", draw)
+
+
+def plot_restore(rs: dict) -> str:
+    reps = list(range(1, len(rs["ours_mib_s"]) + 1))
+
+    def draw(ax) -> None:  # type: ignore[no-untyped-def]
+        width = 0.27
+        for offset, key, label in ((-width, "ours_mib_s", "verified restore"),
+                                   (0.0, "unverified_mib_s", "restore, verification off"),
+                                   (width, "raw_mib_s", "raw minio client")):
+            ax.bar([x + offset for x in reps], rs[key], width, label=label)
+        ax.set_xlabel("repetition (same run, order rotated)")
+        ax.set_ylabel("MiB/s")
+        ax.set_xticks(reps)
+        ax.legend(fontsize=8)
+    return report.plot("store-restore", "Restore throughput vs raw download", draw)
+
+
 def write_section(section: str) -> None:
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\n"
-    if START in text and END in text:
-        text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: section, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
+    report.write_section(START, END, section)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,41 @@
+"""Shared by the benchmarks: each one rewrites its own marked section of docs/benchmarks.md and
+draws its plots into docs/img/ (PNG, linked from that section)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "benchmarks.md"
+IMG = REPO / "docs" / "img"
+
+
+def write_section(start: str, end: str, section: str, doc: Path = DOC) -> None:
+    """Replace the text between the markers (inclusive), or append the section if they are missing."""
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    text = doc.read_text() if doc.exists() else "# Benchmarks\n\n"
+    if start in text and end in text:
+        text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: section, text, flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    doc.write_text(text)
+
+
+def plot(name: str, title: str, draw: Callable[[Any], None], size: tuple[float, float] = (7, 3.2)) -> str:
+    """Draw with `draw(axes)` into docs/img/<name>.png; return the Markdown that shows it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    IMG.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=size)
+    draw(ax)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(IMG / f"{name}.png", dpi=110)
+    plt.close(fig)
+    return f"![{title}](img/{name}.png)"
