@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import yaml
-from kube_helpers import CRD_FILE, exists, pod_logs, wait_for
+from kube_helpers import CRD_FILE, exists, pod_logs, wait_crd_established, wait_for
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -90,8 +90,5 @@ def streamingjob_crd(api_client):
             raise
         extensions.create_custom_resource_definition(body)
 
-    def established():
-        crd = extensions.read_custom_resource_definition(name)
-        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
-    wait_for("the StreamingJob CRD to be established", established, timeout=30)
+    wait_crd_established(extensions, name)
     return name

@@ -60,3 +60,11 @@ def container_status(pod: client.V1Pod, name: str = "main"):
     return None
 
 
+
+
+def wait_crd_established(extensions, name: str, timeout: float = 30) -> None:
+    """Waits until the API server serves the CRD `name` (its Established condition is True)."""
+    def established():
+        crd = extensions.read_custom_resource_definition(name)
+        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+    wait_for(f"CRD {name} to be established", established, timeout=timeout)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kube_helpers import container_status, python_container, wait_for
+from kube_helpers import container_status, python_container, wait_crd_established, wait_for
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -113,10 +113,7 @@ def widget_crd(api_client):
     if status_of(lambda: extensions.read_custom_resource_definition(name)) == 404:
         extensions.create_custom_resource_definition(body)
 
-    def established():
-        crd = extensions.read_custom_resource_definition(name)
-        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
-    wait_for("the test CRD to be established", established, timeout=30)
+    wait_crd_established(extensions, name)
     yield name
     extensions.delete_custom_resource_definition(name)
 
