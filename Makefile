@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
 
-.PHONY: help venv minio lint test test-unit demo bench soak cluster-up cluster-down e2e clean
+.PHONY: help venv minio java lint test test-unit crd demo bench soak cluster-up cluster-down e2e clean
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -51,6 +51,11 @@ test: venv minio java lint
 	  [ $$unit -eq 0 ] || exit $$unit; \
 	  $(MAKE) --no-print-directory e2e; e2e=$$?; \
 	  $(MAKE) --no-print-directory cluster-down; exit $$e2e
+
+# The CRD is generated from the spec model (runtime/config.py); the chart ships a copy.
+crd: venv
+	$(PY) -m sparkpoint.operator.crd > crds/streamingjob.yaml
+	cp crds/streamingjob.yaml charts/sparkpoint/crds/streamingjob.yaml
 
 # --- user-facing ---------------------------------------------------------------------------------
 demo: venv java

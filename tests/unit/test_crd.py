@@ -83,7 +83,7 @@ def model_verdict(spec: dict[str, Any]) -> tuple[bool, str]:
 
 def test_committed_crd_is_generated_from_the_model() -> None:
     committed = (ROOT / "crds" / "streamingjob.yaml").read_text()
-    assert committed == crd.render(), "crds/streamingjob.yaml is stale: run python -m sparkpoint.operator.crd"
+    assert committed == crd.render(), "crds/streamingjob.yaml is stale: run `make crd`"
 
 
 def test_crd_names_follow_the_contract() -> None:
@@ -159,3 +159,9 @@ def test_model_and_schema_agree_on_mutated_specs(mutations) -> None:
         assert any(m in message for m in CEL_MESSAGES), (spec, message)
     else:
         assert model_ok == schema_ok, (spec, message)
+
+
+def test_chart_ships_the_same_crd() -> None:
+    chart_copy = (ROOT / "charts" / "sparkpoint" / "crds" / "streamingjob.yaml").read_text()
+    assert chart_copy == (ROOT / "crds" / "streamingjob.yaml").read_text(), \
+        "charts/sparkpoint/crds/streamingjob.yaml drifted: run `make crd`"
