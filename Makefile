@@ -82,5 +82,6 @@ cluster-down:
 e2e: venv minio
 	@e2e/local/build.sh >/dev/null
 	$(PY) -m pytest -q -p no:cacheprovider e2e/local/tests
-	export $$($(PY) e2e/local/cluster.py up | tail -1 | cut -d' ' -f2) && \
-	  $(PY) -m pytest -q -p no:cacheprovider e2e --ignore=e2e/local/tests
+	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \
+	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make e2e: the local cluster did not come up" >&2; exit 1;; esac; \
+	  export "$${line#export }"; $(PY) -m pytest -q -p no:cacheprovider e2e --ignore=e2e/local/tests

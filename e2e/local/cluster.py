@@ -106,6 +106,18 @@ def pid_alive(pid_file: Path) -> int | None:
     return int(pid) if cmdline[0].decode() == program.strip() else None
 
 
+# Components this invocation started: for them, Popen.poll() is the authority on "still running"
+# (a /proc look-up once reported a live, just-started server as gone in a CI run).
+STARTED: dict[str, subprocess.Popen] = {}
+
+
+def component_running(layout: c.Layout, name: str) -> bool:
+    process = STARTED.get(name)
+    if process is not None:
+        return process.poll() is None
+    return pid_alive(layout.pids / f"{name}.pid") is not None
+
+
 def start(layout: c.Layout, name: str, argv: list[str], env: dict[str, str] | None = None,
           cwd: Path | None = None) -> None:
     pid_file = layout.pids / f"{name}.pid"
@@ -115,6 +127,7 @@ def start(layout: c.Layout, name: str, argv: list[str], env: dict[str, str] | No
     out = open(layout.logs / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
     process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                start_new_session=True, env=env, cwd=cwd)
+    STARTED[name] = process
     pid_file.write_text(f"{process.pid} {argv[0]}\n")
     log.info("started", extra={"component": name, "pid": process.pid})
 
@@ -170,8 +183,11 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, layout: c.Lay
     while time.monotonic() < deadline:
         if check():
             return
-        if component and not pid_alive(layout.pids / f"{component}.pid"):
-            raise SystemExit(f"{component} exited while waiting for {what}; see {layout.logs / component}.log")
+        if component and not component_running(layout, component):
+            log_file = layout.logs / f"{component}.log"
+            tail = log_file.read_text(errors="replace").splitlines()[-15:] if log_file.exists() else []
+            raise SystemExit(f"{component} exited while waiting for {what}; last lines of {log_file}:\n"
+                             + "\n".join(tail))
         time.sleep(0.25)
     raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}; logs in {layout.logs}")
 
