@@ -206,11 +206,11 @@ def render(r: dict) -> str:
               f"{', '.join(map(str, rs['ours_mib_s']))} MiB/s; raw `minio` client download of the same objects, "
               f"same parallelism, in the same run (order rotated per repetition): {', '.join(map(str, rs['raw_mib_s']))} MiB/s. "
               f"Ratio of medians **{rs['ratio_of_medians']:.2f}** (goal >= 0.7: {ok(rs['ratio_of_medians'] >= 0.7)}).",
-              f"- Where the gap comes from: the same download path with verification switched off ran at "
+              f"- Cost of verification: the same download path with verification switched off ran at "
               f"{', '.join(map(str, rs['unverified_mib_s']))} MiB/s; client CPU per GiB was "
               f"{rs['ours_client_cpu_s_per_gib']:.2f} s for the verified restore vs {rs['raw_client_cpu_s_per_gib']:.2f} s "
-              f"for the raw download. sha256 of every byte is the price of a verified restore; on 2 cores "
-              f"shared with the MinIO server (and here with other jobs) it is CPU that runs out, not network.",
+              f"for the raw download. The spread between repetitions of one variant is as large as the gap "
+              f"between variants: two cores are shared by the client, the MinIO server and anything else running.",
               "", plot_incremental(r), "", plot_restore(rs), "", END]
     return "\n".join(lines)
 
