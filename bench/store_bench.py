@@ -227,7 +227,7 @@ def plot_incremental(r: dict) -> str:
         ax.set_xlabel("checkpoint round")
         ax.set_ylabel("MiB")
         ax.set_xticks(rounds)
-        ax.legend()
+        ax.legend(loc="lower right")
     return report.plot("store-incremental", "Bytes uploaded vs bytes changed per checkpoint", draw)
 
 
