@@ -127,14 +127,21 @@ def apiserver_command(layout: Layout) -> list[str]:
     ]
 
 
-def controller_manager_command(layout: Layout) -> list[str]:
-    config = layout.kubeconfig_for(CONTROLLER_MANAGER)
+def _control_loop_flags(layout: Layout, binary: str, identity: str, port: int, cert_dir: str) -> list[str]:
+    """Binary, identity and secure serving shared by the controller manager and the scheduler."""
+    config = layout.kubeconfig_for(identity)
     return [
-        str(layout.k8s_bin / "kube-controller-manager"),
+        str(layout.k8s_bin / binary),
         f"--kubeconfig={config}", f"--authentication-kubeconfig={config}",
         f"--authorization-kubeconfig={config}",
-        "--bind-address=127.0.0.1", f"--secure-port={layout.ports.controller_manager}",
-        f"--cert-dir={layout.state / 'controller-manager-certs'}",
+        "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={layout.state / cert_dir}",
+    ]
+
+
+def controller_manager_command(layout: Layout) -> list[str]:
+    return [
+        *_control_loop_flags(layout, "kube-controller-manager", CONTROLLER_MANAGER,
+                             layout.ports.controller_manager, "controller-manager-certs"),
         f"--service-account-private-key-file={layout.pki / 'sa.key'}",
         f"--root-ca-file={layout.pki / 'ca.crt'}",
         "--use-service-account-credentials=true", "--leader-elect=false",
@@ -143,13 +150,8 @@ def controller_manager_command(layout: Layout) -> list[str]:
 
 
 def scheduler_command(layout: Layout) -> list[str]:
-    config = layout.kubeconfig_for(SCHEDULER)
     return [
-        str(layout.k8s_bin / "kube-scheduler"),
-        f"--kubeconfig={config}", f"--authentication-kubeconfig={config}",
-        f"--authorization-kubeconfig={config}",
-        "--bind-address=127.0.0.1", f"--secure-port={layout.ports.scheduler}",
-        f"--cert-dir={layout.state / 'scheduler-certs'}",
+        *_control_loop_flags(layout, "kube-scheduler", SCHEDULER, layout.ports.scheduler, "scheduler-certs"),
         "--leader-elect=false", "--profiling=false", "--v=1",
     ]
 
