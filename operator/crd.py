@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec
+from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, NAME_RULES, JobSpec
 
 PLURAL = "streamingjobs"
 SINGULAR = "streamingjob"
@@ -145,6 +145,8 @@ def build_crd() -> dict[str, Any]:
                 "schema": {"openAPIV3Schema": {
                     "type": "object",
                     "required": ["spec"],
+                    # Rules on metadata.name (the only metadata CEL can see) for the names derived from it.
+                    "x-kubernetes-validations": copy.deepcopy(NAME_RULES),
                     "properties": {
                         "apiVersion": {"type": "string"},
                         "kind": {"type": "string"},

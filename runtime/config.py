@@ -1,17 +1,21 @@
 """The job spec model: one typed shape for a StreamingJob's `spec` and for a local JOB.yaml.
 
 The runtime reads it to run a job; the operator parses the custom resource into it once. The CRD's
-OpenAPI schema (crds/) must agree with this model; tests/unit/test_crd_schema.py checks that.
+OpenAPI schema (crds/) is generated from this model, and every rule here that a pattern or bound
+cannot say is stated twice: as a pydantic validator and as a CEL rule for the API server, with the
+same message; tests/unit/test_crd.py and e2e/test_streamingjob_crd.py check they agree.
 """
 
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -26,12 +30,65 @@ API_GROUP = "sparkpoint.dev"
 API_VERSION = "v1alpha1"
 KIND = "StreamingJob"
 
-DURATION_PATTERN = r"^[0-9]+(ms|s|m|h)$"
+# At most six digits: 999999h (114 years) still fits the API server's duration type (292 years),
+# so a CEL rule that parses the value can never overflow.
+DURATION_PATTERN = r"^[0-9]{1,6}(ms|s|m|h)$"
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
 ENTRYPOINT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
 # Kubernetes names: DNS-1123 labels (what a pod/configmap name derived from the job must satisfy).
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A job's Service is named after it, and a Service name is a DNS-1035 label (starts with a letter,
+# at most 63 characters); its pods are `<name>-<attempt>`: 52 leaves room for "-" and ten digits.
+JOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+JOB_NAME_MAX_LENGTH = 52
+# What the pod's image field accepts: [registry[:port]/]path[:tag][@sha256:digest], as docker does.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_PATTERN = (r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?/)?"
+                 rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+                 r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
+# Kubernetes quantities, restricted to the forms that make sense for each resource.
+CPU_PATTERN = r"^([0-9]{1,4}(\.[0-9]{1,3})?|[0-9]{1,7}m)$"
+MEMORY_PATTERN = r"^[0-9]{1,7}(\.[0-9]{1,3})?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
+MIN_MEMORY = "512Mi"  # a JVM driver beside the Python runtime does not start in less
+_QUANTITY_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+                    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+# What the runtime can run: a local driver with N or all cores, or (coming) Spark on Kubernetes.
+MASTER_PATTERN = r"^(local(\[([1-9][0-9]{0,3}|\*)\])?|k8s)$"
+ENDPOINT_PATTERN = r"^https?://[^\s/?#]+/?$"
+# Spark settings the runtime owns: a conf entry would contradict a spec field or the runtime itself.
+RESERVED_CONF = {
+    "spark.master": "set spec.spark.master instead",
+    "spark.sql.shuffle.partitions": "set spec.spark.shufflePartitions instead",
+    "spark.sql.streaming.stateStore.providerClass": "set spec.spark.stateStore instead",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled":
+        "set spec.spark.changelogCheckpointing instead",
+    "spark.sql.streaming.checkpointLocation": "the runtime keeps the query's checkpoint in its hot dir",
+}
+
+
+def _cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+    entry = {"rule": rule, "message": message}
+    if field_path:
+        entry["fieldPath"] = field_path
+    return entry
+
+
+def _at_least(minimum: str, to_number, cel_function: str) -> Any:
+    """One lower bound, stated for the model (a validator) and for the API server (a CEL rule)."""
+    message = f"must be at least {minimum}"
+
+    def check(value: str) -> str:
+        if to_number(value) < to_number(minimum):
+            raise ValueError(f"{message} (got {value})")
+        return value
+    rule = f"{cel_function}(self).compareTo({cel_function}('{minimum}')) >= 0" if cel_function == "quantity" \
+        else f"{cel_function}(self) >= {cel_function}('{minimum}')"
+    return (Field(json_schema_extra={"x-kubernetes-validations": [_cel(rule, message)]}), AfterValidator(check))
+
+
+def duration_at_least(minimum: str) -> Any:
+    return Annotated[Duration, *_at_least(minimum, parse_duration, "duration")]
 
 
 def parse_duration(text: str) -> float:
@@ -40,6 +97,15 @@ def parse_duration(text: str) -> float:
     if not match:
         raise ValueError(f"invalid duration {text!r}: use a number and one of ms, s, m, h (e.g. 30s)")
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def parse_quantity(text: str) -> Decimal:
+    """'512Mi' | '1.5G' | '500m' -> the amount (bytes or cores) as the API server reads it."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T|m)?", text)
+    if not match:
+        raise ValueError(f"invalid quantity {text!r}: use a number and an optional unit (e.g. 2Gi, 500m)")
+    unit = match.group(2) or ""
+    return Decimal(match.group(1)) / 1000 if unit == "m" else Decimal(match.group(1)) * _QUANTITY_SUFFIX[unit]
 
 
 class SpecModel(BaseModel):
@@ -74,8 +140,9 @@ class JobSection(SpecModel):
     entrypoint: str = Field(json_schema_extra={"pattern": ENTRYPOINT_PATTERN})
     args: dict[str, Any] = Field(default_factory=dict)
     sink: SinkSpec = Field(default_factory=SinkSpec)
-    # Micro-batch trigger of the query; checkpoints are independent of it.
-    trigger_interval: Duration = "1s"
+    # Micro-batch trigger of the query; checkpoints are independent of it. Below 100ms (0 included)
+    # Spark starts batches back to back: a busy driver, and a sink journal entry per empty batch.
+    trigger_interval: duration_at_least("100ms") = "1s"
     # Extra PYTHONPATH entries so `module` in the entrypoint can be found.
     python_path: list[str] = Field(default_factory=list)
 
@@ -88,17 +155,33 @@ class JobSection(SpecModel):
 
 
 class Resources(SpecModel):
-    cpu: str = "1"
-    memory: str = "2Gi"
+    # The runtime container's request (cpu) and request and limit (memory).
+    cpu: Annotated[str, StringConstraints(pattern=CPU_PATTERN)] = "1"
+    memory: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN),
+                      *_at_least(MIN_MEMORY, parse_quantity, "quantity")] = "2Gi"
+
+
+def _reserved_conf_rules() -> list[dict[str, str]]:
+    return [_cel(f"!('{key}' in self)", f"{key} is set by Sparkpoint: {why}") for key, why in RESERVED_CONF.items()]
 
 
 class SparkSection(SpecModel):
-    master: str = "local[2]"
-    conf: dict[str, str] = Field(default_factory=dict)
+    master: Annotated[str, StringConstraints(pattern=MASTER_PATTERN)] = "local[2]"
+    conf: Annotated[dict[str, str], Field(json_schema_extra={"x-kubernetes-validations": _reserved_conf_rules()})] \
+        = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     state_store: Literal["rocksdb", "hdfs"] = "rocksdb"
     changelog_checkpointing: bool = True
     shuffle_partitions: Annotated[int, Field(ge=1, le=10000)] = 4
+
+    @field_validator("conf")
+    @classmethod
+    def _no_reserved_keys(cls, conf: dict[str, str]) -> dict[str, str]:
+        for rule in _reserved_conf_rules():
+            key = rule["message"].split(" ", 1)[0]
+            if key in conf:
+                raise ValueError(rule["message"])
+        return conf
 
 
 class SecretRef(SpecModel):
@@ -109,13 +192,14 @@ class SecretRef(SpecModel):
 class StorageSpec(SpecModel):
     # s3://bucket/prefix (MinIO/S3) or file:///abs/path (the embedded default).
     url: Annotated[str, StringConstraints(pattern=r"^(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?|file:///.*)$")]
-    endpoint: str | None = None
+    # http(s)://host[:port] of the S3 API; the environment's SPARKPOINT_S3_ENDPOINT wins over it.
+    endpoint: Annotated[str, StringConstraints(pattern=ENDPOINT_PATTERN)] | None = None
     secret_ref: SecretRef | None = None
 
 
 class CheckpointSection(SpecModel):
-    interval: Duration = "30s"
-    timeout: Duration = "10m"
+    interval: duration_at_least("1s") = "30s"
+    timeout: duration_at_least("1s") = "10m"
     min_pause: Duration = "0s"
     retain: Annotated[int, Field(ge=1, le=1000)] = 3
     max_concurrent: Annotated[int, Field(ge=1, le=16)] = 1
@@ -132,8 +216,19 @@ class SavepointSection(SpecModel):
 class RestartSection(SpecModel):
     policy: Literal["Always", "OnFailure", "Never"] = "OnFailure"
     max_restarts: Annotated[int, Field(ge=0)] = 10
-    backoff: Duration = "10s"
+    # Between attempts (new pods); 0s would replace a crashing pod in a tight loop.
+    backoff: duration_at_least("1s") = "10s"
     max_backoff: Duration = "5m"
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_cel(
+        "duration(self.backoff) <= duration(self.maxBackoff)", "backoff must not be longer than maxBackoff",
+        ".backoff")]})
+
+    @model_validator(mode="after")
+    def _backoff_within_max(self) -> RestartSection:
+        if parse_duration(self.backoff) > parse_duration(self.max_backoff):
+            raise ValueError("backoff must not be longer than maxBackoff")
+        return self
 
 
 class RestoreFrom(SpecModel):
@@ -153,7 +248,7 @@ class RestoreFrom(SpecModel):
 
 class GcSection(SpecModel):
     enabled: bool = True
-    interval: Duration = "60s"
+    interval: duration_at_least("1s") = "60s"
     grace: Duration = "10m"
     pending_timeout: Duration = "1h"
     # What happens to checkpoints when the StreamingJob is deleted (savepoints are always kept).
@@ -161,7 +256,7 @@ class GcSection(SpecModel):
 
 
 class JobSpec(SpecModel):
-    image: str = "sparkpoint:latest"
+    image: Annotated[str, StringConstraints(pattern=IMAGE_PATTERN, max_length=255)] = "sparkpoint:latest"
     job: JobSection
     spark: SparkSection = Field(default_factory=SparkSection)
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
@@ -193,7 +288,18 @@ class JobSpec(SpecModel):
 
 class JobIdentity(SpecModel):
     namespace: Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=63)] = "default"
-    name: Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=63)]
+    name: Annotated[str, StringConstraints(pattern=JOB_NAME_PATTERN, max_length=JOB_NAME_MAX_LENGTH)]
+
+
+# The same rules on a StreamingJob's metadata.name for the API server (the root of the CRD's schema).
+NAME_RULES = [
+    _cel(f"!has(self.metadata.name) || size(self.metadata.name) <= {JOB_NAME_MAX_LENGTH}",
+         f"metadata.name must be at most {JOB_NAME_MAX_LENGTH} characters: the job's Service (<name>) "
+         "and pods (<name>-<attempt>) are named after it", ".metadata.name"),
+    _cel(f"!has(self.metadata.name) || self.metadata.name.matches('{JOB_NAME_PATTERN}')",
+         "metadata.name must start with a letter and hold only lowercase letters, digits and '-': "
+         "the job's Service is named after it (a DNS-1035 label)", ".metadata.name"),
+]
 
 
 class SpecError(ValueError):
@@ -228,8 +334,9 @@ def parse_document(doc: Any, default_name: str = "job") -> tuple[JobIdentity, Jo
         except ValidationError as err:
             raise SpecError(_format_errors(err, "metadata")) from None
         return ident, parse_spec(doc.get("spec"), "spec")
-    name = re.sub(r"[^a-z0-9-]+", "-", default_name.lower()).strip("-") or "job"
-    return JobIdentity(name=name[:63]), parse_spec(doc, "spec")
+    name = re.sub(r"[^a-z0-9-]+", "-", default_name.lower()).strip("-")
+    name = name if name[:1].isalpha() else f"job-{name}".strip("-")
+    return JobIdentity(name=name[:JOB_NAME_MAX_LENGTH].rstrip("-")), parse_spec(doc, "spec")
 
 
 def load_job_file(path: str | Path) -> tuple[JobIdentity, JobSpec]:

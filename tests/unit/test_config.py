@@ -70,3 +70,96 @@ def test_pending_timeout_must_outlive_the_checkpoint_timeout() -> None:
         config.parse_spec({"job": {"entrypoint": "a:b"}, "checkpoint": {"timeout": "2h"}})
     spec = config.parse_spec({"job": {"entrypoint": "a:b"}, "gc": {"grace": "20m"}})
     assert spec.reuse_window_seconds() == 600
+
+
+def _spec_with(**sections) -> dict:
+    spec: dict = {"job": {"entrypoint": "a:b"}}
+    for section, fields in sections.items():
+        spec[section] = fields if not isinstance(fields, dict) else {**spec.get(section, {}), **fields}
+    return spec
+
+
+# Manifests a new user could write that nothing can run (issue 8, item 9): each is refused naming the field.
+@pytest.mark.parametrize(("spec", "expected"), [
+    (_spec_with(checkpoint={"interval": "0s"}), "spec.checkpoint.interval: must be at least 1s (got 0s)"),
+    (_spec_with(checkpoint={"timeout": "0s"}), "spec.checkpoint.timeout: must be at least 1s (got 0s)"),
+    (_spec_with(checkpoint={"interval": "999ms"}), "spec.checkpoint.interval: must be at least 1s"),
+    (_spec_with(spark={"resources": {"memory": "lots"}}), "spec.spark.resources.memory: String should match"),
+    (_spec_with(spark={"resources": {"cpu": "many"}}), "spec.spark.resources.cpu: String should match"),
+    (_spec_with(spark={"resources": {"cpu": "-1"}}), "spec.spark.resources.cpu: String should match"),
+    (_spec_with(spark={"resources": {"memory": "100Mi"}}), "spec.spark.resources.memory: must be at least 512Mi"),
+    (_spec_with(spark={"resources": {"memory": "500m"}}), "spec.spark.resources.memory: String should match"),
+    (_spec_with(image="Not A Valid Image!!"), "spec.image: String should match"),
+    (_spec_with(image="sparkpoint:"), "spec.image: String should match"),
+    (_spec_with(image="Sparkpoint:dev"), "spec.image: String should match"),
+    (_spec_with(spark={"master": "yarn"}), "spec.spark.master: String should match"),
+    (_spec_with(spark={"master": "local[0]"}), "spec.spark.master: String should match"),
+    (_spec_with(spark={"master": "spark://host:7077"}), "spec.spark.master: String should match"),
+    (_spec_with(job={"entrypoint": "a:b", "triggerInterval": "0ms"}),
+     "spec.job.triggerInterval: must be at least 100ms (got 0ms)"),
+    (_spec_with(restart={"backoff": "0s"}), "spec.restart.backoff: must be at least 1s"),
+    (_spec_with(restart={"backoff": "10m", "maxBackoff": "5m"}),
+     "spec.restart: backoff must not be longer than maxBackoff"),
+    (_spec_with(gc={"interval": "0s"}), "spec.gc.interval: must be at least 1s"),
+    (_spec_with(checkpoint={"interval": "1000000h"}), "spec.checkpoint.interval: String should match"),
+    (_spec_with(checkpoint={"storage": {"url": "s3://bkt/p", "endpoint": "minio:9000"}}),
+     "spec.checkpoint.storage.endpoint: String should match"),
+    (_spec_with(spark={"conf": {"spark.sql.streaming.checkpointLocation": "/tmp/x"}}),
+     "spec.spark.conf: spark.sql.streaming.checkpointLocation is set by Sparkpoint"),
+    (_spec_with(spark={"conf": {"spark.master": "yarn"}}),
+     "spec.spark.conf: spark.master is set by Sparkpoint: set spec.spark.master instead"),
+    (_spec_with(spark={"conf": {"spark.sql.shuffle.partitions": "8"}}),
+     "spec.spark.conf: spark.sql.shuffle.partitions is set by Sparkpoint: set spec.spark.shufflePartitions"),
+])
+def test_nonsense_a_new_user_could_apply_is_refused_naming_the_field(spec, expected) -> None:
+    with pytest.raises(config.SpecError) as err:
+        config.parse_spec(spec)
+    assert str(err.value).startswith(expected), str(err.value)
+
+
+@pytest.mark.parametrize("spec", [
+    _spec_with(spark={"master": "local"}), _spec_with(spark={"master": "local[*]"}),
+    _spec_with(spark={"master": "local[16]"}), _spec_with(spark={"master": "k8s"}),
+    _spec_with(image="ghcr.io/org/sparkpoint:1.2"), _spec_with(image="localhost:5000/team/job_x:v1.0-rc1"),
+    _spec_with(image="sparkpoint@sha256:" + "a" * 64), _spec_with(image="my-registry.example.com/a/b__c"),
+    _spec_with(spark={"resources": {"cpu": "500m", "memory": "512Mi"}}),
+    _spec_with(spark={"resources": {"cpu": "0.5", "memory": "1.5Gi"}}),
+    _spec_with(spark={"resources": {"cpu": "2", "memory": "4G"}}),
+    _spec_with(spark={"conf": {"spark.sql.session.timeZone": "UTC"}}),
+    _spec_with(job={"entrypoint": "a:b", "triggerInterval": "100ms"}),
+    _spec_with(checkpoint={"interval": "1s", "timeout": "1s", "storage": {
+        "url": "s3://bkt/p", "endpoint": "https://s3.example.com:9443"}}),
+    _spec_with(restart={"backoff": "5m", "maxBackoff": "5m"}),
+    _spec_with(checkpoint={"timeout": "999999m"}, gc={"pendingTimeout": "999999h"}),
+])
+def test_sensible_values_next_to_the_limits_are_accepted(spec) -> None:
+    config.parse_spec(spec)
+
+
+@pytest.mark.parametrize(("text", "amount"), [("512Mi", 512 * 2**20), ("1.5Gi", 3 * 2**29), ("4G", 4 * 10**9),
+                                              ("500m", 0.5), ("2", 2), ("1k", 1000)])
+def test_parse_quantity(text: str, amount: float) -> None:
+    assert config.parse_quantity(text) == amount
+
+
+def _manifest(name: str) -> dict:
+    return {"kind": "StreamingJob", "metadata": {"name": name}, "spec": {"job": {"entrypoint": "a:b"}}}
+
+
+@pytest.mark.parametrize("name", ["a" * 76, "a" * 53, "1job", "my.job"])
+def test_names_that_cannot_name_the_jobs_service_and_pods_are_refused(name: str) -> None:
+    with pytest.raises(config.SpecError, match=r"^metadata\.name: "):
+        config.parse_document(_manifest(name))
+
+
+def test_longest_accepted_name_leaves_room_for_the_derived_names() -> None:
+    ident, _ = config.parse_document(_manifest("a" * config.JOB_NAME_MAX_LENGTH))
+    # Service <name> is a DNS-1035 label (<= 63); pod <name>-<attempt> stays a label up to 10 digits.
+    assert len(f"{ident.name}-{10**10 - 1}") <= 63
+
+
+def test_bare_spec_file_names_become_valid_job_names(tmp_path) -> None:
+    for stem, expected in [("1st_run", "job-1st-run"), ("x" * 80, "x" * 52), ("__", "job")]:
+        path = tmp_path / f"{stem}.yaml"
+        path.write_text("job: {entrypoint: 'a:b'}\n")
+        assert config.load_job_file(path)[0].name == expected
