@@ -6,7 +6,7 @@ FOLDERS = {"sparkpoint.runtime": "runtime", "sparkpoint.operator": "operator"}
 
 
 def _packages() -> list[str]:
-    names = ["sparkpoint"]
+    names = ["sparkpoint"] + [f"sparkpoint.{sub}" for sub in find_packages("sparkpoint")]
     for prefix, folder in FOLDERS.items():
         names += [prefix] + [f"{prefix}.{sub}" for sub in find_packages(folder)]
     return names

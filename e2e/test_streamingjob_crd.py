@@ -7,17 +7,22 @@ import copy
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kube_helpers import GROUP, PLURAL, VERSION
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from sparkpoint.runtime import config
+
 MINIMAL_SPEC = {"job": {"entrypoint": "examples.sessionization:build"}}
 
 
-def create_job(api_client, namespace: str, spec: dict) -> dict:
+def create_job(api_client, namespace: str, spec: dict, name: str | None = None, dry_run: bool = False) -> dict:
     return client.CustomObjectsApi(api_client).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "StreamingJob",
-        "metadata": {"name": f"job-{uuid.uuid4().hex[:8]}"}, "spec": spec})
+        "metadata": {"name": name or f"job-{uuid.uuid4().hex[:8]}"}, "spec": spec},
+        **({"dry_run": "All"} if dry_run else {}))
 
 
 def with_fields(**sections) -> dict:
@@ -55,6 +60,27 @@ def test_minimal_job_is_accepted_with_defaults(api_client, namespace, streamingj
      "at most one of checkpoint and savepoint"),
     (with_fields(checkpoint={"timeout": "2h"}), "spec.gc.pendingTimeout",
      "pendingtimeout must be longer than checkpoint.timeout"),
+    # Issue 8, item 9: manifests a new user could apply that nothing can run.
+    (with_fields(checkpoint={"interval": "0s"}), "spec.checkpoint.interval", "must be at least 1s"),
+    (with_fields(checkpoint={"timeout": "0s"}), "spec.checkpoint.timeout", "must be at least 1s"),
+    (with_fields(spark={"resources": {"memory": "lots", "cpu": "1"}}), "spec.spark.resources.memory", "should match"),
+    (with_fields(spark={"resources": {"memory": "2Gi", "cpu": "many"}}), "spec.spark.resources.cpu", "should match"),
+    (with_fields(spark={"resources": {"memory": "100Mi"}}), "spec.spark.resources.memory", "must be at least 512mi"),
+    (with_fields(image="Not A Valid Image!!"), "spec.image", "should match"),
+    (with_fields(spark={"master": "yarn"}), "spec.spark.master", "should match"),
+    (with_fields(spark={"master": "local[0]"}), "spec.spark.master", "should match"),
+    (with_fields(job={"entrypoint": "m:f", "triggerInterval": "0ms"}), "spec.job.triggerInterval",
+     "must be at least 100ms"),
+    (with_fields(restart={"backoff": "10m", "maxBackoff": "5m"}), "spec.restart.backoff",
+     "backoff must not be longer than maxbackoff"),
+    (with_fields(restart={"backoff": "0s"}), "spec.restart.backoff", "must be at least 1s"),
+    (with_fields(gc={"interval": "0s"}), "spec.gc.interval", "must be at least 1s"),
+    (with_fields(checkpoint={"interval": "9999999h"}), "spec.checkpoint.interval", "should match"),
+    (with_fields(checkpoint={"storage": {"url": "s3://bkt/p", "endpoint": "minio:9000"}}),
+     "spec.checkpoint.storage.endpoint", "should match"),
+    (with_fields(spark={"conf": {"spark.sql.streaming.checkpointLocation": "/tmp/x"}}), "spec.spark.conf",
+     "spark.sql.streaming.checkpointlocation is set by sparkpoint"),
+    (with_fields(spark={"conf": {"spark.master": "yarn"}}), "spec.spark.conf", "spark.master is set by sparkpoint"),
 ])
 def test_invalid_job_is_rejected_naming_the_field(api_client, namespace, streamingjob_crd, spec, field, words):
     with pytest.raises(ApiException) as rejected:
@@ -62,3 +88,64 @@ def test_invalid_job_is_rejected_naming_the_field(api_client, namespace, streami
     assert rejected.value.status == 422
     body = rejected.value.body
     assert field in body and words in body.lower(), body
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("a" * 76, "at most 52 characters"),  # its Service (<name>, at most 63) and pods could not exist
+    ("a" * 53, "at most 52 characters"),
+    ("1-job", "start with a letter"),  # a Service name is a DNS-1035 label
+    ("my.job", "start with a letter"),
+])
+def test_names_the_jobs_service_and_pods_cannot_carry_are_rejected(api_client, namespace, streamingjob_crd,
+                                                                    name, words):
+    with pytest.raises(ApiException) as rejected:
+        create_job(api_client, namespace, copy.deepcopy(MINIMAL_SPEC), name=name, dry_run=True)
+    assert rejected.value.status == 422
+    body = rejected.value.body
+    assert "metadata.name" in body and words in body, body
+    create_job(api_client, namespace, copy.deepcopy(MINIMAL_SPEC), name="a" * 52, dry_run=True)
+
+
+# The model and the real API server (patterns and CEL rules) accept the same manifests, and name
+# the same field when they refuse one. Values around every limit of issue 8, item 9.
+LEAVES = {
+    ("checkpoint", "interval"): ["0s", "999ms", "1s", "1000ms", "10s", "999999h", "1000000h"],
+    ("checkpoint", "timeout"): ["0s", "1s", "59m", "1h", "2h"],
+    ("job", "triggerInterval"): ["0ms", "99ms", "100ms", "1s"],
+    ("restart", "backoff"): ["0s", "1s", "5m", "6m", "1h"],
+    ("restart", "maxBackoff"): ["0s", "1s", "5m", "10m"],
+    ("gc", "interval"): ["0s", "1s", "60s"],
+    ("spark", "master"): ["yarn", "local", "local[*]", "local[3]", "local[0]", "k8s", "spark://h:7077"],
+    ("spark", "conf"): [{}, {"spark.master": "x"}, {"spark.sql.shuffle.partitions": "8"},
+                        {"spark.sql.session.timeZone": "UTC"}],
+    ("spark", "resources", "cpu"): ["many", "1", "0.5", "500m", "-1", "1.2345"],
+    ("spark", "resources", "memory"): ["lots", "512Mi", "511Mi", "0.5Gi", "4G", "536870912", "536870911", "1e9"],
+    ("image",): ["Not A Valid Image!!", "sparkpoint:dev", "ghcr.io/o/i:1.2", "localhost:5000/a/b", "a:b:c", "i@sha256:x"],
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(sorted(LEAVES)).flatmap(
+    lambda path: st.tuples(st.just(path), st.sampled_from(LEAVES[path]))), min_size=1, max_size=3))
+def test_model_and_api_server_agree(api_client, namespace, streamingjob_crd, choices):
+    spec = copy.deepcopy(MINIMAL_SPEC)
+    for path, value in choices:
+        node = spec
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    try:
+        config.parse_spec(copy.deepcopy(spec))
+        model_error = None
+    except config.SpecError as error:
+        model_error = str(error)
+    try:
+        create_job(api_client, namespace, spec, dry_run=True)
+        server_error = None
+    except ApiException as error:
+        assert error.status == 422, error.body
+        server_error = error.body
+    assert (model_error is None) == (server_error is None), (spec, model_error, server_error)
+    if model_error:
+        fields = [part.split(":", 1)[0] for part in model_error.split("; ")]
+        assert any(field in server_error for field in fields), (spec, model_error, server_error)

@@ -19,6 +19,9 @@ CONFIG_DIR = "/etc/sparkpoint"
 JOB_FILE = f"{CONFIG_DIR}/job.json"
 # Keys the storage Secret must hold; they reach the containers as environment variables only.
 CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+# A key the storage Secret may hold: the S3 endpoint, which differs between clusters (so a manifest
+# need not name it), and which wins over spec.checkpoint.storage.endpoint when both are set.
+ENDPOINT_KEY = "SPARKPOINT_S3_ENDPOINT"
 
 
 @dataclass(frozen=True)
@@ -84,10 +87,15 @@ def _store_env(spec: JobSpec) -> list[dict[str, Any]]:
     if storage is None:
         return env
     if storage.endpoint:
-        env.append({"name": "SPARKPOINT_S3_ENDPOINT", "value": storage.endpoint})
+        env.append({"name": ENDPOINT_KEY, "value": storage.endpoint})
     if storage.secret_ref:
-        env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": storage.secret_ref.name, "key": key}}}
+        secret = storage.secret_ref.name
+        env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
                 for key in CREDENTIAL_KEYS]
+        # Later entries override earlier ones and an optional reference to a missing key is skipped
+        # (kubelet semantics), so the Secret's endpoint wins and the spec's is the fallback.
+        env.append({"name": ENDPOINT_KEY, "valueFrom": {"secretKeyRef": {
+            "name": secret, "key": ENDPOINT_KEY, "optional": True}}})
     return env
 
 

@@ -1,6 +1,6 @@
 """`make demo`: a checkpointed streaming job, killed and recovered, checked against a failure-free run.
 
-The job is examples/windowed_aggregation.py over the deterministic `rate-micro-batch` source. Two
+The job is sparkpoint/examples/windowed_aggregation.py over the deterministic `rate-micro-batch` source. Two
 runs over the same input:
   1. reference: runs to the end without failures;
   2. crash: SIGKILLed twice mid-run; the first restart recovers from the local hot dir (same pod),
@@ -62,7 +62,7 @@ class WindowedJob:
         return {
             "apiVersion": "sparkpoint.dev/v1alpha1", "kind": "StreamingJob",
             "metadata": {"name": self.name, "namespace": "default"},
-            "spec": {"job": {"entrypoint": "windowed_aggregation:build", "pythonPath": [str(EXAMPLES)],
+            "spec": {"job": {"entrypoint": "sparkpoint.examples.windowed_aggregation:build",
                              "args": args, "triggerInterval": self.trigger},
                      "spark": {"master": "local[2]"},
                      "checkpoint": {"interval": self.checkpoint_interval, "storage": {"url": store_url}}},

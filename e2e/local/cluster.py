@@ -231,9 +231,18 @@ def up(state: Path) -> None:
     wait_for("the default service account", lambda: api_get(
         layout, "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 60,
         layout, "kube-controller-manager")
+    provision_example_storage(layout)
     log.info("cluster up", extra={"seconds": round(time.monotonic() - started, 1),
                                   "server": layout.server_url})
     print(f"export KUBECONFIG={layout.admin_kubeconfig}")
+
+
+def provision_example_storage(layout: c.Layout) -> None:
+    """The bucket and the storage Secret that examples/streamingjob.yaml uses (see provision.py)."""
+    import provision  # the Kubernetes client is imported only by `up`
+
+    minio = json.loads((layout.state / "minio.json").read_text())
+    provision.provision(str(layout.admin_kubeconfig), minio)
 
 
 def start_minio(layout: c.Layout) -> None:

@@ -51,8 +51,7 @@ def test_unknown_entrypoint_fails_before_spark_starts(tmp_path):
     assert r.returncode == 2
     assert "no_such_module_xyz" in r.stderr and "not found" in r.stderr
     assert time.monotonic() - t0 < 30
-    job.write_text(yaml.safe_dump({"job": {"entrypoint": "windowed_aggregation:nope",
-                                           "pythonPath": [str(EXAMPLES)]}}))
+    job.write_text(yaml.safe_dump({"job": {"entrypoint": "sparkpoint.examples.windowed_aggregation:nope"}}))
     r = run_cli([str(job), "--work-dir", str(tmp_path / "w2"), "--port", "0"])
     assert r.returncode == 2 and "has no attribute 'nope'" in r.stderr
 
@@ -195,9 +194,7 @@ def test_entrypoint_check_in_process(spark):
 
 def test_freeze_of_a_running_query_restarts_identically(spark, tmp_path):
     """Freeze while the query runs; a query started on a copy resumes at C+1 with the same output."""
-    sys.path.insert(0, str(EXAMPLES))
-    from windowed_aggregation import build
-
+    from sparkpoint.examples.windowed_aggregation import build
     from sparkpoint.runtime.checkpoint.freeze import check_restartable, freeze
 
     def run(checkpoint: Path, out: dict, until: int) -> None:

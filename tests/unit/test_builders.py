@@ -56,7 +56,6 @@ def test_pod_runs_runtime_and_gc_with_credentials_only_by_reference() -> None:
     for container in (runtime, gc):
         env = _env(container)
         assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
-        assert env["SPARKPOINT_S3_ENDPOINT"]["value"] == "http://minio:9000"
         for key in builders.CREDENTIAL_KEYS:
             assert env[key] == {"name": key, "valueFrom": {"secretKeyRef": {"name": "minio-creds", "key": key}}}
     assert pod["spec"]["restartPolicy"] == "OnFailure"
@@ -75,3 +74,34 @@ def test_service_selects_the_runtime_pods() -> None:
     svc = builders.build_service(JOB)
     pod = builders.build_pod(JOB, SPEC, attempt=1)
     assert all(pod["metadata"]["labels"][k] == v for k, v in svc["spec"]["selector"].items())
+
+
+def _endpoint_sources(spec: config.JobSpec) -> list[dict]:
+    """How each container gets SPARKPOINT_S3_ENDPOINT, in the order Kubernetes applies them."""
+    pod = builders.build_pod(JOB, spec, attempt=1)
+    sources = [[e for e in c["env"] if e["name"] == "SPARKPOINT_S3_ENDPOINT"] for c in pod["spec"]["containers"]]
+    assert len(sources) == 2 and sources[0] == sources[1]  # runtime and GC sidecar reach the same store
+    return sources[0]
+
+
+def _with_storage(**storage) -> config.JobSpec:
+    return SPEC.model_copy(update={"checkpoint": SPEC.checkpoint.model_copy(update={
+        "storage": config.StorageSpec(url="s3://ckpt/prod", **storage)})})
+
+
+SECRET_ENDPOINT = {"name": "SPARKPOINT_S3_ENDPOINT", "valueFrom": {"secretKeyRef": {
+    "name": "minio-creds", "key": "SPARKPOINT_S3_ENDPOINT", "optional": True}}}
+
+
+def test_the_storage_secret_may_carry_the_endpoint_and_wins_over_the_spec() -> None:
+    # Only the Secret: the endpoint comes from it when it has the key (a manifest for any cluster).
+    secret_ref = config.SecretRef(name="minio-creds")
+    assert _endpoint_sources(_with_storage(secret_ref=secret_ref)) == [SECRET_ENDPOINT]
+    # Both: the spec's value first, then the optional Secret key, which overrides it when present.
+    both = _endpoint_sources(_with_storage(endpoint="http://minio:9000", secret_ref=secret_ref))
+    assert both == [{"name": "SPARKPOINT_S3_ENDPOINT", "value": "http://minio:9000"}, SECRET_ENDPOINT]
+    # Only the spec: a plain value; no storage at all: nothing.
+    assert _endpoint_sources(_with_storage(endpoint="http://minio:9000")) == [
+        {"name": "SPARKPOINT_S3_ENDPOINT", "value": "http://minio:9000"}]
+    no_store = SPEC.model_copy(update={"checkpoint": config.CheckpointSection()})
+    assert _endpoint_sources(no_store) == []
