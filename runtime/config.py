@@ -288,14 +288,22 @@ class JobSpec(SpecModel):
 
 class JobIdentity(SpecModel):
     namespace: Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=63)] = "default"
-    name: Annotated[str, StringConstraints(pattern=JOB_NAME_PATTERN, max_length=JOB_NAME_MAX_LENGTH)]
+    name: Annotated[str, StringConstraints(pattern=JOB_NAME_PATTERN)]
+
+    @field_validator("name")
+    @classmethod
+    def _room_for_derived_names(cls, name: str) -> str:
+        if len(name) > JOB_NAME_MAX_LENGTH:
+            raise ValueError(f"{NAME_LENGTH_MESSAGE} (got {len(name)})")
+        return name
 
 
+NAME_LENGTH_MESSAGE = (f"metadata.name must be at most {JOB_NAME_MAX_LENGTH} characters: the job's Service "
+                       "(<name>) and pods (<name>-<attempt>) are named after it")
 # The same rules on a StreamingJob's metadata.name for the API server (the root of the CRD's schema).
 NAME_RULES = [
     _cel(f"!has(self.metadata.name) || size(self.metadata.name) <= {JOB_NAME_MAX_LENGTH}",
-         f"metadata.name must be at most {JOB_NAME_MAX_LENGTH} characters: the job's Service (<name>) "
-         "and pods (<name>-<attempt>) are named after it", ".metadata.name"),
+         NAME_LENGTH_MESSAGE, ".metadata.name"),
     _cel(f"!has(self.metadata.name) || self.metadata.name.matches('{JOB_NAME_PATTERN}')",
          "metadata.name must start with a letter and hold only lowercase letters, digits and '-': "
          "the job's Service is named after it (a DNS-1035 label)", ".metadata.name"),
@@ -306,11 +314,26 @@ class SpecError(ValueError):
     """An invalid job spec; the message names every offending field (e.g. spec.checkpoint.retain)."""
 
 
+# What a value of each pattern looks like, for errors a person can act on without reading a regex.
+_PATTERN_HINTS = {
+    DURATION_PATTERN: "a duration of up to six digits and a unit: 500ms, 30s, 5m or 1h",
+    CPU_PATTERN: "a CPU quantity such as 1, 0.5 or 500m",
+    MEMORY_PATTERN: "a memory quantity such as 512Mi, 2Gi or 4G",
+    IMAGE_PATTERN: "an image reference such as sparkpoint:0.1.0 or ghcr.io/org/sparkpoint:1.0",
+    MASTER_PATTERN: "local, local[N], local[*] or k8s",
+    ENDPOINT_PATTERN: "http://host[:port] or https://host[:port]",
+    JOB_NAME_PATTERN: "a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)",
+}
+
+
 def _format_errors(err: ValidationError, root: str) -> str:
     lines = []
     for item in err.errors():
         where = ".".join([root, *(str(p) for p in item["loc"])])
         msg = item["msg"].removeprefix("Value error, ")
+        hint = _PATTERN_HINTS.get((item.get("ctx") or {}).get("pattern", ""))
+        if item["type"] == "string_pattern_mismatch" and hint:
+            msg = f"{item['input']!r} is not {hint}"
         lines.append(f"{where}: {msg}")
     return "; ".join(lines)
 
