@@ -19,8 +19,8 @@ CONFIG_DIR = "/etc/sparkpoint"
 JOB_FILE = f"{CONFIG_DIR}/job.json"
 # Keys the storage Secret must hold; they reach the containers as environment variables only.
 CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-# A key the storage Secret may hold: the S3 endpoint, which differs between clusters (so a manifest
-# need not name it), and which wins over spec.checkpoint.storage.endpoint when both are set.
+# A key the storage Secret may hold: the S3 endpoint, which differs between clusters, so a manifest
+# need not name it. Used when spec.checkpoint.storage.endpoint is not set (what a manifest says wins).
 ENDPOINT_KEY = "SPARKPOINT_S3_ENDPOINT"
 
 
@@ -92,10 +92,11 @@ def _store_env(spec: JobSpec) -> list[dict[str, Any]]:
         secret = storage.secret_ref.name
         env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
                 for key in CREDENTIAL_KEYS]
-        # Later entries override earlier ones and an optional reference to a missing key is skipped
-        # (kubelet semantics), so the Secret's endpoint wins and the spec's is the fallback.
-        env.append({"name": ENDPOINT_KEY, "valueFrom": {"secretKeyRef": {
-            "name": secret, "key": ENDPOINT_KEY, "optional": True}}})
+        # One entry per name: the API server warns about a name defined twice, and server-side
+        # apply may drop one of them.
+        if not storage.endpoint:
+            env.append({"name": ENDPOINT_KEY, "valueFrom": {"secretKeyRef": {
+                "name": secret, "key": ENDPOINT_KEY, "optional": True}}})
     return env
 
 

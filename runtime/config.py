@@ -82,7 +82,8 @@ def _at_least(minimum: str, to_number, cel_function: str) -> Any:
         if to_number(value) < to_number(minimum):
             raise ValueError(f"{message} (got {value})")
         return value
-    rule = f"{cel_function}(self).compareTo({cel_function}('{minimum}')) >= 0" if cel_function == "quantity" \
+    # A value that fails the field's pattern gets that error alone, not a second one from parsing here.
+    rule = f"!isQuantity(self) || quantity(self).compareTo(quantity('{minimum}')) >= 0" if cel_function == "quantity" \
         else f"{cel_function}(self) >= {cel_function}('{minimum}')"
     return (Field(json_schema_extra={"x-kubernetes-validations": [_cel(rule, message)]}), AfterValidator(check))
 
@@ -220,9 +221,11 @@ class RestartSection(SpecModel):
     backoff: duration_at_least("1s") = "10s"
     max_backoff: Duration = "5m"
 
+    # has(): the API server also checks this rule against the section's `default: {}`, before the
+    # fields' own defaults fill it in; a real object always has both by then.
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_cel(
-        "duration(self.backoff) <= duration(self.maxBackoff)", "backoff must not be longer than maxBackoff",
-        ".backoff")]})
+        "!has(self.backoff) || !has(self.maxBackoff) || duration(self.backoff) <= duration(self.maxBackoff)",
+        "backoff must not be longer than maxBackoff", ".backoff")]})
 
     @model_validator(mode="after")
     def _backoff_within_max(self) -> RestartSection:
@@ -300,13 +303,13 @@ class JobIdentity(SpecModel):
 
 NAME_LENGTH_MESSAGE = (f"metadata.name must be at most {JOB_NAME_MAX_LENGTH} characters: the job's Service "
                        "(<name>) and pods (<name>-<attempt>) are named after it")
-# The same rules on a StreamingJob's metadata.name for the API server (the root of the CRD's schema).
+# The same rules on a StreamingJob's metadata.name for the API server (the root of the CRD's schema;
+# a fieldPath cannot point into metadata, so the messages name the field themselves).
 NAME_RULES = [
-    _cel(f"!has(self.metadata.name) || size(self.metadata.name) <= {JOB_NAME_MAX_LENGTH}",
-         NAME_LENGTH_MESSAGE, ".metadata.name"),
+    _cel(f"!has(self.metadata.name) || size(self.metadata.name) <= {JOB_NAME_MAX_LENGTH}", NAME_LENGTH_MESSAGE),
     _cel(f"!has(self.metadata.name) || self.metadata.name.matches('{JOB_NAME_PATTERN}')",
          "metadata.name must start with a letter and hold only lowercase letters, digits and '-': "
-         "the job's Service is named after it (a DNS-1035 label)", ".metadata.name"),
+         "the job's Service is named after it (a DNS-1035 label)"),
 ]
 
 

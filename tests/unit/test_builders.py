@@ -93,15 +93,14 @@ SECRET_ENDPOINT = {"name": "SPARKPOINT_S3_ENDPOINT", "valueFrom": {"secretKeyRef
     "name": "minio-creds", "key": "SPARKPOINT_S3_ENDPOINT", "optional": True}}}
 
 
-def test_the_storage_secret_may_carry_the_endpoint_and_wins_over_the_spec() -> None:
+def test_the_storage_secret_may_carry_the_endpoint_unless_the_spec_names_one() -> None:
     # Only the Secret: the endpoint comes from it when it has the key (a manifest for any cluster).
     secret_ref = config.SecretRef(name="minio-creds")
     assert _endpoint_sources(_with_storage(secret_ref=secret_ref)) == [SECRET_ENDPOINT]
-    # Both: the spec's value first, then the optional Secret key, which overrides it when present.
-    both = _endpoint_sources(_with_storage(endpoint="http://minio:9000", secret_ref=secret_ref))
-    assert both == [{"name": "SPARKPOINT_S3_ENDPOINT", "value": "http://minio:9000"}, SECRET_ENDPOINT]
+    # Both: what the manifest says, once (a name defined twice draws API warnings and apply may drop one).
+    spec_value = {"name": "SPARKPOINT_S3_ENDPOINT", "value": "http://minio:9000"}
+    assert _endpoint_sources(_with_storage(endpoint="http://minio:9000", secret_ref=secret_ref)) == [spec_value]
     # Only the spec: a plain value; no storage at all: nothing.
-    assert _endpoint_sources(_with_storage(endpoint="http://minio:9000")) == [
-        {"name": "SPARKPOINT_S3_ENDPOINT", "value": "http://minio:9000"}]
+    assert _endpoint_sources(_with_storage(endpoint="http://minio:9000")) == [spec_value]
     no_store = SPEC.model_copy(update={"checkpoint": config.CheckpointSection()})
     assert _endpoint_sources(no_store) == []
