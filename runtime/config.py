@@ -9,6 +9,7 @@ same message; tests/unit/test_crd.py and e2e/test_streamingjob_crd.py check they
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -74,7 +75,7 @@ def _cel(rule: str, message: str, field_path: str | None = None) -> dict[str, st
     return entry
 
 
-def _at_least(minimum: str, to_number, cel_function: str) -> Any:
+def _at_least(minimum: str, to_number: Callable[[str], Any], rule: str) -> tuple[Any, Any]:
     """One lower bound, stated for the model (a validator) and for the API server (a CEL rule)."""
     message = f"must be at least {minimum}"
 
@@ -82,14 +83,23 @@ def _at_least(minimum: str, to_number, cel_function: str) -> Any:
         if to_number(value) < to_number(minimum):
             raise ValueError(f"{message} (got {value})")
         return value
-    # A value that fails the field's pattern gets that error alone, not a second one from parsing here.
-    rule = f"!isQuantity(self) || quantity(self).compareTo(quantity('{minimum}')) >= 0" if cel_function == "quantity" \
-        else f"{cel_function}(self) >= {cel_function}('{minimum}')"
-    return (Field(json_schema_extra={"x-kubernetes-validations": [_cel(rule, message)]}), AfterValidator(check))
+    return Field(json_schema_extra={"x-kubernetes-validations": [_cel(rule, message)]}), AfterValidator(check)
+
+
+def _parsable_durations(*fields: str) -> str:
+    """CEL guard: a rule that parses durations holds vacuously for a value that fails the pattern,
+    which the pattern already reports (instead of a second, cryptic conversion error)."""
+    return " && ".join(f"{f}.matches('{DURATION_PATTERN}')" for f in fields)
 
 
 def duration_at_least(minimum: str) -> Any:
-    return Annotated[Duration, *_at_least(minimum, parse_duration, "duration")]
+    rule = f"!({_parsable_durations('self')}) || duration(self) >= duration('{minimum}')"
+    return Annotated[Duration, *_at_least(minimum, parse_duration, rule)]
+
+
+def quantity_at_least(minimum: str) -> tuple[Any, Any]:
+    return _at_least(minimum, parse_quantity,
+                     f"!isQuantity(self) || quantity(self).compareTo(quantity('{minimum}')) >= 0")
 
 
 def parse_duration(text: str) -> float:
@@ -159,7 +169,7 @@ class Resources(SpecModel):
     # The runtime container's request (cpu) and request and limit (memory).
     cpu: Annotated[str, StringConstraints(pattern=CPU_PATTERN)] = "1"
     memory: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN),
-                      *_at_least(MIN_MEMORY, parse_quantity, "quantity")] = "2Gi"
+                      *quantity_at_least(MIN_MEMORY)] = "2Gi"
 
 
 def _reserved_conf_rules() -> list[dict[str, str]]:
@@ -224,7 +234,9 @@ class RestartSection(SpecModel):
     # has(): the API server also checks this rule against the section's `default: {}`, before the
     # fields' own defaults fill it in; a real object always has both by then.
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_cel(
-        "!has(self.backoff) || !has(self.maxBackoff) || duration(self.backoff) <= duration(self.maxBackoff)",
+        "!has(self.backoff) || !has(self.maxBackoff) || "
+        f"!({_parsable_durations('self.backoff', 'self.maxBackoff')}) || "
+        "duration(self.backoff) <= duration(self.maxBackoff)",
         "backoff must not be longer than maxBackoff", ".backoff")]})
 
     @model_validator(mode="after")
@@ -273,7 +285,8 @@ class JobSpec(SpecModel):
     # GC treats a pending marker older than pendingTimeout as abandoned and frees its objects, so a
     # checkpoint still within its timeout must never be that old. Go-style durations parse in CEL.
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
-        "rule": "duration(self.gc.pendingTimeout) > duration(self.checkpoint.timeout)",
+        "rule": f"!({_parsable_durations('self.gc.pendingTimeout', 'self.checkpoint.timeout')}) || "
+                "duration(self.gc.pendingTimeout) > duration(self.checkpoint.timeout)",
         "message": "gc.pendingTimeout must be longer than checkpoint.timeout",
         "fieldPath": ".gc.pendingTimeout"}]})
 
