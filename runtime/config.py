@@ -57,6 +57,8 @@ _QUANTITY_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
 # What the runtime can run: a local driver with N or all cores, or (coming) Spark on Kubernetes.
 MASTER_PATTERN = r"^(local(\[([1-9][0-9]{0,3}|\*)\])?|k8s)$"
 ENDPOINT_PATTERN = r"^https?://[^\s/?#]+/?$"
+_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+SINK_PATH_PATTERN = rf"^{_SEGMENT}(/{_SEGMENT})*$"
 # Spark settings the runtime owns: a conf entry would contradict a spec field or the runtime itself.
 RESERVED_CONF = {
     "spark.master": "set spec.spark.master instead",
@@ -130,9 +132,10 @@ class SinkSpec(SpecModel):
     # transactional: exactly-once, published with checkpoints; upsert: per batch, idempotent by key;
     # console: development only.
     kind: Literal["transactional", "upsert", "console"] = "transactional"
-    # Where output goes, relative to the job's store prefix (outputs/<path>/...).
-    path: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")] = "default"
-    key_columns: list[str] = Field(default_factory=list)
+    # Where output goes, relative to the job's store prefix (outputs/<path>/...): segments that each
+    # start with a letter, digit or '_', so no '.', '..' or empty segment (stores refuse such keys).
+    path: Annotated[str, StringConstraints(pattern=SINK_PATH_PATTERN)] = "default"
+    key_columns: list[Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=list)
     format: Literal["jsonl"] = "jsonl"
 
     # The same rule for the API server (CEL), carried into the CRD by sparkpoint.operator.crd.
@@ -338,6 +341,7 @@ _PATTERN_HINTS = {
     IMAGE_PATTERN: "an image reference such as sparkpoint:0.1.0 or ghcr.io/org/sparkpoint:1.0",
     MASTER_PATTERN: "local, local[N], local[*] or k8s",
     ENDPOINT_PATTERN: "http://host[:port] or https://host[:port]",
+    SINK_PATH_PATTERN: "a relative path of segments like out/agg (no '.', '..' or empty segment)",
     JOB_NAME_PATTERN: "a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)",
 }
 

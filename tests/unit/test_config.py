@@ -108,6 +108,12 @@ def _spec_with(**sections) -> dict:
      "spec.spark.conf: spark.sql.streaming.checkpointLocation is set by Sparkpoint"),
     (_spec_with(spark={"conf": {"spark.master": "yarn"}}),
      "spec.spark.conf: spark.master is set by Sparkpoint: set spec.spark.master instead"),
+    (_spec_with(job={"entrypoint": "a:b", "sink": {"path": "out/../other-job"}}),
+     "spec.job.sink.path: 'out/../other-job' is not a relative path"),
+    (_spec_with(job={"entrypoint": "a:b", "sink": {"path": "out//agg"}}), "spec.job.sink.path: "),
+    (_spec_with(job={"entrypoint": "a:b", "sink": {"path": "out/"}}), "spec.job.sink.path: "),
+    (_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "upsert", "keyColumns": [""]}}),
+     "spec.job.sink.keyColumns.0: String should have at least 1 character"),
     (_spec_with(spark={"conf": {"spark.sql.shuffle.partitions": "8"}}),
      "spec.spark.conf: spark.sql.shuffle.partitions is set by Sparkpoint: set spec.spark.shufflePartitions"),
 ])
@@ -126,6 +132,7 @@ def test_nonsense_a_new_user_could_apply_is_refused_naming_the_field(spec, expec
     _spec_with(spark={"resources": {"cpu": "0.5", "memory": "1.5Gi"}}),
     _spec_with(spark={"resources": {"cpu": "2", "memory": "4G"}}),
     _spec_with(spark={"conf": {"spark.sql.session.timeZone": "UTC"}}),
+    _spec_with(job={"entrypoint": "a:b", "sink": {"path": "out/agg_v1.2/_x"}}),
     _spec_with(job={"entrypoint": "a:b", "triggerInterval": "100ms"}),
     _spec_with(checkpoint={"interval": "1s", "timeout": "1s", "storage": {
         "url": "s3://bkt/p", "endpoint": "https://s3.example.com:9443"}}),

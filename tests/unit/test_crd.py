@@ -123,6 +123,8 @@ def test_valid_example_passes_both() -> None:
     (("spark", "master"), "yarn", "spec.spark.master"),
     (("checkpoint", "timeout"), "1000000h", "spec.checkpoint.timeout"),
     (("checkpoint", "storage", "endpoint"), "minio:9000", "spec.checkpoint.storage.endpoint"),
+    (("job", "sink", "path"), "out/../other", "spec.job.sink.path"),
+    (("job", "sink", "keyColumns"), [""], "spec.job.sink.keyColumns.0"),
 ])
 def test_invalid_field_is_named_by_the_model_and_rejected_by_the_schema(path, value, field) -> None:
     spec = copy.deepcopy(VALID)
@@ -159,7 +161,8 @@ ODD_VALUES = st.one_of(
                      "transactional", "upsert", "console", "Always", "Never", "stateless",
                      "last-checkpoint", "suspended", "s3://ok-bucket/p", "file:///tmp/x", "UPPER",
                      "a:b", "a.b:c_d", ":x", True, False, None, [], ["k"], {}, {"name": "ok"},
-                     "http://h:9000", "https://h/", "h:9000", "http://h/path"]),
+                     "http://h:9000", "https://h/", "h:9000", "http://h/path", "a/../b", "a//b", "a/",
+                     "a/b.c/_d", "./a", [""], ["k", ""]]),
     st.integers(-5, 2000), st.text(max_size=8), DURATIONS, QUANTITIES, IMAGES, MASTERS, CONFS)
 
 
