@@ -239,10 +239,10 @@ def up(state: Path) -> None:
 
 def provision_example_storage(layout: c.Layout) -> None:
     """The bucket and the storage Secret that examples/streamingjob.yaml uses (see provision.py)."""
-    import provision  # the Kubernetes client is imported only by `up`
+    import provision
 
     minio = json.loads((layout.state / "minio.json").read_text())
-    provision.provision(str(layout.admin_kubeconfig), minio)
+    provision.provision(provision.admin_api(layout.server_url, layout.pki), minio)
 
 
 def start_minio(layout: c.Layout) -> None:
