@@ -37,32 +37,7 @@ if ! kubectl -n sparkpoint-e2e-minio get secret minio-credentials >/dev/null 2>&
 fi
 kubectl -n sparkpoint-e2e-minio rollout status deployment/minio --timeout=180s
 
-# What examples/streamingjob.yaml needs, as `make cluster-up` provisions it locally: the Secret
-# sparkpoint-storage in the default namespace (MinIO's credentials and in-cluster endpoint) and the
-# bucket `sparkpoint`. Idempotent; values go through a 0600 file, never a command line or the output.
-envfile=$(umask 077 && mktemp)
-trap 'rm -f "$kubeconfig" "$envfile"' EXIT
-field() { kubectl -n sparkpoint-e2e-minio get secret minio-credentials -o "jsonpath={.data.$1}" | base64 -d; }
-{ echo "AWS_ACCESS_KEY_ID=$(field access_key)"; echo "AWS_SECRET_ACCESS_KEY=$(field secret_key)"
-  echo "SPARKPOINT_S3_ENDPOINT=http://minio.sparkpoint-e2e-minio:9000"; } >"$envfile"
-kubectl -n default create secret generic sparkpoint-storage --from-env-file="$envfile" \
-  --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-kubectl -n default delete pod sparkpoint-make-bucket --ignore-not-found --wait=true >/dev/null
-kubectl -n default apply -f - <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: sparkpoint-make-bucket}
-spec:
-  restartPolicy: Never
-  containers:
-    - name: main
-      image: $image
-      imagePullPolicy: IfNotPresent
-      envFrom: [{secretRef: {name: sparkpoint-storage}}]
-      command: [python, -c, "import os; from sparkpoint.runtime.store.s3 import S3Store; S3Store(os.environ['SPARKPOINT_S3_ENDPOINT'], 'sparkpoint', '', os.environ['AWS_ACCESS_KEY_ID'], os.environ['AWS_SECRET_ACCESS_KEY']).create_bucket()"]
-YAML
-kubectl -n default wait pod/sparkpoint-make-bucket --for=jsonpath='{.status.phase}'=Succeeded --timeout=180s
-kubectl -n default delete pod sparkpoint-make-bucket --wait=false >/dev/null
+IMAGE=$image "$here/provision-example.sh"  # the bucket and Secret examples/streamingjob.yaml names
 
 if [ -f "$repo/charts/sparkpoint/Chart.yaml" ]; then
   command -v helm >/dev/null || { echo "the chart exists but helm is not on PATH" >&2; exit 1; }
