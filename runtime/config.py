@@ -9,14 +9,11 @@ same message; tests/unit/test_crd.py and e2e/test_streamingjob_crd.py check they
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -27,38 +24,31 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from .spec_rules import (
+    CPU_PATTERN,
+    ENDPOINT_PATTERN,
+    ENTRYPOINT_PATTERN,
+    IMAGE_PATTERN,
+    JOB_NAME_MAX_LENGTH,
+    JOB_NAME_PATTERN,
+    MASTER_PATTERN,
+    MEMORY_PATTERN,
+    MIN_MEMORY,
+    NAME_PATTERN,
+    PATTERN_HINTS,
+    SINK_PATH_PATTERN,
+    Duration,
+    cel,
+    duration_at_least,
+    parsable_durations,
+    parse_duration,
+    quantity_at_least,
+)
+
 API_GROUP = "sparkpoint.dev"
 API_VERSION = "v1alpha1"
 KIND = "StreamingJob"
 
-# At most six digits: 999999h (114 years) still fits the API server's duration type (292 years),
-# so a CEL rule that parses the value can never overflow.
-DURATION_PATTERN = r"^[0-9]{1,6}(ms|s|m|h)$"
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
-ENTRYPOINT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
-# Kubernetes names: DNS-1123 labels (what a pod/configmap name derived from the job must satisfy).
-NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-# A job's Service is named after it, and a Service name is a DNS-1035 label (starts with a letter,
-# at most 63 characters); its pods are `<name>-<attempt>`: 52 leaves room for "-" and ten digits.
-JOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-JOB_NAME_MAX_LENGTH = 52
-# What the pod's image field accepts: [registry[:port]/]path[:tag][@sha256:digest], as docker does.
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-IMAGE_PATTERN = (r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?/)?"
-                 rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
-                 r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
-# Kubernetes quantities, restricted to the forms that make sense for each resource.
-CPU_PATTERN = r"^([0-9]{1,4}(\.[0-9]{1,3})?|[0-9]{1,7}m)$"
-MEMORY_PATTERN = r"^[0-9]{1,7}(\.[0-9]{1,3})?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
-MIN_MEMORY = "512Mi"  # a JVM driver beside the Python runtime does not start in less
-_QUANTITY_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-                    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-# What the runtime can run: a local driver with N or all cores, or (coming) Spark on Kubernetes.
-MASTER_PATTERN = r"^(local(\[([1-9][0-9]{0,3}|\*)\])?|k8s)$"
-ENDPOINT_PATTERN = r"^https?://[^\s/?#]+/?$"
-_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
-SINK_PATH_PATTERN = rf"^{_SEGMENT}(/{_SEGMENT})*$"
 # Spark settings the runtime owns: a conf entry would contradict a spec field or the runtime itself.
 RESERVED_CONF = {
     "spark.master": "set spec.spark.master instead",
@@ -68,57 +58,6 @@ RESERVED_CONF = {
         "set spec.spark.changelogCheckpointing instead",
     "spark.sql.streaming.checkpointLocation": "the runtime keeps the query's checkpoint in its hot dir",
 }
-
-
-def _cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
-    entry = {"rule": rule, "message": message}
-    if field_path:
-        entry["fieldPath"] = field_path
-    return entry
-
-
-def _at_least(minimum: str, to_number: Callable[[str], Any], rule: str) -> tuple[Any, Any]:
-    """One lower bound, stated for the model (a validator) and for the API server (a CEL rule)."""
-    message = f"must be at least {minimum}"
-
-    def check(value: str) -> str:
-        if to_number(value) < to_number(minimum):
-            raise ValueError(f"{message} (got {value})")
-        return value
-    return Field(json_schema_extra={"x-kubernetes-validations": [_cel(rule, message)]}), AfterValidator(check)
-
-
-def _parsable_durations(*fields: str) -> str:
-    """CEL guard: a rule that parses durations holds vacuously for a value that fails the pattern,
-    which the pattern already reports (instead of a second, cryptic conversion error)."""
-    return " && ".join(f"{f}.matches('{DURATION_PATTERN}')" for f in fields)
-
-
-def duration_at_least(minimum: str) -> Any:
-    rule = f"!({_parsable_durations('self')}) || duration(self) >= duration('{minimum}')"
-    return Annotated[Duration, *_at_least(minimum, parse_duration, rule)]
-
-
-def quantity_at_least(minimum: str) -> tuple[Any, Any]:
-    return _at_least(minimum, parse_quantity,
-                     f"!isQuantity(self) || quantity(self).compareTo(quantity('{minimum}')) >= 0")
-
-
-def parse_duration(text: str) -> float:
-    """'500ms' | '10s' | '5m' | '1h' -> seconds."""
-    match = re.fullmatch(r"([0-9]+)(ms|s|m|h)", text)
-    if not match:
-        raise ValueError(f"invalid duration {text!r}: use a number and one of ms, s, m, h (e.g. 30s)")
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-
-def parse_quantity(text: str) -> Decimal:
-    """'512Mi' | '1.5G' | '500m' -> the amount (bytes or cores) as the API server reads it."""
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T|m)?", text)
-    if not match:
-        raise ValueError(f"invalid quantity {text!r}: use a number and an optional unit (e.g. 2Gi, 500m)")
-    unit = match.group(2) or ""
-    return Decimal(match.group(1)) / 1000 if unit == "m" else Decimal(match.group(1)) * _QUANTITY_SUFFIX[unit]
 
 
 class SpecModel(BaseModel):
@@ -176,7 +115,7 @@ class Resources(SpecModel):
 
 
 def _reserved_conf_rules() -> list[dict[str, str]]:
-    return [_cel(f"!('{key}' in self)", f"{key} is set by Sparkpoint: {why}") for key, why in RESERVED_CONF.items()]
+    return [cel(f"!('{key}' in self)", f"{key} is set by Sparkpoint: {why}") for key, why in RESERVED_CONF.items()]
 
 
 class SparkSection(SpecModel):
@@ -236,9 +175,9 @@ class RestartSection(SpecModel):
 
     # has(): the API server also checks this rule against the section's `default: {}`, before the
     # fields' own defaults fill it in; a real object always has both by then.
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_cel(
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [cel(
         "!has(self.backoff) || !has(self.maxBackoff) || "
-        f"!({_parsable_durations('self.backoff', 'self.maxBackoff')}) || "
+        f"!({parsable_durations('self.backoff', 'self.maxBackoff')}) || "
         "duration(self.backoff) <= duration(self.maxBackoff)",
         "backoff must not be longer than maxBackoff", ".backoff")]})
 
@@ -288,7 +227,7 @@ class JobSpec(SpecModel):
     # GC treats a pending marker older than pendingTimeout as abandoned and frees its objects, so a
     # checkpoint still within its timeout must never be that old. Go-style durations parse in CEL.
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
-        "rule": f"!({_parsable_durations('self.gc.pendingTimeout', 'self.checkpoint.timeout')}) || "
+        "rule": f"!({parsable_durations('self.gc.pendingTimeout', 'self.checkpoint.timeout')}) || "
                 "duration(self.gc.pendingTimeout) > duration(self.checkpoint.timeout)",
         "message": "gc.pendingTimeout must be longer than checkpoint.timeout",
         "fieldPath": ".gc.pendingTimeout"}]})
@@ -322,8 +261,8 @@ NAME_LENGTH_MESSAGE = (f"metadata.name must be at most {JOB_NAME_MAX_LENGTH} cha
 # The same rules on a StreamingJob's metadata.name for the API server (the root of the CRD's schema;
 # a fieldPath cannot point into metadata, so the messages name the field themselves).
 NAME_RULES = [
-    _cel(f"!has(self.metadata.name) || size(self.metadata.name) <= {JOB_NAME_MAX_LENGTH}", NAME_LENGTH_MESSAGE),
-    _cel(f"!has(self.metadata.name) || self.metadata.name.matches('{JOB_NAME_PATTERN}')",
+    cel(f"!has(self.metadata.name) || size(self.metadata.name) <= {JOB_NAME_MAX_LENGTH}", NAME_LENGTH_MESSAGE),
+    cel(f"!has(self.metadata.name) || self.metadata.name.matches('{JOB_NAME_PATTERN}')",
          "metadata.name must start with a letter and hold only lowercase letters, digits and '-': "
          "the job's Service is named after it (a DNS-1035 label)"),
 ]
@@ -333,25 +272,12 @@ class SpecError(ValueError):
     """An invalid job spec; the message names every offending field (e.g. spec.checkpoint.retain)."""
 
 
-# What a value of each pattern looks like, for errors a person can act on without reading a regex.
-_PATTERN_HINTS = {
-    DURATION_PATTERN: "a duration of up to six digits and a unit: 500ms, 30s, 5m or 1h",
-    CPU_PATTERN: "a CPU quantity such as 1, 0.5 or 500m",
-    MEMORY_PATTERN: "a memory quantity such as 512Mi, 2Gi or 4G",
-    IMAGE_PATTERN: "an image reference such as sparkpoint:0.1.0 or ghcr.io/org/sparkpoint:1.0",
-    MASTER_PATTERN: "local, local[N], local[*] or k8s",
-    ENDPOINT_PATTERN: "http://host[:port] or https://host[:port]",
-    SINK_PATH_PATTERN: "a relative path of segments like out/agg (no '.', '..' or empty segment)",
-    JOB_NAME_PATTERN: "a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)",
-}
-
-
 def _format_errors(err: ValidationError, root: str) -> str:
     lines = []
     for item in err.errors():
         where = ".".join([root, *(str(p) for p in item["loc"])])
         msg = item["msg"].removeprefix("Value error, ")
-        hint = _PATTERN_HINTS.get((item.get("ctx") or {}).get("pattern", ""))
+        hint = PATTERN_HINTS.get((item.get("ctx") or {}).get("pattern", ""))
         if item["type"] == "string_pattern_mismatch" and hint:
             msg = f"{item['input']!r} is not {hint}"
         lines.append(f"{where}: {msg}")

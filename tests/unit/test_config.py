@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.runtime import config
+from sparkpoint.runtime import config, spec_rules
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("500ms", 0.5), ("10s", 10), ("5m", 300), ("2h", 7200), ("0s", 0)])
@@ -146,7 +146,7 @@ def test_sensible_values_next_to_the_limits_are_accepted(spec) -> None:
 @pytest.mark.parametrize(("text", "amount"), [("512Mi", 512 * 2**20), ("1.5Gi", 3 * 2**29), ("4G", 4 * 10**9),
                                               ("500m", 0.5), ("2", 2), ("1k", 1000)])
 def test_parse_quantity(text: str, amount: float) -> None:
-    assert config.parse_quantity(text) == amount
+    assert spec_rules.parse_quantity(text) == amount
 
 
 def _manifest(name: str) -> dict:

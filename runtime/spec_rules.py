@@ -1,0 +1,108 @@
+"""Value rules of the job spec, each stated once for both checkers: the pydantic model
+(runtime/config.py) and the API server (the CRD that operator/crd.py generates from the model).
+
+Patterns are shared as they are (Python's re, pydantic's regex and the API server's RE2 read them
+alike); a bound that a pattern cannot express is a validator plus a CEL rule with the same message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, StringConstraints
+
+# Kubernetes names: DNS-1123 labels (what a pod/configmap name derived from the job must satisfy).
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A job's Service is named after it, and a Service name is a DNS-1035 label (starts with a letter,
+# at most 63 characters); its pods are `<name>-<attempt>`: 52 leaves room for "-" and ten digits.
+JOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+JOB_NAME_MAX_LENGTH = 52
+# At most six digits: 999999h (114 years) still fits the API server's duration type (292 years),
+# so a CEL rule that parses the value can never overflow.
+DURATION_PATTERN = r"^[0-9]{1,6}(ms|s|m|h)$"
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
+ENTRYPOINT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
+# What the pod's image field accepts: [registry[:port]/]path[:tag][@sha256:digest], as docker does.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_PATTERN = (r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?/)?"
+                 rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+                 r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
+# Kubernetes quantities, restricted to the forms that make sense for each resource.
+CPU_PATTERN = r"^([0-9]{1,4}(\.[0-9]{1,3})?|[0-9]{1,7}m)$"
+MEMORY_PATTERN = r"^[0-9]{1,7}(\.[0-9]{1,3})?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
+MIN_MEMORY = "512Mi"  # a JVM driver beside the Python runtime does not start in less
+_QUANTITY_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+                    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+# What the runtime can run: a local driver with N or all cores, or (coming) Spark on Kubernetes.
+MASTER_PATTERN = r"^(local(\[([1-9][0-9]{0,3}|\*)\])?|k8s)$"
+ENDPOINT_PATTERN = r"^https?://[^\s/?#]+/?$"
+_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+SINK_PATH_PATTERN = rf"^{_SEGMENT}(/{_SEGMENT})*$"
+
+
+def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+    entry = {"rule": rule, "message": message}
+    if field_path:
+        entry["fieldPath"] = field_path
+    return entry
+
+
+def _at_least(minimum: str, to_number: Callable[[str], Any], rule: str) -> tuple[Any, Any]:
+    """One lower bound, stated for the model (a validator) and for the API server (a CEL rule)."""
+    message = f"must be at least {minimum}"
+
+    def check(value: str) -> str:
+        if to_number(value) < to_number(minimum):
+            raise ValueError(f"{message} (got {value})")
+        return value
+    return Field(json_schema_extra={"x-kubernetes-validations": [cel(rule, message)]}), AfterValidator(check)
+
+
+def parsable_durations(*fields: str) -> str:
+    """CEL guard: a rule that parses durations holds vacuously for a value that fails the pattern,
+    which the pattern already reports (instead of a second, cryptic conversion error)."""
+    return " && ".join(f"{f}.matches('{DURATION_PATTERN}')" for f in fields)
+
+
+def duration_at_least(minimum: str) -> Any:
+    rule = f"!({parsable_durations('self')}) || duration(self) >= duration('{minimum}')"
+    return Annotated[Duration, *_at_least(minimum, parse_duration, rule)]
+
+
+def quantity_at_least(minimum: str) -> tuple[Any, Any]:
+    return _at_least(minimum, parse_quantity,
+                     f"!isQuantity(self) || quantity(self).compareTo(quantity('{minimum}')) >= 0")
+
+
+def parse_duration(text: str) -> float:
+    """'500ms' | '10s' | '5m' | '1h' -> seconds."""
+    match = re.fullmatch(r"([0-9]+)(ms|s|m|h)", text)
+    if not match:
+        raise ValueError(f"invalid duration {text!r}: use a number and one of ms, s, m, h (e.g. 30s)")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def parse_quantity(text: str) -> Decimal:
+    """'512Mi' | '1.5G' | '500m' -> the amount (bytes or cores) as the API server reads it."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T|m)?", text)
+    if not match:
+        raise ValueError(f"invalid quantity {text!r}: use a number and an optional unit (e.g. 2Gi, 500m)")
+    unit = match.group(2) or ""
+    return Decimal(match.group(1)) / 1000 if unit == "m" else Decimal(match.group(1)) * _QUANTITY_SUFFIX[unit]
+
+
+# What a value of each pattern looks like, for errors a person can act on without reading a regex.
+PATTERN_HINTS = {
+    DURATION_PATTERN: "a duration of up to six digits and a unit: 500ms, 30s, 5m or 1h",
+    CPU_PATTERN: "a CPU quantity such as 1, 0.5 or 500m",
+    MEMORY_PATTERN: "a memory quantity such as 512Mi, 2Gi or 4G",
+    IMAGE_PATTERN: "an image reference such as sparkpoint:0.1.0 or ghcr.io/org/sparkpoint:1.0",
+    MASTER_PATTERN: "local, local[N], local[*] or k8s",
+    ENDPOINT_PATTERN: "http://host[:port] or https://host[:port]",
+    SINK_PATH_PATTERN: "a relative path of segments like out/agg (no '.', '..' or empty segment)",
+    JOB_NAME_PATTERN: "a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)",
+}
