@@ -96,3 +96,54 @@ def test_rows_round_trip():
     data = encode_rows(rows)
     assert json.loads(data.decode().splitlines()[0])["a"] == "2026-01-01T00:00:10"
     assert decode_rows(data)[0]["w"] == {"start": "x"}
+
+
+# --- lineage across restores (issue 8, item 1) ------------------------------------------------------
+def _stage(sink: TransactionalSink, batches: dict[int, list[int]]) -> None:
+    for b, values in batches.items():
+        sink.write_batch(FakeBatch([{"v": v} for v in values]), b)
+
+
+def _resume(sink: TransactionalSink, checkpoint_id: str, extra: dict) -> None:
+    """What the runtime does after restoring the manifest of `checkpoint_id` (or a savepoint of it)."""
+    sink.published_through = int(extra["sink"]["upToBatch"])
+    sink.publish(checkpoint_id, extra)
+
+
+def test_restore_to_an_older_checkpoint_with_new_batch_boundaries(store, job, tmp_path):
+    first = _sink(store, job, tmp_path, write_fence(store, job))
+    _stage(first, {0: [1, 2], 1: [3, 4]})
+    chk1 = first.manifest_extra(1)
+    first.publish("chk-000001", chk1)
+    _stage(first, {2: [5, 6], 3: [7, 8]})
+    first.publish("chk-000002", first.manifest_extra(3))
+    assert [r["v"] for r in read_committed(store, job)] == list(range(1, 9))
+
+    # restore chk-1 (restoreFrom, a savepoint or a fallback) and re-run with other boundaries
+    second = _sink(store, job, tmp_path, write_fence(store, job))
+    _resume(second, "chk-000001", chk1)
+    _stage(second, {2: [5, 6, 7], 3: [8, 9], 4: [10]})
+    second.publish("chk-000003", second.manifest_extra(4))
+    assert [r["v"] for r in read_committed(store, job)] == list(range(1, 11))
+
+
+def test_commit_entries_sort_numerically(store, job, tmp_path):
+    from sparkpoint.runtime.sink.transactional import committed_entries
+
+    sink = _sink(store, job, tmp_path, write_fence(store, job))
+    _stage(sink, {0: [1]})
+    sink.publish("chk-999999", sink.manifest_extra(0))
+    _stage(sink, {1: [2]})
+    sink.publish("chk-1000000", sink.manifest_extra(1))
+    assert [e["checkpoint"] for e in committed_entries(store, job, "default")] == ["chk-999999", "chk-1000000"]
+    assert [r["v"] for r in read_committed(store, job)] == [1, 2]
+
+
+def test_rerun_batch_without_rows_drops_the_stale_journal_entry(store, job, tmp_path):
+    old = _sink(store, job, tmp_path, write_fence(store, job))
+    _stage(old, {0: [1], 1: [2]})  # staged, never published: the container restarts
+    new = _sink(store, job, tmp_path, write_fence(store, job))
+    new.journal = old.journal  # same pod: local recovery keeps the journal
+    _stage(new, {1: []})  # Spark re-runs batch 1; this time it emits nothing
+    new.publish("chk-000001", new.manifest_extra(1))
+    assert [r["v"] for r in read_committed(store, job)] == [1]
