@@ -9,7 +9,7 @@ and get uploaded and published with the next checkpoint. Per batch B:
 
 Both are replaced atomically, so a batch re-run after a crash replaces its entry, and a re-run that
 produces no rows removes it. `head.json` records the last commit entry this work dir's history
-published or continued from (what a local recovery continues).
+published or continued from (what a local recovery continues) and the attempts that ran here.
 """
 
 from __future__ import annotations
@@ -86,8 +86,14 @@ class SinkJournal:
         except (OSError, ValueError):
             return None
 
-    def set_head(self, entry_id: str | None, up_to_batch: int) -> None:
-        self._replace(_HEAD, json.dumps({"entry": entry_id, "upToBatch": up_to_batch}).encode())
+    def set_head(self, entry_id: str | None, up_to_batch: int, attempt: int | None = None) -> None:
+        """Record the history's head; `attempt` joins the attempts that ran on this work dir (their
+        manifests are the only ones a local recovery may publish as its own)."""
+        attempts = (self.head() or {}).get("attempts", [])
+        if attempt is not None and attempt not in attempts:
+            attempts = [*attempts[-99:], attempt]
+        self._replace(_HEAD, json.dumps({"entry": entry_id, "upToBatch": up_to_batch,
+                                         "attempts": attempts}).encode())
 
     def reset(self) -> None:
         """After a remote restore every batch past the checkpoint is re-run: start empty."""

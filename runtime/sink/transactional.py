@@ -180,7 +180,7 @@ class TransactionalSink:
 
     def _set_head(self, entry_id: str | None, up_to: int) -> None:
         self.head, self.published_through = entry_id, up_to
-        self.journal.set_head(entry_id, up_to)
+        self.journal.set_head(entry_id, up_to, self.attempt)
         self.journal.forget_through(up_to)
         self._uploaded = {k: b for k, b in self._uploaded.items() if b > up_to}
 
@@ -191,8 +191,12 @@ class TransactionalSink:
         recovery, the one this work dir's journal records; then make readers see that history."""
         restored = (extra or {}).get("sink")
         mine = self.journal.head() if local else None
+        # The restored (latest) checkpoint continues this work dir's history only if one of its own
+        # attempts took it (a crash between its manifest and its entry); descending from the same
+        # entry is not enough: another history may have branched there.
         continues_mine = mine is not None and restored is not None and (
-            restored.get("previous") == mine["entry"] or checkpoint_id == mine["entry"])
+            checkpoint_id == mine["entry"] or (restored.get("previous") == mine["entry"]
+                                               and restored.get("attempt") in mine.get("attempts", [])))
         if restored and (mine is None or continues_mine):
             self.publish(checkpoint_id, extra)  # a crash between manifest and entry: publish it now
             with self._cond:
