@@ -20,6 +20,7 @@ checkpoint entry (the history was linear then).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from typing import Any
@@ -62,8 +63,9 @@ def head_entry(entry_ids: list[str], load: Callable[[str], dict[str, Any]]) -> d
 def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
                  load: Callable[[str], dict[str, Any] | None]) -> list[dict[str, Any]]:
     """The checkpoint entries of the history that ends at `head`, oldest first."""
-    numbers = [n for n, _ in split_ids(entry_ids)[0]]
-    by_number = dict(split_ids(entry_ids)[0])
+    checkpoints = split_ids(entry_ids)[0]
+    numbers = [n for n, _ in checkpoints]
+    by_number = dict(checkpoints)
     chain: list[dict[str, Any]] = []
     seen: set[str] = set()
     doc = head
@@ -73,9 +75,8 @@ def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
         if "previous" in doc:
             prev = doc["previous"]
         else:  # an entry from before lineage: the next older checkpoint entry
-            number = int(CHECKPOINT_ID.match(doc["checkpoint"]).group(1))
-            older = [n for n in numbers if n < number]
-            prev = by_number[older[-1]] if older else None
+            i = bisect.bisect_left(numbers, int(CHECKPOINT_ID.match(doc["checkpoint"]).group(1)))
+            prev = by_number[numbers[i - 1]] if i > 0 else None
         if prev is None:
             break
         if prev in seen:

@@ -34,6 +34,7 @@ from typing import Any
 
 from sparkpoint.runtime.checkpoint.fence import check_fence
 from sparkpoint.runtime.store import JobRef, ObjectStore
+from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, outputs_prefix
 
 from .journal import SinkJournal
@@ -226,8 +227,10 @@ def _entry_ids(store: ObjectStore, job: JobRef, path: str) -> list[str]:
 
 def _loader(store: ObjectStore, job: JobRef, path: str):  # type: ignore[no-untyped-def]
     def load(entry_id: str) -> dict[str, Any] | None:
-        key = commit_key(job, path, entry_id)
-        return json.loads(store.get_bytes(key)) if store.exists(key) else None
+        try:
+            return json.loads(store.get_bytes(commit_key(job, path, entry_id)))
+        except ObjectNotFoundError:
+            return None
     return load
 
 

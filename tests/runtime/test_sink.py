@@ -10,7 +10,7 @@ import pytest
 from sparkpoint.runtime.checkpoint import FencedError, write_fence
 from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.rows import decode_rows, encode_rows
-from sparkpoint.runtime.sink.transactional import TransactionalSink, commit_key, read_committed
+from sparkpoint.runtime.sink.transactional import TransactionalSink, commit_key, read_committed, sink_root
 from sparkpoint.runtime.sink.upsert import read_upserted
 
 
@@ -185,3 +185,27 @@ def test_upsert_restore_to_an_older_point_supersedes_later_batches(store, job):
     third = UpsertSink(store, job, path="agg", key_columns=["k"], attempt=write_fence(store, job))
     third.resume(None, None, batch=None)
     assert table() == []
+
+
+def test_entries_from_before_lineage_are_read_as_a_linear_history(store, job, tmp_path):
+    """A job upgraded from a version without lineage: its old entries (no `previous`, possibly
+    overlapping) read as before, and the new entries chain onto them."""
+    legacy = []
+    for n, (after, up) in enumerate([(-1, 0), (-1, 1), (1, 2)], start=1):  # entries 1 and 2 overlap
+        files = []
+        for b in range(after + 1, up + 1):
+            key = f"{sink_root(job, 'default')}/staging/attempt-1/batch-{b:09d}.jsonl"
+            store.put_bytes(key, encode_rows([{"v": b}]))
+            files.append({"batch": b, "key": key, "rows": 1})
+        extra = {"sink": {"kind": "transactional", "path": "default", "afterBatch": after, "upToBatch": up,
+                          "files": files}}
+        legacy.append(extra)
+        store.put_if_absent(commit_key(job, "default", f"chk-{n:06d}"), json.dumps(
+            {"checkpoint": f"chk-{n:06d}", **{k: extra["sink"][k] for k in ("afterBatch", "upToBatch", "files")}}
+        ).encode())
+    assert [r["v"] for r in read_committed(store, job)] == [0, 1, 2]
+    sink = _sink(store, job, tmp_path, write_fence(store, job))
+    _resume(sink, "chk-000003", legacy[-1])  # the new version restores the latest (old) manifest
+    _stage(sink, {3: [3]})
+    _checkpoint(sink, "chk-000004", 3)
+    assert [r["v"] for r in read_committed(store, job)] == [0, 1, 2, 3]
