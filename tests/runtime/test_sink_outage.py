@@ -123,3 +123,27 @@ def test_failed_checkpoints_back_off_but_requests_do_not(failures, interval, sin
                       last_trigger=last_end, last_end=last_end, min_pause=0.0, failures=failures) == "request"
     if failures >= 3 and interval * 4 <= RETRY_BACKOFF_CAP:
         assert delay == interval * 2 ** (failures - 1) or delay == RETRY_BACKOFF_CAP
+
+
+def test_coordinator_counts_consecutive_failures_and_keeps_retrying():
+    from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
+
+    outcomes = iter([False, False, False, True])
+    seen_failures = []
+
+    def async_phase(req, frozen):
+        if not next(outcomes, True):
+            raise StoreUnreachableError("store down")
+
+    coord = CheckpointCoordinator(sync_phase=lambda req: None, async_phase=async_phase,
+                                  on_finished=lambda req: seen_failures.append(coord.consecutive_failures()),
+                                  interval=0.05, timeout=30)
+    coord.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(seen_failures) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        coord.stop()
+    assert seen_failures[:4] == [1, 2, 3, 0]  # reported while failing, retried, reset by a success
+    assert [r.status for r in coord.recent(100)[:4]] == ["failed", "failed", "failed", "completed"]
