@@ -65,15 +65,31 @@ class CheckpointRequest:
                 "asyncSeconds": self.async_seconds, "created": self.created, **self.details}
 
 
+RETRY_BACKOFF_CAP = 30.0  # seconds; the longest wait between retries (or the interval, if longer)
+
+
+def retry_delay(failures: int, interval: float) -> float:
+    """After `failures` consecutive failed checkpoints, how long the next interval trigger waits after
+    the last one ended: interval, 2x, 4x, ... capped, so a store outage is not hammered and a
+    checkpoint still follows soon after the store returns."""
+    if failures <= 0 or interval <= 0:
+        return 0.0
+    return min(max(RETRY_BACKOFF_CAP, interval), interval * 2 ** (failures - 1))
+
+
 def due_reason(*, now: float, queued: int, in_flight: int, max_concurrent: int, interval: float,
-               last_trigger: float | None, last_end: float | None, min_pause: float) -> str | None:
-    """Pure scheduling rule: why a checkpoint should start now ("request"/"interval") or None."""
+               last_trigger: float | None, last_end: float | None, min_pause: float,
+               failures: int = 0) -> str | None:
+    """Pure scheduling rule: why a checkpoint should start now ("request"/"interval") or None.
+    `failures`: consecutive failed or timed-out checkpoints (interval triggers back off; requests do not)."""
     if in_flight >= max_concurrent:
         return None
     if last_end is not None and now - last_end < min_pause:
         return None
     if queued:
         return "request"
+    if failures and last_end is not None and now - last_end < retry_delay(failures, interval):
+        return None
     if interval > 0 and (last_trigger is None or now - last_trigger >= interval):
         return "interval"
     return None
@@ -96,6 +112,7 @@ class CheckpointCoordinator:
         self._ids = itertools.count(1)
         self._last_trigger: float | None = None
         self._last_end: float | None = None
+        self._failures = 0  # consecutive failed or timed-out checkpoints (reset by a completed one)
         self._stopping = False
         self._paused = False
         # Extra workers absorb abandoned (timed-out) uploads that are still unwinding.
@@ -122,6 +139,10 @@ class CheckpointCoordinator:
             if any_id in self._history:
                 return self._history[any_id]
             return next((r for r in self._history.values() if r.checkpoint_id == any_id), None)
+
+    def consecutive_failures(self) -> int:
+        with self._cond:
+            return self._failures
 
     def in_flight(self) -> int:
         with self._cond:
@@ -170,7 +191,7 @@ class CheckpointCoordinator:
                                     max_concurrent=self.max_concurrent,
                                     interval=0.0 if self._paused else self.interval,
                                     last_trigger=self._last_trigger, last_end=self._last_end,
-                                    min_pause=self.min_pause)
+                                    min_pause=self.min_pause, failures=self._failures)
                 if reason is None:
                     self._cond.wait(0.05)
                     continue
@@ -221,6 +242,7 @@ class CheckpointCoordinator:
                 req.status, req.error = TIMED_OUT, f"not completed within {self.timeout:g}s"
                 self._in_flight.pop(req.request_id, None)
                 self._last_end = now
+                self._failures += 1
                 req.done.set()
                 log.warning("checkpoint timed out", extra={"request": req.request_id})
                 self.on_finished(req)
@@ -232,6 +254,10 @@ class CheckpointCoordinator:
             req.status, req.error = status, error
             self._in_flight.pop(req.request_id, None)
             self._last_end = self.clock()
+            if status == COMPLETED:
+                self._failures = 0
+            elif status == FAILED:
+                self._failures += 1
             self._cond.notify_all()
         req.done.set()
         self.on_finished(req)

@@ -1,8 +1,10 @@
 """The two phases of one checkpoint, as the coordinator calls them (DESIGN.md §4 and §6).
 
 sync:  freeze the hot dir (hard links) and note which staged output the checkpoint covers.
-async: hash + upload (CheckpointWriter), manifest, then publish the sink's commit entry, and for a
-       savepoint copy the checkpoint into a self-contained savepoint.
+async: hash + upload (CheckpointWriter) and upload the sink's locally staged output, manifest, then
+       publish the sink's commit entry, and for a savepoint copy the checkpoint into a self-contained
+       savepoint. A failure here (a store outage) fails only this checkpoint: the coordinator retries
+       with backoff and the next one covers everything since the last published entry.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class CheckpointPipeline:
                         op.upload_one(sha)
                     faults.point("upload")
                 op.upload_all()
+                self.sink.upload_staged(frozen.extra)  # staged output of batches (P, C], before the manifest
                 req.check_not_abandoned()
                 faults.point("manifest")
                 with self._writer_lock:

@@ -41,6 +41,12 @@ class RuntimeMetrics:
         self.attempt = Gauge("sparkpoint_attempt", "Current attempt number of this runtime", registry=r)
         self.output_published = Counter(
             "sparkpoint_output_commits", "Exactly-once sink commit entries written", registry=r)
+        self.checkpoint_consecutive_failures = Gauge(
+            "sparkpoint_checkpoint_consecutive_failures",
+            "Checkpoints failed or timed out in a row (0 after a completed one; retried with backoff)",
+            registry=r)
+        self.sink_staged_bytes = Gauge(
+            "sparkpoint_sink_staged_bytes", "Sink output staged on local disk, not yet published", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

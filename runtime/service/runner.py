@@ -2,7 +2,8 @@
 
 Work dir layout (local disk, an emptyDir in a pod):
   hot/            Spark's checkpointLocation (the hot checkpoint dir)
-  sink-journal/   staged output per batch (see sink/journal.py)
+  sink-journal/   sink output staged per batch until a checkpoint uploads and publishes it
+                  (sink/journal.py; budget: $SPARKPOINT_SINK_STAGED_BUDGET, default 1Gi)
   freeze/<req>/   hard-linked checkpoint sets while they upload
   hash-cache.json file hashes by inode/size/mtime
   owner.json      which job and store the hot dir belongs to
@@ -27,7 +28,7 @@ from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
 from sparkpoint.runtime.sink.console import ConsoleSink
 from sparkpoint.runtime.sink.journal import SinkJournal
-from sparkpoint.runtime.sink.transactional import TransactionalSink
+from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budget_bytes
 from sparkpoint.runtime.sink.upsert import UpsertSink
 from sparkpoint.runtime.store import JobRef, ObjectStore, open_store
 
@@ -99,8 +100,14 @@ class JobRuntime:
             "lastProgress": self.last_progress,
             "latestCheckpoint": self.pipeline.latest if self.pipeline else None,
             "checkpointsInFlight": coord.in_flight() if coord else 0,
+            "consecutiveCheckpointFailures": coord.consecutive_failures() if coord else 0,
+            "stagedOutputBytes": self._staged_bytes(),
             "recentCheckpoints": [c.to_json() for c in coord.recent(10)] if coord else [],
         }
+
+    def _staged_bytes(self) -> int:
+        staged = getattr(self.sink, "staged_bytes", None)
+        return staged() if staged else 0
 
     def request_stop(self, savepoint: str | bool | None = None, checkpoint: bool = True) -> None:
         if not self.stop_event.is_set():
@@ -152,12 +159,15 @@ class JobRuntime:
         if sink_spec.kind == "console":
             return ConsoleSink()
         if sink_spec.kind == "upsert":
-            return UpsertSink(store, self.job, path=sink_spec.path, key_columns=sink_spec.key_columns)
-        sink = TransactionalSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal)
-        if r.manifest is not None and "sink" in r.manifest.extra:
-            # A crash between manifest and commit entry: publish it now (idempotent).
-            source_id = r.manifest.source_checkpoint or r.manifest.id
-            sink.publish(source_id, r.manifest.extra)
+            sink = UpsertSink(store, self.job, attempt=self.attempt, path=sink_spec.path,
+                              key_columns=sink_spec.key_columns)
+        else:
+            sink = TransactionalSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
+                                     staged_budget_bytes=staged_budget_bytes())
+        # Continue the restored point's output history (a savepoint continues its source checkpoint's).
+        m = r.manifest
+        sink.resume(m and (m.source_checkpoint or m.id), m.extra if m else None,
+                    local=r.source == "local", batch=r.batch_id)
         return sink
 
     def _on_progress(self, p: Any) -> None:
@@ -193,8 +203,6 @@ class JobRuntime:
                                   job_uid=self.opts.job_uid or _job_uid(self.job),
                                   hash_cache=HashCache(self.work_dir / "hash-cache.json"),
                                   reuse_window_seconds=spec.reuse_window_seconds())
-        if isinstance(self.sink, TransactionalSink) and r.manifest is not None and "sink" in r.manifest.extra:
-            self.sink.published_through = int(r.manifest.extra["sink"]["upToBatch"])
         self.pipeline = pipeline = CheckpointPipeline(
             store=self.store, job=self.job, writer=writer, sink=self.sink, hot_dir=self.hot_dir,
             freeze_root=self.work_dir / "freeze", metrics=self.metrics, lineage=r.lineage,
@@ -208,6 +216,8 @@ class JobRuntime:
         self.query = start_query(df, hot_dir=str(self.hot_dir), sink_kind=spec.job.sink.kind,
                                  write_batch=self._write_batch, trigger_interval=spec.job.trigger_interval,
                                  query_name=f"{self.job.namespace}_{self.job.name}".replace("-", "_"))
+        self.metrics.checkpoint_consecutive_failures.set_function(coord.consecutive_failures)
+        self.metrics.sink_staged_bytes.set_function(self._staged_bytes)
         coord.start()
         self.phase = "running"
         log.info("query running", extra={"job": str(self.job), "restore": r.source, "batch": r.batch_id,
@@ -233,6 +243,9 @@ class JobRuntime:
         deadline = time.monotonic() + self.opts.grace_seconds
         coord, query = self.coordinator, self.query
         coord.pause_interval()
+        stopping = getattr(self.sink, "stopping", None)
+        if stopping is not None:
+            stopping.set()  # a batch waiting for staging space or for the store gives up (it re-runs later)
         # Let the batch that is running finish (its offsets are logged, its commit is not yet), so
         # stopping does not interrupt it; the deadline keeps room for the final checkpoint.
         while query.isActive and batch_in_flight(self.hot_dir) and time.monotonic() < deadline - 5:

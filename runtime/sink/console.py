@@ -21,5 +21,12 @@ class ConsoleSink:
     def manifest_extra(self, up_to_batch: int) -> dict[str, Any]:
         return {}
 
+    def upload_staged(self, extra: dict[str, Any]) -> None:
+        pass
+
     def publish(self, checkpoint_id: str, extra: dict[str, Any]) -> bool:
         return False
+
+    def resume(self, checkpoint_id: str | None, extra: dict[str, Any] | None, *, local: bool = False,
+               batch: int | None = None) -> None:
+        pass

@@ -2,67 +2,160 @@
 
 Layout under `<job>/outputs/<path>/`:
 
-  staging/attempt-<A>/batch-<B>.jsonl   rows of batch B as written by attempt A (JSON lines)
-  _commits/<checkpoint-id>.json         {"checkpoint", "afterBatch", "upToBatch",
-                                         "files": [{"batch", "key", "rows"}]}
+  staging/attempt-<A>/batch-<B>.jsonl   rows of batch B as run by attempt A (JSON lines)
+  _commits/<checkpoint-id>.json         a commit entry (see lineage.py for the fields)
+  _commits/continue-a<A>.json           attempt A continues a history from an older point
 
-Protocol: each micro-batch stages its rows and notes the object in the local journal; a checkpoint
-covering batches up to C records the staged files of batches (P, C] (P: the last published batch)
-in its manifest's `extra.sink`; once the manifest exists, the commit entry is written with a
-conditional put. On start, the runtime re-publishes the latest checkpoint's entry if a crash came
-between the manifest and the commit entry. Readers list `_commits/` in id order and read each
-listed file once per batch id; staged files no commit names are invisible (they belong to batches
-a restore re-ran). A fenced-off attempt never writes a commit entry.
+Protocol: each micro-batch stages its rows on local disk (the journal, next to the hot dir), so a
+store outage never blocks or fails a batch. A checkpoint covering batches up to C names the staged
+files of batches (P, C] (P: the last published batch) and its predecessor entry in its manifest's
+`extra.sink`; its asynchronous phase uploads those files, then writes the manifest, then the commit
+entry (a conditional put). On start the runtime re-publishes the restored checkpoint's entry if a
+crash came between manifest and entry, and writes a continuation entry when it continues from a
+point other than the head readers see. Readers follow the entries back from the head (lineage.py),
+so they see exactly one history, the one the running job continues; staged files no entry of it
+names are invisible. A fenced-off attempt never writes an entry.
+
+Local-disk budget: staged output not yet published may hold at most `staged_budget_bytes` (default
+1 GiB). A batch that would exceed it waits (backpressure on the query) until a checkpoint publishes
+and frees space; nothing is dropped and nothing crashes. A single batch larger than the budget is
+staged when nothing else is.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import re
+import threading
+from collections.abc import Mapping
 from typing import Any
 
 from sparkpoint.runtime.checkpoint.fence import check_fence
 from sparkpoint.runtime.store import JobRef, ObjectStore
+from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, outputs_prefix
 
 from .journal import SinkJournal
+from .lineage import continuation_id, follow_chain, head_checkpoint, head_entry
 from .rows import collect_rows, decode_rows, encode_rows
 
 log = logging.getLogger("sparkpoint.sink")
+
+DEFAULT_STAGED_BUDGET_BYTES = 1 << 30
+
+
+BUDGET_ENV = "SPARKPOINT_SINK_STAGED_BUDGET"
+_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
+
+
+def staged_budget_bytes(env: Mapping[str, str] = os.environ) -> int:
+    """The local-disk budget for staged output: $SPARKPOINT_SINK_STAGED_BUDGET (e.g. 512Mi), default 1Gi."""
+    text = env.get(BUDGET_ENV, "").strip()
+    if not text:
+        return DEFAULT_STAGED_BUDGET_BYTES
+    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", text)
+    if not m or int(m.group(1)) <= 0:
+        raise ValueError(f"{BUDGET_ENV}={text!r}: use a positive number of bytes, optionally with Ki, Mi, Gi or Ti")
+    return int(m.group(1)) * _UNITS[m.group(2) or ""]
+
+
+class SinkStopped(Exception):
+    """The runtime is stopping while a batch waits for staging space: the batch is re-run later."""
 
 
 def sink_root(job: JobRef, path: str) -> str:
     return f"{outputs_prefix(job)}{path.strip('/')}"
 
 
-def commit_key(job: JobRef, path: str, checkpoint_id: str) -> str:
-    return f"{sink_root(job, path)}/_commits/{checkpoint_id}.json"
+def commits_prefix(job: JobRef, path: str) -> str:
+    return f"{sink_root(job, path)}/_commits/"
+
+
+def commit_key(job: JobRef, path: str, entry_id: str) -> str:
+    return f"{commits_prefix(job, path)}{entry_id}.json"
+
+
+def _number(entry_id: str | None) -> int:
+    m = CHECKPOINT_ID.match(entry_id or "")
+    return int(m.group(1)) if m else -1
 
 
 class TransactionalSink:
     kind = "transactional"
 
-    def __init__(self, store: ObjectStore, job: JobRef, *, attempt: int, path: str, journal: SinkJournal):
+    def __init__(self, store: ObjectStore, job: JobRef, *, attempt: int, path: str, journal: SinkJournal,
+                 staged_budget_bytes: int = DEFAULT_STAGED_BUDGET_BYTES):
         self.store, self.job, self.attempt, self.path, self.journal = store, job, attempt, path, journal
-        self.published_through = -1  # highest batch a published commit entry covers
+        self.staged_budget_bytes = staged_budget_bytes
+        self.published_through = -1  # highest batch the history's head entry covers
+        self.head: str | None = None  # the last entry of the history this attempt continues
+        self.stopping = threading.Event()  # set on drain: a batch waiting for budget gives up
+        self._cond = threading.Condition()
+        self._uploaded: dict[str, int] = {}  # staged keys in the store -> batch
 
     def staging_key(self, batch_id: int) -> str:
         return f"{sink_root(self.job, self.path)}/staging/attempt-{self.attempt}/batch-{batch_id:09d}.jsonl"
 
+    # --- per batch (Spark's foreachBatch thread): local disk only ------------------------------
     def write_batch(self, df: Any, batch_id: int) -> int:
-        """foreachBatch body: stage the rows (not visible to readers yet); returns the row count."""
+        """Stage the rows locally (not visible to readers yet); returns the row count."""
         rows = collect_rows(df)
-        if rows:
-            key = self.staging_key(batch_id)
-            self.store.put_bytes(key, encode_rows(rows))
-            self.journal.record(batch_id, key, len(rows))
+        if not rows:
+            self.journal.drop(batch_id)  # a re-run that emits nothing must not publish the old run's rows
+            return 0
+        data = encode_rows(rows)
+        self._wait_for_budget(len(data))
+        self.journal.stage(batch_id, self.staging_key(batch_id), data, len(rows))
         return len(rows)
 
+    def staged_bytes(self) -> int:
+        return self.journal.staged_bytes()
+
+    def _wait_for_budget(self, size: int) -> None:
+        warned = False
+        with self._cond:
+            while True:
+                staged = self.journal.staged_bytes()
+                if staged == 0 or staged + size <= self.staged_budget_bytes:
+                    return
+                if self.stopping.is_set():
+                    raise SinkStopped("stopping while staged output is over its budget; the batch re-runs")
+                if not warned:
+                    log.warning("staged output over budget; waiting for a checkpoint to publish",
+                                extra={"staged_bytes": staged, "budget_bytes": self.staged_budget_bytes})
+                    warned = True
+                self._cond.wait(0.5)
+
+    # --- checkpoint phases ------------------------------------------------------------------------
     def manifest_extra(self, up_to_batch: int) -> dict[str, Any]:
-        """What a checkpoint at committed batch `up_to_batch` must publish."""
-        files = self.journal.entries(self.published_through, up_to_batch)
-        return {"sink": {"kind": self.kind, "path": self.path, "afterBatch": self.published_through,
-                         "upToBatch": up_to_batch, "files": files}}
+        """Sync phase: what a checkpoint at committed batch `up_to_batch` must publish."""
+        with self._cond:
+            after, previous = self.published_through, self.head
+        files = self.journal.entries(after, up_to_batch)
+        return {"sink": {"kind": self.kind, "path": self.path, "attempt": self.attempt, "previous": previous,
+                         "afterBatch": after, "upToBatch": up_to_batch, "files": files}}
+
+    def upload_staged(self, extra: dict[str, Any]) -> None:
+        """Async phase, before the manifest: put the checkpoint's staged files in the store."""
+        for f in (extra.get("sink") or {}).get("files", []):
+            key = f["key"]
+            if key in self._uploaded:
+                continue
+            entry = self.journal.entry(f["batch"])
+            try:
+                data = self.journal.data_path(f["batch"]).read_bytes() if entry and entry["key"] == key else None
+            except FileNotFoundError:
+                data = None
+            if data is None:
+                # Published (and forgotten) by an overlapping checkpoint, which uploaded it first.
+                if self.store.exists(key):
+                    self._uploaded[key] = f["batch"]
+                    continue
+                raise FileNotFoundError(f"staged rows of batch {f['batch']} ({key}) are neither local nor stored")
+            self.store.put_bytes(key, data)
+            self._uploaded[key] = f["batch"]
 
     def publish(self, checkpoint_id: str, extra: dict[str, Any]) -> bool:
         """Write the commit entry of a completed checkpoint; idempotent. False if it already existed."""
@@ -72,20 +165,84 @@ class TransactionalSink:
         check_fence(self.store, self.job, self.attempt)  # a zombie never publishes
         doc = {"checkpoint": checkpoint_id, "afterBatch": entry["afterBatch"],
                "upToBatch": entry["upToBatch"], "files": entry["files"]}
+        if "previous" in entry:  # manifests from before lineage have none: readers treat them as linear
+            doc.update(previous=entry["previous"], attempt=entry.get("attempt"))
         created = self.store.put_if_absent(commit_key(self.job, entry["path"], checkpoint_id),
                                            json.dumps(doc, sort_keys=True).encode())
-        self.published_through = max(self.published_through, int(entry["upToBatch"]))
-        self.journal.forget_through(self.published_through)
-        log.info("output published", extra={"checkpoint": checkpoint_id, "up_to_batch": entry["upToBatch"],
+        up_to = int(entry["upToBatch"])
+        with self._cond:
+            # Overlapping checkpoints (maxConcurrent > 1) may publish out of order: keep the furthest.
+            if (up_to, _number(checkpoint_id)) > (self.published_through, _number(self.head)):
+                self._set_head(checkpoint_id, up_to)
+            self._cond.notify_all()
+        log.info("output published", extra={"checkpoint": checkpoint_id, "up_to_batch": up_to,
                                             "files": len(entry["files"]), "new_entry": created})
         return created
 
+    def _set_head(self, entry_id: str | None, up_to: int) -> None:
+        self.head, self.published_through = entry_id, up_to
+        self.journal.set_head(entry_id, up_to, self.attempt)
+        self.journal.forget_through(up_to)
+        self._uploaded = {k: b for k, b in self._uploaded.items() if b > up_to}
+
+    # --- start of an attempt ----------------------------------------------------------------------
+    def resume(self, checkpoint_id: str | None, extra: dict[str, Any] | None, *, local: bool = False,
+               batch: int | None = None) -> None:
+        """Continue the history of the restored checkpoint (or savepoint of it), or, with local
+        recovery, the one this work dir's journal records; then make readers see that history."""
+        restored = (extra or {}).get("sink")
+        mine = self.journal.head() if local else None
+        # The restored (latest) checkpoint continues this work dir's history only if one of its own
+        # attempts took it (a crash between its manifest and its entry); descending from the same
+        # entry is not enough: another history may have branched there.
+        continues_mine = mine is not None and restored is not None and (
+            checkpoint_id == mine["entry"] or (restored.get("previous") == mine["entry"]
+                                               and restored.get("attempt") in mine.get("attempts", [])))
+        if restored and (mine is None or continues_mine):
+            self.publish(checkpoint_id, extra)  # a crash between manifest and entry: publish it now
+            with self._cond:
+                self._set_head(checkpoint_id, int(restored["upToBatch"]))
+        elif mine is not None:
+            with self._cond:
+                self._set_head(mine["entry"], int(mine["upToBatch"]))
+        else:
+            with self._cond:
+                self._set_head(None, -1)
+        current = current_head(self.store, self.job, self.path)
+        if head_checkpoint(current) != self.head:
+            check_fence(self.store, self.job, self.attempt)
+            doc = {"kind": "continuation", "attempt": self.attempt, "previous": self.head,
+                   "upToBatch": self.published_through}
+            self.store.put_if_absent(commit_key(self.job, self.path, continuation_id(self.attempt)),
+                                     json.dumps(doc, sort_keys=True).encode())
+            log.info("output continues an older point", extra={
+                "continues": self.head, "superseded_head": head_checkpoint(current),
+                "up_to_batch": self.published_through})
+
+
+# --- readers ----------------------------------------------------------------------------------------
+def _entry_ids(store: ObjectStore, job: JobRef, path: str) -> list[str]:
+    return [id_from_json_key(o.key) for o in store.list(commits_prefix(job, path)) if o.key.endswith(".json")]
+
+
+def _loader(store: ObjectStore, job: JobRef, path: str):  # type: ignore[no-untyped-def]
+    def load(entry_id: str) -> dict[str, Any] | None:
+        try:
+            return json.loads(store.get_bytes(commit_key(job, path, entry_id)))
+        except ObjectNotFoundError:
+            return None
+    return load
+
+
+def current_head(store: ObjectStore, job: JobRef, path: str) -> dict[str, Any] | None:
+    return head_entry(_entry_ids(store, job, path), _loader(store, job, path))
+
 
 def committed_entries(store: ObjectStore, job: JobRef, path: str) -> list[dict[str, Any]]:
-    """The commit entries, in checkpoint order."""
-    prefix = f"{sink_root(job, path)}/_commits/"
-    ids = sorted(i for i in (id_from_json_key(o.key) for o in store.list(prefix)) if CHECKPOINT_ID.match(i))
-    return [json.loads(store.get_bytes(f"{prefix}{i}.json")) for i in ids]
+    """The commit entries of the history readers see, oldest first."""
+    ids = _entry_ids(store, job, path)
+    load = _loader(store, job, path)
+    return follow_chain(head_entry(ids, load), ids, load)
 
 
 def read_committed(store: ObjectStore, job: JobRef, path: str = "default") -> list[dict[str, Any]]:
@@ -95,7 +252,7 @@ def read_committed(store: ObjectStore, job: JobRef, path: str = "default") -> li
     for entry in committed_entries(store, job, path):
         for f in entry["files"]:
             if f["batch"] in seen_batches:
-                continue  # overlapping entries (maxConcurrent > 1) name the same staged file
+                continue  # entries from before lineage could overlap (maxConcurrent > 1)
             seen_batches.add(f["batch"])
             rows.extend(decode_rows(store.get_bytes(f["key"])))
     return rows

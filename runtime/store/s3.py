@@ -31,6 +31,9 @@ from .retry import with_retries
 
 T = TypeVar("T")
 
+# Worst case per store call: attempts x (connect or read timeout) plus backoff, about 2 minutes.
+CONNECT_TIMEOUT = 5.0  # seconds to open a connection
+READ_TIMEOUT = 30.0  # seconds any one socket read or write may block (not the whole transfer)
 PART_SIZE = 16 * 1024 * 1024  # multipart above this size; parts upload in parallel
 _AUTH_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
                "ExpiredToken", "AuthorizationHeaderMalformed"}
@@ -62,6 +65,8 @@ class S3Store(ObjectStore):
         region: str | None = None,
         max_connections: int = 32,
         attempts: int | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
     ):
         secure = endpoint.startswith("https://")
         host = endpoint.split("://", 1)[-1].rstrip("/")
@@ -70,7 +75,9 @@ class S3Store(ObjectStore):
         self.url = f"s3://{bucket}/{self.prefix}" + f" (endpoint {endpoint})"
         self.attempts = attempts or int(os.environ.get("SPARKPOINT_S3_ATTEMPTS", "4"))
         http = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=5, read=120),
+            # Every socket operation is bounded, so a frozen server (connections accepted, no answer)
+            # fails a call after `read_timeout` per attempt instead of hanging it forever.
+            timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
             maxsize=max_connections,
             retries=urllib3.Retry(total=0, connect=0, read=0, redirect=0, status=0, raise_on_status=False),
         )

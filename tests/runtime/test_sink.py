@@ -10,7 +10,7 @@ import pytest
 from sparkpoint.runtime.checkpoint import FencedError, write_fence
 from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.rows import decode_rows, encode_rows
-from sparkpoint.runtime.sink.transactional import TransactionalSink, commit_key, read_committed
+from sparkpoint.runtime.sink.transactional import TransactionalSink, commit_key, read_committed, sink_root
 from sparkpoint.runtime.sink.upsert import read_upserted
 
 
@@ -32,6 +32,14 @@ def _sink(store, job, tmp_path: Path, attempt: int) -> TransactionalSink:
                              journal=SinkJournal(tmp_path / f"journal-{attempt}"))
 
 
+def _checkpoint(sink: TransactionalSink, checkpoint_id: str, up_to_batch: int) -> dict:
+    """What a checkpoint does for the sink: note the files (sync), upload them, publish the entry."""
+    extra = sink.manifest_extra(up_to_batch)
+    sink.upload_staged(extra)
+    sink.publish(checkpoint_id, extra)
+    return extra
+
+
 def test_staged_rows_are_invisible_until_published(store, job, tmp_path):
     attempt = write_fence(store, job)
     sink = _sink(store, job, tmp_path, attempt)
@@ -40,11 +48,14 @@ def test_staged_rows_are_invisible_until_published(store, job, tmp_path):
     assert read_committed(store, job) == []
     extra = sink.manifest_extra(up_to_batch=2)
     assert [f["batch"] for f in extra["sink"]["files"]] == [0, 1, 2]
+    assert not store.exists(extra["sink"]["files"][0]["key"])  # staged on local disk only
+    sink.upload_staged(extra)
     assert sink.publish("chk-000001", extra) is True
     assert sink.publish("chk-000001", extra) is False  # idempotent re-publish after a crash
     assert [r["k"] for r in read_committed(store, job)] == [0, 1, 2]
     extra2 = sink.manifest_extra(up_to_batch=3)
     assert [f["batch"] for f in extra2["sink"]["files"]] == [3]
+    sink.upload_staged(extra2)
     sink.publish("chk-000002", extra2)
     assert [r["k"] for r in read_committed(store, job)] == [0, 1, 2, 3]
 
@@ -54,6 +65,7 @@ def test_rerun_batch_replaces_journal_entry_and_zombie_cannot_publish(store, job
     zombie = _sink(store, job, tmp_path, old)
     zombie.write_batch(FakeBatch([{"k": "first"}]), 0)
     extra = zombie.manifest_extra(0)
+    zombie.upload_staged(extra)
     new = write_fence(store, job)  # a newer attempt starts: the old one is fenced off
     with pytest.raises(FencedError):
         zombie.publish("chk-000001", extra)
@@ -61,7 +73,7 @@ def test_rerun_batch_replaces_journal_entry_and_zombie_cannot_publish(store, job
     fresh = _sink(store, job, tmp_path, new)
     fresh.journal = zombie.journal  # same pod: local recovery keeps the journal
     fresh.write_batch(FakeBatch([{"k": "rerun"}]), 0)  # Spark re-ran batch 0
-    fresh.publish("chk-000001", fresh.manifest_extra(0))
+    _checkpoint(fresh, "chk-000001", 0)
     assert read_committed(store, job) == [{"k": "rerun"}]
 
 
@@ -71,7 +83,9 @@ def test_overlapping_commit_entries_do_not_duplicate(store, job, tmp_path):
         sink.write_batch(FakeBatch([{"b": b}]), b)
     first = sink.manifest_extra(1)  # two checkpoints frozen while neither had published
     second = sink.manifest_extra(2)
+    sink.upload_staged(second)
     sink.publish("chk-000002", second)
+    sink.upload_staged(first)  # its files were forgotten locally: already in the store
     sink.publish("chk-000001", first)
     assert sorted(r["b"] for r in read_committed(store, job)) == [0, 1, 2]
 
@@ -96,3 +110,102 @@ def test_rows_round_trip():
     data = encode_rows(rows)
     assert json.loads(data.decode().splitlines()[0])["a"] == "2026-01-01T00:00:10"
     assert decode_rows(data)[0]["w"] == {"start": "x"}
+
+
+# --- lineage across restores (issue 8, item 1) ------------------------------------------------------
+def _stage(sink: TransactionalSink, batches: dict[int, list[int]]) -> None:
+    for b, values in batches.items():
+        sink.write_batch(FakeBatch([{"v": v} for v in values]), b)
+
+
+def _resume(sink: TransactionalSink, checkpoint_id: str, extra: dict) -> None:
+    """What the runtime does after restoring the manifest of `checkpoint_id` (or a savepoint of it)."""
+    sink.resume(checkpoint_id, extra)
+
+
+def test_restore_to_an_older_checkpoint_with_new_batch_boundaries(store, job, tmp_path):
+    first = _sink(store, job, tmp_path, write_fence(store, job))
+    _stage(first, {0: [1, 2], 1: [3, 4]})
+    chk1 = _checkpoint(first, "chk-000001", 1)
+    _stage(first, {2: [5, 6], 3: [7, 8]})
+    _checkpoint(first, "chk-000002", 3)
+    assert [r["v"] for r in read_committed(store, job)] == list(range(1, 9))
+
+    # restore chk-1 (restoreFrom, a savepoint or a fallback) and re-run with other boundaries
+    second = _sink(store, job, tmp_path, write_fence(store, job))
+    _resume(second, "chk-000001", chk1)
+    # until the new run publishes, readers see the history it continues: rows 5..8 are superseded
+    assert [r["v"] for r in read_committed(store, job)] == [1, 2, 3, 4]
+    _stage(second, {2: [5, 6, 7], 3: [8, 9], 4: [10]})
+    _checkpoint(second, "chk-000003", 4)
+    assert [r["v"] for r in read_committed(store, job)] == list(range(1, 11))
+
+
+def test_commit_entries_sort_numerically(store, job, tmp_path):
+    from sparkpoint.runtime.sink.transactional import committed_entries
+
+    sink = _sink(store, job, tmp_path, write_fence(store, job))
+    _stage(sink, {0: [1]})
+    _checkpoint(sink, "chk-999999", 0)
+    _stage(sink, {1: [2]})
+    _checkpoint(sink, "chk-1000000", 1)
+    assert [e["checkpoint"] for e in committed_entries(store, job, "default")] == ["chk-999999", "chk-1000000"]
+    assert [r["v"] for r in read_committed(store, job)] == [1, 2]
+
+
+def test_rerun_batch_without_rows_drops_the_stale_journal_entry(store, job, tmp_path):
+    old = _sink(store, job, tmp_path, write_fence(store, job))
+    _stage(old, {0: [1], 1: [2]})  # staged, never published: the container restarts
+    new = _sink(store, job, tmp_path, write_fence(store, job))
+    new.journal = old.journal  # same pod: local recovery keeps the journal
+    _stage(new, {1: []})  # Spark re-runs batch 1; this time it emits nothing
+    _checkpoint(new, "chk-000001", 1)
+    assert [r["v"] for r in read_committed(store, job)] == [1]
+
+
+def test_upsert_restore_to_an_older_point_supersedes_later_batches(store, job):
+    from sparkpoint.runtime.sink.upsert import UpsertSink
+
+    def table():
+        return sorted((r["k"], r["n"]) for r in read_upserted(store, job, "agg", ["k"]).values())
+
+    first = UpsertSink(store, job, path="agg", key_columns=["k"], attempt=write_fence(store, job))
+    first.resume(None, None, batch=None)
+    first.write_batch(FakeBatch([{"k": 1, "n": 1}]), 0)
+    first.write_batch(FakeBatch([{"k": 1, "n": 2}]), 1)
+    first.write_batch(FakeBatch([{"k": 2, "n": 1}]), 2)  # a key only the abandoned history produced
+    assert table() == [(1, 2), (2, 1)]
+    # restore the checkpoint of batch 0 and re-run with other boundaries: batch 1 now brings both rows
+    second = UpsertSink(store, job, path="agg", key_columns=["k"], attempt=write_fence(store, job))
+    second.resume("chk-000001", {}, batch=0)
+    assert table() == [(1, 1)]  # the state as of the restore point
+    second.write_batch(FakeBatch([{"k": 1, "n": 2}, {"k": 2, "n": 1}]), 1)
+    assert table() == [(1, 2), (2, 1)]
+    # a fresh start (no checkpoint) begins an empty table
+    third = UpsertSink(store, job, path="agg", key_columns=["k"], attempt=write_fence(store, job))
+    third.resume(None, None, batch=None)
+    assert table() == []
+
+
+def test_entries_from_before_lineage_are_read_as_a_linear_history(store, job, tmp_path):
+    """A job upgraded from a version without lineage: its old entries (no `previous`, possibly
+    overlapping) read as before, and the new entries chain onto them."""
+    legacy = []
+    for n, (after, up) in enumerate([(-1, 0), (-1, 1), (1, 2)], start=1):  # entries 1 and 2 overlap
+        files = []
+        for b in range(after + 1, up + 1):
+            key = f"{sink_root(job, 'default')}/staging/attempt-1/batch-{b:09d}.jsonl"
+            store.put_bytes(key, encode_rows([{"v": b}]))
+            files.append({"batch": b, "key": key, "rows": 1})
+        extra = {"sink": {"kind": "transactional", "path": "default", "afterBatch": after, "upToBatch": up,
+                          "files": files}}
+        legacy.append(extra)
+        store.put_if_absent(commit_key(job, "default", f"chk-{n:06d}"), json.dumps(
+            {"checkpoint": f"chk-{n:06d}", **{k: extra["sink"][k] for k in ("afterBatch", "upToBatch", "files")}}
+        ).encode())
+    assert [r["v"] for r in read_committed(store, job)] == [0, 1, 2]
+    sink = _sink(store, job, tmp_path, write_fence(store, job))
+    _resume(sink, "chk-000003", legacy[-1])  # the new version restores the latest (old) manifest
+    _stage(sink, {3: [3]})
+    _checkpoint(sink, "chk-000004", 3)
+    assert [r["v"] for r in read_committed(store, job)] == [0, 1, 2, 3]

@@ -1,0 +1,101 @@
+"""Which commit entries a reader of the transactional sink follows: exactly one history (DESIGN.md §6).
+
+Entries live in `outputs/<path>/_commits/`:
+
+  <checkpoint-id>.json      {"checkpoint", "attempt", "previous", "afterBatch", "upToBatch", "files"}
+  continue-a<attempt>.json  {"kind": "continuation", "attempt", "previous", "upToBatch"}
+
+Every checkpoint entry names its predecessor: the last entry published by the history it continues
+(`afterBatch` of an entry is `upToBatch` of its predecessor). A runtime that starts from a point that
+is not the head a reader would pick (a restore to an older checkpoint or a savepoint, a fallback)
+first writes a continuation entry naming the entry it continues from, so from then on readers see
+the history the running job continues, without the rows of the superseded entries.
+
+The head: the newest checkpoint entry by number (ids sort numerically, `chk-1000000` after
+`chk-999999`), unless a continuation of a later attempt exists (attempts only grow; a continuation
+is written before the attempt publishes anything). From the head, readers follow `previous` back.
+Entries written before lineage existed have no `previous`: their predecessor is the next older
+checkpoint entry (the history was linear then).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable
+from typing import Any
+
+from sparkpoint.runtime.store.layout import CHECKPOINT_ID
+
+CONTINUATION_ID = re.compile(r"^continue-a(\d+)$")
+
+
+class OutputLineageError(Exception):
+    """The committed output's chain of entries is broken: never read around it silently."""
+
+
+def continuation_id(attempt: int) -> str:
+    return f"continue-a{attempt:06d}"
+
+
+def split_ids(entry_ids: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(checkpoint entries, continuations), each as (number, id) sorted numerically; others ignored."""
+    checkpoints, continuations = [], []
+    for i in entry_ids:
+        if m := CHECKPOINT_ID.match(i):
+            checkpoints.append((int(m.group(1)), i))
+        elif m := CONTINUATION_ID.match(i):
+            continuations.append((int(m.group(1)), i))
+    return sorted(checkpoints), sorted(continuations)
+
+
+def head_entry(entry_ids: list[str], load: Callable[[str], dict[str, Any]]) -> dict[str, Any] | None:
+    """The entry a reader starts from (a checkpoint entry or a continuation), or None if there is none."""
+    checkpoints, continuations = split_ids(entry_ids)
+    newest = load(checkpoints[-1][1]) if checkpoints else None
+    if continuations:
+        attempt, cid = continuations[-1]
+        if newest is None or attempt > int(newest.get("attempt") or 0):
+            return load(cid)
+    return newest
+
+
+def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
+                 load: Callable[[str], dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """The checkpoint entries of the history that ends at `head`, oldest first."""
+    checkpoints = split_ids(entry_ids)[0]
+    numbers = [n for n, _ in checkpoints]
+    by_number = dict(checkpoints)
+    chain: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    doc = head
+    while doc is not None:
+        if doc.get("kind") != "continuation":
+            chain.append(doc)
+        if "previous" in doc:
+            prev = doc["previous"]
+        else:  # an entry from before lineage: the next older checkpoint entry
+            i = bisect.bisect_left(numbers, int(CHECKPOINT_ID.match(doc["checkpoint"]).group(1)))
+            prev = by_number[numbers[i - 1]] if i > 0 else None
+        if prev is None:
+            break
+        if prev in seen:
+            raise OutputLineageError(f"commit entries form a cycle at {prev}")
+        seen.add(prev)
+        doc = load(prev)
+        if doc is None:
+            raise OutputLineageError(f"commit entry {prev} named as a predecessor is missing")
+    chain.reverse()
+    for before, after in zip(chain, chain[1:], strict=False):
+        if "previous" in after and int(after["afterBatch"]) != int(before["upToBatch"]):
+            raise OutputLineageError(
+                f"commit entry {after['checkpoint']} starts after batch {after['afterBatch']} but its "
+                f"predecessor {before['checkpoint']} ends at batch {before['upToBatch']}")
+    return chain
+
+
+def head_checkpoint(head: dict[str, Any] | None) -> str | None:
+    """The checkpoint entry a head stands for (a continuation stands for its predecessor)."""
+    if head is None:
+        return None
+    return head.get("previous") if head.get("kind") == "continuation" else head["checkpoint"]
