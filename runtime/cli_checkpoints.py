@@ -14,7 +14,9 @@ from sparkpoint.runtime.checkpoint import (
     verify,
 )
 
-from .cli_common import add_common, emit, human_bytes, open_from_args, progress_bar
+from .cli_common import add_common, duration, emit, human_bytes, open_from_args, progress_bar
+
+DEFAULT_REUSE_WINDOW = 300.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--job-uid", default="cli", help="job uid to record in the manifest")
     create.add_argument("--hash-cache", default=None, help="persist the hash cache in this file")
     create.add_argument("--workers", type=int, default=8, help="parallel uploads")
+    create.add_argument("--reuse-window", type=duration, default=DEFAULT_REUSE_WINDOW,
+                        help="reuse objects no checkpoint references only if younger than this (default "
+                             "5m; 0s: never). Recorded in the store: `gc` then needs a grace of at least "
+                             "twice the largest window")
     create.set_defaults(handler=cmd_create)
 
     ls = cmds.add_parser("list", help="completed checkpoints, oldest first")
@@ -51,7 +57,8 @@ def cmd_create(args: argparse.Namespace) -> int:
     source = Path(args.source)
     total = sum(p.stat().st_size for p in source.rglob("*") if p.is_file()) if source.is_dir() else 0
     writer = CheckpointWriter(store, job, attempt=read_fence(store, job), job_uid=args.job_uid,
-                              hash_cache=HashCache(args.hash_cache), upload_workers=args.workers)
+                              hash_cache=HashCache(args.hash_cache), upload_workers=args.workers,
+                              reuse_window_seconds=args.reuse_window)
     update, close = progress_bar(args, total, "upload")
     try:
         res = writer.take_checkpoint(source, batch_id=args.batch_id, progress=update)

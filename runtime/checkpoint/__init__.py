@@ -7,7 +7,7 @@ from sparkpoint.runtime.store.manifest import FileEntry, Manifest, ManifestError
 
 from .catalog import latest_checkpoint, list_checkpoint_ids, list_checkpoints, load_manifest
 from .fence import FencedError, read_fence, write_fence
-from .gc import GcError, GcPass, GcResult, gc_pass
+from .gc import GcError, GcGraceError, GcPass, GcResult, gc_pass
 from .hashing import HashCache, sha256_file
 from .restore import RestoreError, RestoreResult, restore
 from .savepoint import SavepointError, create_savepoint, delete_savepoint, list_savepoints, load_savepoint
@@ -16,7 +16,7 @@ from .writer import CheckpointError, CheckpointOperation, CheckpointResult, Chec
 
 __all__ = [
     "CheckpointError", "CheckpointOperation", "CheckpointResult", "CheckpointWriter", "FencedError",
-    "FileEntry", "GcError", "GcPass", "GcResult", "HashCache", "Manifest", "ManifestError",
+    "FileEntry", "GcError", "GcGraceError", "GcPass", "GcResult", "HashCache", "Manifest", "ManifestError",
     "RestoreError", "RestoreResult", "SavepointError", "VerifyResult", "create_savepoint",
     "delete_savepoint", "gc_pass", "latest_checkpoint", "list_checkpoint_ids", "list_checkpoints",
     "list_savepoints", "load_manifest", "load_savepoint", "read_fence", "restore", "sha256_file",

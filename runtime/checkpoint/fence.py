@@ -1,37 +1,74 @@
-"""Zombie fencing: each attempt bumps fence.json; a writer older than the fence must not commit."""
+"""Zombie fencing: each attempt claims its number atomically; only the newest attempt may commit.
+
+Claims are conditional creates of `attempts/<n>.json` (put_if_absent), so two starters can never
+hold the same number. A starter tries `read_fence() + 1, + 2, ...` until one create succeeds, which
+keeps the claimed numbers contiguous: "is there a newer attempt than n?" is one request for
+`attempts/<n+1>.json`. `fence.json` (DESIGN.md section 3) names the current attempt; a claimer
+rewrites it until a check after its own write finds no newer claim, so the last write always names
+the newest claim. Readers treat it as a starting point and probe the claims above it.
+"""
 
 from __future__ import annotations
 
+import uuid
+
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
-from sparkpoint.runtime.store.layout import fence_key
+from sparkpoint.runtime.store.layout import attempt_claim_key, fence_key
 from sparkpoint.runtime.store.manifest import Fence, utcnow
+
+_MAX_CLAIM_TRIES = 1000
 
 
 class FencedError(StoreError):
     """A newer attempt has started; this (zombie) attempt must stop committing."""
 
 
-def read_fence(store: ObjectStore, job: JobRef) -> int:
-    """The current attempt number (0 if no attempt ever started)."""
+def _fence_hint(store: ObjectStore, job: JobRef) -> int:
     key = fence_key(job)
     if store.stat(key) is None:
         return 0
     return Fence.from_json(store.get_bytes(key), where=key).attempt
 
 
-def write_fence(store: ObjectStore, job: JobRef) -> int:
-    """Start a new attempt: store and return current + 1.
+def _newest_claim_from(store: ObjectStore, job: JobRef, start: int) -> int:
+    """The highest contiguous claim at or above `start` (start itself if none is above it)."""
+    newest = start
+    while store.stat(attempt_claim_key(job, newest + 1)) is not None:
+        newest += 1
+    return newest
 
-    Only one runtime starts per job at a time (the operator serialises pod creation); two racing
-    starters would both get a number, and the later write wins, fencing the other one out.
-    """
-    attempt = read_fence(store, job) + 1
-    store.put_bytes(fence_key(job), Fence(attempt=attempt, updated=utcnow()).to_json())
-    return attempt
+
+def read_fence(store: ObjectStore, job: JobRef) -> int:
+    """The current (newest) attempt number (0 if no attempt ever started)."""
+    return _newest_claim_from(store, job, _fence_hint(store, job))
+
+
+def write_fence(store: ObjectStore, job: JobRef) -> int:
+    """Start a new attempt: claim the next free number atomically and return it."""
+    owner = uuid.uuid4().hex  # makes our claim's bytes unique (a retried create recognises its own)
+    number = read_fence(store, job) + 1
+    for _ in range(_MAX_CLAIM_TRIES):
+        claim = Fence(attempt=number, updated=utcnow(), owner=owner).to_json()
+        if store.put_if_absent(attempt_claim_key(job, number), claim):
+            _publish_fence(store, job, number)
+            return number
+        number += 1
+    raise StoreError(f"job {job}: could not claim an attempt number near {number}")
+
+
+def _publish_fence(store: ObjectStore, job: JobRef, value: int) -> None:
+    """Write fence.json until no claim newer than what we wrote exists after our write."""
+    while True:
+        store.put_bytes(fence_key(job), Fence(attempt=value, updated=utcnow()).to_json())
+        newest = _newest_claim_from(store, job, value)
+        if newest == value:
+            return
+        value = newest
 
 
 def check_fence(store: ObjectStore, job: JobRef, attempt: int) -> None:
+    """Raise FencedError unless `attempt` is the newest attempt."""
     current = read_fence(store, job)
-    if current > attempt:
+    if current != attempt:
         raise FencedError(
-            f"job {job}: attempt {attempt} is fenced off by newer attempt {current}; not committing")
+            f"job {job}: attempt {attempt} is fenced off by attempt {current}; not committing")

@@ -9,6 +9,9 @@ One pass, in this order:
  5. list objects/, re-list pending/ (markers that appeared meanwhile are live too), and delete
     every object that is not live and older than the grace period, re-checking its age first.
 Every step is idempotent; a crash between any two leaves a state the next pass finishes.
+Steps 3 and 5 are refused (GcGraceError, nothing deleted) when the grace period is shorter than
+twice the largest reuse window recorded by the kept manifests and live pending markers: the grace
+must outlast any object a writer may still decide to reuse.
 Savepoints live outside objects/ and are never touched.
 
 Why a concurrent checkpoint is safe: the pass takes `now` before listing pending/, so an object
@@ -43,6 +46,22 @@ log = logging.getLogger("sparkpoint.gc")
 
 class GcError(StoreError):
     """GC could not establish which objects are live; it deleted no objects."""
+
+
+class GcGraceError(GcError):
+    """The grace period is too short for the reuse window writers recorded in the store."""
+
+
+def min_grace_seconds(reuse_window_seconds: float) -> float:
+    """The shortest safe grace for a writer reusing unreferenced objects younger than the window."""
+    return 2 * reuse_window_seconds
+
+
+def _duration_text(seconds: float) -> str:
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 @dataclass
@@ -93,6 +112,7 @@ class GcPass:
         self.to_delete_manifests: list[str] = []
         self.candidates: list[ObjectInfo] = []
         self._seen_pending: set[str] = set()
+        self.max_reuse_window, self._window_source = 0.0, ""
 
     # --- steps -----------------------------------------------------------------------------
     def list_pending(self) -> None:
@@ -116,6 +136,7 @@ class GcPass:
                 continue  # completed and removed while we listed
             self.live.update(marker.objects)
             self.result.live_pending.append(marker_id)
+            self._note_window(marker.reuse_window_seconds, f"pending {marker_id}")
 
     def list_checkpoints(self) -> None:
         ids = list_checkpoint_ids(self.store, self.job)
@@ -125,9 +146,27 @@ class GcPass:
         self.to_delete_manifests = [cid for cid in ids if cid not in kept]  # oldest first
         for cid in kept:
             try:
-                self.live.update(load_manifest(self.store, self.job, cid).shas())
+                manifest = load_manifest(self.store, self.job, cid)
             except ManifestError as exc:
                 raise GcError(f"kept checkpoint {cid} is unreadable, so its objects are unknown: {exc}") from exc
+            self.live.update(manifest.shas())
+            self._note_window(manifest.reuse_window_seconds, f"checkpoint {cid}")
+        self.check_grace()
+
+    def _note_window(self, window: float | None, source: str) -> None:
+        if window is not None and window > self.max_reuse_window:
+            self.max_reuse_window, self._window_source = window, source
+
+    def check_grace(self) -> None:
+        """Refuse to delete anything with a grace shorter than twice the recorded reuse window."""
+        needed = min_grace_seconds(self.max_reuse_window)
+        if self.grace < needed:
+            raise GcGraceError(
+                f"job {self.job}: gc grace {_duration_text(self.grace)} is shorter than twice the largest "
+                f"reuse window recorded in the store ({_duration_text(self.max_reuse_window)}, by "
+                f"{self._window_source}): set the grace (--grace, spec.gc.grace) to at least "
+                f"{_duration_text(needed)}, or take checkpoints with a smaller reuse window "
+                "(--reuse-window of `sparkpoint checkpoints create`)")
 
     def delete_manifests(self) -> None:
         for cid in self.to_delete_manifests:
@@ -139,6 +178,7 @@ class GcPass:
         cutoff = self.now - self.grace
         listed = list(self.store.list(objects_prefix(self.job)))
         self._read_pending(initial=False)  # markers written since step 1 keep their objects
+        self.check_grace()
         for info in listed:
             sha = sha_of_object_key(info.key)
             if sha is not None and sha in self.live:

@@ -59,7 +59,7 @@ def create_savepoint(store: ObjectStore, job: JobRef, name: str, checkpoint_id: 
     shas = sorted(source.shas())
     marker_key = pending_key(job, f"sp-{name}")
     marker = PendingMarker(id=f"sp-{name}", kind="savepoint", attempt=read_fence(store, job),
-                           created=utcnow(), objects=shas)
+                           created=utcnow(), objects=shas, reuse_window_seconds=0)
     store.put_bytes(marker_key, marker.to_json())
     try:
         with ThreadPoolExecutor(max(1, workers)) as pool:

@@ -1,20 +1,27 @@
 """Taking a checkpoint of a frozen directory (DESIGN.md section 4, asynchronous phase).
 
 Protocol, in this order (the GC relies on it):
- 1. hash every file (cache by inode/size/mtime), claim the next id with a conditional put of
-    `pending/<id>.json` that lists every object the checkpoint will reference;
- 2. decide what to upload: objects of the base checkpoint (the newest completed one, which GC
-    always retains) are reused without a request; other objects are reused only if the store
-    holds them and they are younger than `reuse_window_seconds` (so GC's grace period still
-    covers them), otherwise uploaded;
- 3. check the fence, write the manifest with a conditional put, delete the pending marker.
+ 1. hash every file (cache by inode/size/mtime), then, in ticket order (tickets.py), claim the next
+    id with a conditional put of `pending/<id>.json` that lists every object the checkpoint will
+    reference and the writer's reuse window;
+ 2. decide what to upload from ONE listing of the job's objects/ (not a request per object): an
+    object is reused only if the store holds it with the right size and it belongs to the base
+    checkpoint (the newest completed one, which GC always retains) or is younger than
+    `reuse_window_seconds` (GC refuses a grace shorter than twice that window); anything missing is
+    uploaded again from the frozen files, so one lost object heals at the next checkpoint;
+ 3. after each upload, re-stat the source: a file changed since it was hashed fails the checkpoint;
+ 4. re-stat every frozen file, check the fence, check that the pending marker still exists (if GC
+    expired it, the objects it protected may be gone: fail rather than commit blindly), write the
+    manifest with a conditional put, delete the pending marker.
 A crash anywhere leaves at most a pending marker and unreferenced objects, which GC removes.
+`stop_check` (e.g. "has the request timed out?") is called between files and may raise to stop.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,16 +36,28 @@ from sparkpoint.runtime.store.layout import (
     checkpoint_key,
     checkpoint_number,
     object_key,
+    objects_prefix,
     pending_key,
+    sha_of_object_key,
 )
 from sparkpoint.runtime.store.manifest import FileEntry, Manifest, PendingMarker, Totals, utcnow
 
 from .catalog import highest_checkpoint_number, latest_checkpoint
 from .fence import check_fence
 from .hashing import HashCache, cache_key
+from .tickets import IdTickets
 
 log = logging.getLogger("sparkpoint.checkpoint")
 Progress = Callable[[int], None]
+StopCheck = Callable[[], None]
+
+
+def _no_stop() -> None:
+    return None
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_ino, b.st_size, b.st_mtime_ns)
 
 
 class CheckpointError(StoreError):
@@ -87,6 +106,7 @@ class CheckpointOperation:
     id: str
     entries: list[FileEntry]
     sources: dict[str, Path]  # sha256 -> a file with that content
+    files: list[tuple[Path, os.stat_result]]  # every frozen file and its stat when it was hashed
     trigger_time: datetime
     batch_id: int | None
     spark_version: str | None
@@ -99,31 +119,40 @@ class CheckpointOperation:
     base_id: str | None = None
     uploaded: set[str] = field(default_factory=set)
     upload_seconds: float = 0.0
+    stop_check: StopCheck = _no_stop
+    source_stats: dict[str, os.stat_result] = field(default_factory=dict)
 
     @property
     def store(self) -> ObjectStore:
         return self.writer.store
 
     def plan(self) -> list[str]:
-        """Decide which objects must be uploaded (after the pending marker exists)."""
+        """Decide which objects must be uploaded (after the pending marker exists), from one
+        listing of the job's objects: missing ones are always uploaded, whatever their history."""
+        self.stop_check()
         base_manifest = self.writer.base  # may move on if another operation commits meanwhile
         self.base_id = base_manifest.id if base_manifest else None
         base = base_manifest.shas() if base_manifest else set()
+        held = {sha_of_object_key(i.key): i for i in self.store.list(objects_prefix(self.writer.job))}
         now = self.writer.clock()
-        unknown = [sha for sha in self.sources if sha not in base]
 
-        def must_upload(sha: str) -> bool:
-            info = self.store.stat(object_key(self.writer.job, sha))
-            return not (info and info.size == self.sources[sha].stat().st_size
-                        and now - info.last_modified < self.writer.reuse_window_seconds)
-        with ThreadPoolExecutor(self.writer.upload_workers) as pool:
-            flags = list(pool.map(must_upload, unknown))
-        self.to_upload = [sha for sha, upload in zip(unknown, flags, strict=True) if upload]
+        def reusable(sha: str) -> bool:
+            info = held.get(sha)
+            return (info is not None and info.size == self.source_stats[sha].st_size
+                    and (sha in base or now - info.last_modified < self.writer.reuse_window_seconds))
+        self.to_upload = [sha for sha in self.sources if not reusable(sha)]
         self.planned = True
         return self.to_upload
 
     def upload_one(self, sha: str) -> None:
-        self.store.put_file(object_key(self.writer.job, sha), str(self.sources[sha]))
+        self.stop_check()
+        key, path = object_key(self.writer.job, sha), self.sources[sha]
+        self.store.put_file(key, str(path))
+        if not _same_file(os.stat(path), self.source_stats[sha]):
+            # The bytes uploaded may not be the ones hashed: never leave them under this hash.
+            self.store.delete(key)
+            raise CheckpointError(f"checkpoint {self.id}: {path} changed while it was uploaded "
+                                  "(size or mtime differ from when it was hashed); not committing")
         self.uploaded.add(sha)
 
     def upload_all(self, progress: Progress | None = None) -> None:
@@ -135,10 +164,22 @@ class CheckpointOperation:
         def upload(sha: str) -> None:
             self.upload_one(sha)
             if progress:
-                progress(self.sources[sha].stat().st_size)
+                progress(self.source_stats[sha].st_size)
         with ThreadPoolExecutor(self.writer.upload_workers) as pool:
             list(pool.map(upload, todo))  # list() re-raises the first failure
         self.upload_seconds += time.perf_counter() - t0
+
+    def _check_before_commit(self) -> None:
+        changed = [str(path) for path, st in self.files if not _same_file(os.stat(path), st)]
+        if changed:
+            raise CheckpointError(f"checkpoint {self.id}: {len(changed)} frozen file(s) changed after "
+                                  f"hashing, e.g. {changed[0]}; not committing")
+        w = self.writer
+        check_fence(w.store, w.job, w.attempt)
+        if w.store.stat(pending_key(w.job, self.id)) is None:
+            raise CheckpointError(
+                f"checkpoint {self.id} of job {w.job}: its pending marker is gone (expired and removed by "
+                "GC?), so objects it protected may be gone too; not committing")
 
     def commit(self) -> CheckpointResult:
         """Fence check, conditional manifest write, pending marker removal."""
@@ -155,15 +196,17 @@ class CheckpointOperation:
             spark_version=self.spark_version, state_provider=self.state_provider, files=self.entries,
             totals=Totals(files=len(self.entries), bytes=total, new_bytes=new_bytes,
                           reused_bytes=total - new_bytes),
-            extra=self.extra,
+            extra=self.extra, reuse_window_seconds=w.reuse_window_seconds,
         )
-        check_fence(w.store, w.job, w.attempt)
+        self.stop_check()
+        self._check_before_commit()
         if not w.store.put_if_absent(checkpoint_key(w.job, self.id), manifest.to_json()):
             raise CheckpointError(f"checkpoint {self.id} of job {w.job} already exists; not overwriting")
         w.store.delete(pending_key(w.job, self.id))
-        if w.base is None or checkpoint_number(manifest.id) > checkpoint_number(w.base.id):
-            w.base = manifest
-        w.hash_cache.save()
+        with w.lock:
+            if w.base is None or checkpoint_number(manifest.id) > checkpoint_number(w.base.id):
+                w.base = manifest
+            w.hash_cache.save()
         result = CheckpointResult(
             id=self.id, files=len(self.entries), bytes=total, new_bytes=new_bytes,
             reused_bytes=total - new_bytes, uploaded_objects=len(self.uploaded),
@@ -181,7 +224,8 @@ class CheckpointOperation:
 
 
 class CheckpointWriter:
-    """Takes checkpoints for one attempt of one job; not for concurrent use by several threads."""
+    """Takes checkpoints for one attempt of one job; operations may overlap (ids are claimed in
+    ticket order, see tickets.py)."""
 
     def __init__(
         self,
@@ -202,8 +246,12 @@ class CheckpointWriter:
         self.hash_workers = hash_workers or min(4, os.cpu_count() or 1)
         self.reuse_window_seconds = reuse_window_seconds
         self.clock = clock
+        if reuse_window_seconds < 0:
+            raise ValueError("reuse window must not be negative")
         self.base: Manifest | None = latest_checkpoint(store, job)
         self._next_number = 0
+        self.lock = threading.Lock()
+        self.tickets = IdTickets()
 
     def base_shas(self) -> set[str]:
         return self.base.shas() if self.base else set()
@@ -217,31 +265,50 @@ class CheckpointWriter:
         state_provider: str | None = None,
         extra: dict[str, Any] | None = None,
         trigger_time: datetime | float | None = None,
+        ticket: int | None = None,
+        stop_check: StopCheck | None = None,
     ) -> CheckpointOperation:
-        """Hash the tree and claim an id by writing the pending marker."""
-        started = time.perf_counter()
-        if isinstance(trigger_time, int | float):
-            trigger_time = datetime.fromtimestamp(trigger_time, UTC)
-        trigger_time = trigger_time or utcnow()
-        files = scan_tree(Path(frozen_dir))
-        with ThreadPoolExecutor(self.hash_workers) as pool:
-            shas = list(pool.map(lambda f: self.hash_cache.hash(f[1], f[2]), files))
-        self.hash_cache.retain_only({cache_key(st) for _, _, st in files})
-        hash_seconds = time.perf_counter() - started
-        entries = [FileEntry(path=rel, size=st.st_size, sha256=sha)
-                   for (rel, _, st), sha in zip(files, shas, strict=True)]
-        sources = {sha: path for (_, path, _), sha in zip(files, shas, strict=True)}
-        marker_id = self._claim_id(sorted(sources))
+        """Hash the tree, then (in ticket order) claim an id by writing the pending marker.
+        `ticket` comes from `self.tickets.take()` in the caller's synchronous phase; begin always
+        releases it."""
+        ticket = self.tickets.take() if ticket is None else ticket
+        stop = stop_check or _no_stop
+        try:
+            started = time.perf_counter()
+            if isinstance(trigger_time, int | float):
+                trigger_time = datetime.fromtimestamp(trigger_time, UTC)
+            trigger_time = trigger_time or utcnow()
+            files = scan_tree(Path(frozen_dir))
+
+            def hash_one(f: tuple[str, Path, os.stat_result]) -> str:
+                stop()
+                return self.hash_cache.hash(f[1], f[2])
+            with ThreadPoolExecutor(self.hash_workers) as pool:
+                shas = list(pool.map(hash_one, files))
+            self.hash_cache.retain_only({cache_key(st) for _, _, st in files})
+            hash_seconds = time.perf_counter() - started
+            entries = [FileEntry(path=rel, size=st.st_size, sha256=sha)
+                       for (rel, _, st), sha in zip(files, shas, strict=True)]
+            sources = {sha: path for (_, path, _), sha in zip(files, shas, strict=True)}
+            stats = {sha: st for (_, _, st), sha in zip(files, shas, strict=True)}
+            self.tickets.wait_turn(ticket, stop)
+            stop()
+            marker_id = self._claim_id(sorted(sources))
+        finally:
+            self.tickets.release(ticket)
         return CheckpointOperation(
-            writer=self, id=marker_id, entries=entries, sources=sources, trigger_time=trigger_time,
+            writer=self, id=marker_id, entries=entries, sources=sources,
+            files=[(path, st) for _, path, st in files], trigger_time=trigger_time,
             batch_id=batch_id, spark_version=spark_version, state_provider=state_provider,
-            extra=dict(extra or {}), hash_seconds=hash_seconds, started=started)
+            extra=dict(extra or {}), hash_seconds=hash_seconds, started=started, stop_check=stop,
+            source_stats=stats)
 
     def _claim_id(self, shas: list[str]) -> str:
         number = max(self._next_number, highest_checkpoint_number(self.store, self.job) + 1)
         for _ in range(100):
             cid = checkpoint_id(number)
-            marker = PendingMarker(id=cid, attempt=self.attempt, created=utcnow(), objects=shas)
+            marker = PendingMarker(id=cid, attempt=self.attempt, created=utcnow(), objects=shas,
+                                   reuse_window_seconds=self.reuse_window_seconds)
             if self.store.put_if_absent(pending_key(self.job, cid), marker.to_json()):
                 self._next_number = number + 1
                 return cid
@@ -257,9 +324,11 @@ class CheckpointWriter:
         extra: dict[str, Any] | None = None,
         trigger_time: datetime | float | None = None,
         progress: Progress | None = None,
+        stop_check: StopCheck | None = None,
     ) -> CheckpointResult:
         op = self.begin(frozen_dir, batch_id=batch_id, spark_version=spark_version,
-                        state_provider=state_provider, extra=extra, trigger_time=trigger_time)
+                        state_provider=state_provider, extra=extra, trigger_time=trigger_time,
+                        stop_check=stop_check)
         try:
             op.plan()
             op.upload_all(progress)

@@ -34,6 +34,7 @@ class Frozen:
     dir: Path
     result: FreezeResult
     extra: dict[str, Any]
+    ticket: int  # fixes this checkpoint's place in the id order (batch order), see tickets.py
 
 
 def _lower_thread_priority() -> None:
@@ -56,7 +57,6 @@ class CheckpointPipeline:
         self.lineage, self.spark_version, self.state_provider = lineage, spark_version, state_provider
         self.last_checkpointed_batch = last_batch  # batch of the newest completed checkpoint
         self.latest: dict[str, Any] | None = None  # facts about the newest completed checkpoint
-        self._writer_lock = threading.Lock()  # begin/commit of the writer are not thread-safe
         shutil.rmtree(freeze_root, ignore_errors=True)  # leftovers of a killed attempt
         freeze_root.mkdir(parents=True, exist_ok=True)
 
@@ -75,17 +75,19 @@ class CheckpointPipeline:
         self.metrics.checkpoint_duration.labels("sync").observe(result.seconds)
         req.details["freezeFiles"] = len(result.files)
         req.details["freezeSeconds"] = round(result.seconds, 4)
-        return Frozen(dir=target, result=result, extra=extra)
+        # Last, and in memory only: the store is not asked here (an outage must not block the freeze).
+        return Frozen(dir=target, result=result, extra=extra, ticket=self.writer.tickets.take())
 
     # --- async phase ----------------------------------------------------------------------------
     def run_async(self, req: CheckpointRequest, frozen: Frozen) -> None:
         _lower_thread_priority()
         t0 = time.perf_counter()
         try:
-            with self._writer_lock:
-                op = self.writer.begin(frozen.dir, batch_id=frozen.result.batch_id,
-                                       spark_version=self.spark_version, state_provider=self.state_provider,
-                                       extra=frozen.extra)
+            # Ids are claimed in ticket order; a timed-out request stops between files and uploads.
+            op = self.writer.begin(frozen.dir, batch_id=frozen.result.batch_id,
+                                   spark_version=self.spark_version, state_provider=self.state_provider,
+                                   extra=frozen.extra, ticket=frozen.ticket,
+                                   stop_check=req.check_not_abandoned)
             req.checkpoint_id = op.id
             try:
                 todo = op.plan()
@@ -97,8 +99,7 @@ class CheckpointPipeline:
                 self.sink.upload_staged(frozen.extra)  # staged output of batches (P, C], before the manifest
                 req.check_not_abandoned()
                 faults.point("manifest")
-                with self._writer_lock:
-                    result = op.commit()
+                result = op.commit()
             except BaseException:
                 op.abort()
                 raise
@@ -116,6 +117,7 @@ class CheckpointPipeline:
             self.metrics.checkpoint_failures.labels("upload").inc()
             raise
         finally:
+            self.writer.tickets.release(frozen.ticket)  # idempotent: begin released it unless it never ran
             shutil.rmtree(frozen.dir, ignore_errors=True)
         seconds = time.perf_counter() - t0
         m = self.metrics

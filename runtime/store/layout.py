@@ -7,6 +7,7 @@
   savepoints/<name>/manifest.json   savepoint manifest ...
   savepoints/<name>/objects/<aa>/<sha256>  ... and its own copies of every object
   fence.json                        current attempt number
+  attempts/<n>.json                 the claim of attempt n (conditional create; see fence.py)
   outputs/...                       the exactly-once sink's table
 """
 
@@ -127,6 +128,10 @@ def savepoints_prefix(job: JobRef) -> str:
 
 def fence_key(job: JobRef) -> str:
     return f"{job.root}/fence.json"
+
+
+def attempt_claim_key(job: JobRef, attempt: int) -> str:
+    return f"{job.root}/attempts/{attempt:06d}.json"
 
 
 def outputs_prefix(job: JobRef) -> str:

@@ -61,6 +61,9 @@ class Manifest(BaseModel):
     state_provider: str | None
     files: list[FileEntry]
     totals: Totals
+    # The writer's reuse window: GC refuses a grace period shorter than twice the largest one it
+    # finds (None: written before the window was recorded).
+    reuse_window_seconds: float | None = Field(default=None, ge=0)
     extra: dict[str, Any] = Field(default_factory=dict)
 
     def to_json(self) -> bytes:
@@ -84,6 +87,7 @@ class PendingMarker(BaseModel):
     attempt: int
     created: datetime
     objects: list[str]  # sha256 of every object under objects/ the operation will reference
+    reuse_window_seconds: float | None = Field(default=None, ge=0)  # see Manifest
 
     def to_json(self) -> bytes:
         return self.model_dump_json().encode()
@@ -98,6 +102,7 @@ class Fence(BaseModel):
 
     attempt: int = Field(ge=0)
     updated: datetime
+    owner: str | None = None  # random per claimer: a claim's bytes are never written by two starters
 
     def to_json(self) -> bytes:
         return self.model_dump_json().encode()

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -147,6 +148,12 @@ def main() -> None:
     parser.add_argument("--bucket", action="append", default=[], help="create this bucket (repeatable)")
     parser.add_argument("--data-dir", help="keep data here instead of a temp dir")
     args = parser.parse_args()
+    # SIGTERM must clean up like Ctrl-C: its default action would kill us and orphan the server
+    # (it runs in its own session) and its temp data dir. Installed before the start, so a signal
+    # during startup also ends in stop().
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     with MinioServer(data_dir=args.data_dir) as server:
         for bucket in args.bucket:
             server.make_bucket(bucket)
@@ -155,8 +162,9 @@ def main() -> None:
             with os.fdopen(fd, "w") as f:
                 f.writelines(f"export {k}={v}\n" for k, v in server.env().items())
         print(f"minio ready at {server.endpoint}", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        while not stop.wait(0.5):
+            if server.proc is None or server.proc.poll() is not None:
+                raise SystemExit("minio server exited unexpectedly")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ with backoff; the client's own urllib3 retries are turned off so the policy live
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -122,6 +124,27 @@ class S3Store(ObjectStore):
             for _ in self.client.list_objects(self.bucket, prefix=f"{self.prefix}/" if self.prefix else None):
                 break
         self._call("check", None, probe)
+        self._check_conditional_writes()
+
+    def _check_conditional_writes(self) -> None:
+        """Manifests, pending markers and attempt claims rely on `If-None-Match: *`; a server (or a
+        gateway in front of it) that ignores the header would let two writers both 'create' a key.
+        Prove it is honoured: the second create of a fresh key must be refused."""
+        key = f".sparkpoint-check/{uuid.uuid4().hex}"
+        try:
+            first = self.put_if_absent(key, b"first")
+            second = self.put_if_absent(key, b"second")
+        except StoreError as exc:
+            raise StoreError(f"object store {self.url} failed a conditional write (If-None-Match: *), "
+                             f"which Sparkpoint needs: {exc}") from None
+        finally:
+            with contextlib.suppress(StoreError):  # the verdict matters more than a leftover probe key
+                self.delete(key)
+        if not first or second:
+            raise StoreError(
+                f"object store {self.url} does not honour conditional writes (If-None-Match: *): a second "
+                "create of the same key was accepted. Sparkpoint needs them to never overwrite a manifest "
+                "or an attempt claim; use a server that supports them (AWS S3, MinIO since 2024)")
 
     def put_bytes(self, key: str, data: bytes) -> None:
         full = self._full(key)
@@ -141,17 +164,29 @@ class S3Store(ObjectStore):
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         full = self._full(key)
+        tries = [0]
 
         def put() -> bool:
+            tries[0] += 1
             try:
                 # S3 conditional write: the server refuses (412) if the key already exists.
                 self.client._put_object(self.bucket, full, data, headers={"If-None-Match": "*"})
                 return True
             except S3Error as exc:
                 if exc.code in ("PreconditionFailed", "ConditionalRequestConflict"):
-                    return False
+                    # After a retry, the existing object may be our own earlier try whose response
+                    # was lost: the same bytes mean we created it.
+                    return tries[0] > 1 and self._holds(full, data)
                 raise
         return self._call("conditional put", key, put)
+
+    def _holds(self, full: str, data: bytes) -> bool:
+        resp = self.client.get_object(self.bucket, full)
+        try:
+            return resp.read() == data
+        finally:
+            resp.close()
+            resp.release_conn()
 
     def put_file(self, key: str, path: str) -> None:
         full = self._full(key)

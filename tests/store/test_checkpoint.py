@@ -159,7 +159,7 @@ def test_restore_of_an_older_checkpoint_and_missing_ones(store, job, tmp_path) -
 
 def test_savepoint_survives_deletion_of_every_checkpoint(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
     paths = write_tree(tmp_path / "hot", 8)
-    writer = new_writer(store, job)
+    writer = new_writer(store, job, reuse_window_seconds=0)  # GC below runs with no grace
     writer.take_checkpoint(tmp_path / "hot", batch_id=3)
     snapshot = tree_digest(tmp_path / "hot")
     sp = create_savepoint(store, job, "before-upgrade")
@@ -221,7 +221,7 @@ def test_checkpoint_of_a_missing_directory_is_a_clear_error(store, job, tmp_path
 def test_two_in_flight_checkpoints_and_gc_keep_every_needed_object(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """maxConcurrent=2: the slower operation reuses objects of a base that GC drops meanwhile."""
     paths = write_tree(tmp_path / "hot", 6)
-    writer = new_writer(store, job)
+    writer = new_writer(store, job, reuse_window_seconds=0)  # GC below runs with no grace
     writer.take_checkpoint(tmp_path / "hot")  # chk-000001
     shutil.copytree(tmp_path / "hot", tmp_path / "frozen-slow")
     slow = writer.begin(tmp_path / "frozen-slow", batch_id=2)

@@ -18,12 +18,13 @@ from .trees import change_files, tree_digest, write_tree
 
 def test_cli_end_to_end(store_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
     common = ["--store", store_url, "--job", "team-a/orders"]
+    create = ["checkpoints", "create", "--from", str(tmp_path / "hot"), "--reuse-window", "0s"]  # gc --grace 0s
     paths = write_tree(tmp_path / "hot", 12)
-    first = sparkpoint_json("checkpoints", "create", "--from", str(tmp_path / "hot"), *common)
+    first = sparkpoint_json(*create, *common)
     assert {"id", "files", "bytes", "new_bytes", "reused_bytes"} <= set(first)
     assert first["id"] == "chk-000001" and first["files"] == 12 and first["reused_bytes"] == 0
     changed = change_files(paths, 3)
-    second = sparkpoint_json("checkpoints", "create", "--from", str(tmp_path / "hot"), *common)
+    second = sparkpoint_json(*create, *common)
     assert second["new_bytes"] == sum(p.stat().st_size for p in changed)
     assert second["reused_bytes"] == second["bytes"] - second["new_bytes"]
 
@@ -79,7 +80,8 @@ def test_cli_usage_errors_are_one_clear_line(tmp_path) -> None:  # type: ignore[
 def test_gc_sidecar_loop_serves_metrics_and_stops_on_sigterm(tmp_path) -> None:  # type: ignore[no-untyped-def]
     url = f"file://{tmp_path}/s"
     write_tree(tmp_path / "hot", 3)
-    sparkpoint("checkpoints", "create", "--from", str(tmp_path / "hot"), "--store", url, "--job", "ns/j")
+    sparkpoint("checkpoints", "create", "--from", str(tmp_path / "hot"), "--reuse-window", "0s", "--store", url,
+               "--job", "ns/j")
     port = free_port()
     proc = subprocess.Popen([*CLI, "gc", "--retain", "1", "--grace", "0s", "--interval", "0.2", "--json",
                              "--metrics-port", str(port), "--store", url, "--job", "ns/j"],

@@ -26,7 +26,7 @@ def test_sigkill_during_checkpoint_leaves_a_restorable_store_and_collectable_deb
     store, job = open_store(store_url), JobRef("crash", "victim")
     hot = tmp_path / "hot"
     paths = write_tree(hot, 40, size=128 * 1024)
-    common = ["--store", store_url, "--job", str(job), "--no-progress"]
+    common = ["--store", store_url, "--job", str(job), "--no-progress", "--reuse-window", "0s"]  # GC: no grace
     trees: dict[str, dict[str, str]] = {}
 
     t0 = time.monotonic()

@@ -3,12 +3,15 @@
 Hypothesis interleaves, step by step: checkpoint steps of up to two concurrent checkpoints
 (begin+pending marker, plan, each upload, commit), GC steps (list pending, list checkpoints, delete manifests, list objects, each object
 deletion, delete abandoned markers), crashes of either, time passing, pins, file churn (including
-content reverting to old, already-collected versions) and restores.
+content reverting to old, already-collected versions), restores of the latest and of older retained
+checkpoints, and new attempts started by several concurrent starters (the fence).
 
 Invariants after every step:
  * every object of a retained checkpoint (newest `retain`) or a pinned one exists with its size;
  * every object an in-flight checkpoint has uploaded or decided to reuse still exists;
- * restoring the latest checkpoint reproduces the tree it was taken from.
+ * restoring the latest or any retained checkpoint reproduces the tree it was taken from;
+ * concurrent starters get distinct attempts, the newest one holds the fence, and an operation of a
+   fenced (zombie) writer never commits.
 At the end (everything crashed, time past grace and pending timeout, two full passes): the store
 holds exactly the objects of retained and pinned checkpoints, and no pending markers.
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -28,7 +32,14 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from sparkpoint.runtime.checkpoint import CheckpointWriter, GcPass, restore, write_fence
+from sparkpoint.runtime.checkpoint import (
+    CheckpointWriter,
+    FencedError,
+    GcPass,
+    read_fence,
+    restore,
+    write_fence,
+)
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.store import DirectoryStore, JobRef, ObjectStore
 from sparkpoint.runtime.store.layout import object_key, objects_prefix, pending_prefix
@@ -64,10 +75,10 @@ class GcSafety(RuleBasedStateMachine):
         self.trees: dict[str, dict[str, str]] = {}  # checkpoint id -> digest of its frozen tree
         self.freezes = 0
 
-    def _new_writer(self) -> CheckpointWriter:
-        return CheckpointWriter(self.store, self.job, attempt=write_fence(self.store, self.job),
-                                job_uid="u", upload_workers=1, reuse_window_seconds=REUSE_WINDOW,
-                                clock=self.clock)
+    def _new_writer(self, attempt: int | None = None) -> CheckpointWriter:
+        attempt = write_fence(self.store, self.job) if attempt is None else attempt
+        return CheckpointWriter(self.store, self.job, attempt=attempt, job_uid="u", upload_workers=1,
+                                reuse_window_seconds=REUSE_WINDOW, clock=self.clock)
 
     def teardown(self) -> None:
         try:
@@ -130,6 +141,12 @@ class GcSafety(RuleBasedStateMachine):
             op.plan()
             flight["steps"] = [("upload", sha) for sha in op.to_upload] + ["commit"]
         elif step == "commit":
+            if op.writer is not self.writer:  # a zombie of an attempt fenced off since it began
+                with pytest.raises(FencedError):
+                    op.commit()
+                op.abort()
+                del self.ops[slot]
+                return
             result = op.commit()
             self.trees[result.id] = flight["tree"]
             del self.ops[slot]
@@ -148,6 +165,23 @@ class GcSafety(RuleBasedStateMachine):
         self.checkpoint_step(slot)
         while slot in self.ops:
             self.checkpoint_step(slot)
+
+    @rule(starters=st.integers(2, 4))
+    def new_attempt_starts(self, starters: int) -> None:
+        """Several runtimes start together; in-flight operations of the old writer become zombies."""
+        barrier, attempts = threading.Barrier(starters), []
+
+        def start() -> None:
+            barrier.wait()
+            attempts.append(write_fence(self.store, self.job))
+        threads = [threading.Thread(target=start) for _ in range(starters)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(attempts) == starters and len(set(attempts)) == starters, attempts
+        assert read_fence(self.store, self.job) == max(attempts)
+        self.writer = self._new_writer(attempt=max(attempts))
 
     @rule()
     def writer_crashes(self) -> None:
@@ -191,6 +225,17 @@ class GcSafety(RuleBasedStateMachine):
         target = self.tmp / f"restore-{len(ids)}-{time.monotonic_ns()}"
         restore(self.store, self.job, target, workers=2)
         assert tree_digest(target) == self.trees[ids[-1]]  # the newest id, whichever op finished last
+        shutil.rmtree(target)
+
+    @rule(data=st.data())
+    def restore_older(self, data: st.DataObject) -> None:
+        protected = sorted(m.id for m in self._protected())
+        if not protected:
+            return
+        cid = data.draw(st.sampled_from(protected))
+        target = self.tmp / f"restore-{cid}-{time.monotonic_ns()}"
+        restore(self.store, self.job, target, checkpoint_id=cid, workers=2)
+        assert tree_digest(target) == self.trees[cid]
         shutil.rmtree(target)
 
     @invariant()

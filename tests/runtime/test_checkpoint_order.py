@@ -1,0 +1,125 @@
+"""The checkpoint pipeline with maxConcurrent > 1 on a real directory store (issue 8 items 5, 8):
+ids follow batch order whatever order the asynchronous phases run and finish in, and a timed-out
+request stops uploading."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from sparkpoint.runtime.checkpoint import CheckpointWriter, write_fence
+from sparkpoint.runtime.checkpoint.catalog import list_checkpoints
+from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
+from sparkpoint.runtime.service import checkpointing
+from sparkpoint.runtime.service.checkpointing import CheckpointPipeline
+from sparkpoint.runtime.service.metrics import RuntimeMetrics
+from sparkpoint.runtime.store import DirectoryStore, JobRef
+
+from .test_freeze import _write, make_hot_dir
+
+
+class NoSink:
+    def manifest_extra(self, up_to_batch: int) -> dict:
+        return {}
+
+    def publish(self, checkpoint_id: str, extra: dict) -> bool:
+        return False
+
+
+class SlowUploads(DirectoryStore):
+    """Uploads of files whose path contains a marker wait until released."""
+
+    def __init__(self, root: Path):
+        super().__init__(root, fsync=False)
+        self.hold: str | None = None
+        self.release = threading.Event()
+        self.uploads = 0
+
+    def put_file(self, key: str, path: str) -> None:
+        self.uploads += 1
+        if self.hold and self.hold in path:
+            self.release.wait(30)
+        super().put_file(key, path)
+
+
+def _pipeline(tmp_path: Path, store, max_concurrent: int, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    job = JobRef("default", "order")
+    writer = CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="u", upload_workers=1,
+                              reuse_window_seconds=0)
+    pipe = CheckpointPipeline(store=store, job=job, writer=writer, sink=NoSink(), hot_dir=tmp_path / "hot",
+                              freeze_root=tmp_path / "freeze", metrics=RuntimeMetrics(), lineage={},
+                              spark_version="4", state_provider="rocksdb", last_batch=None)
+    coord = CheckpointCoordinator(sync_phase=pipe.sync, async_phase=pipe.run_async, interval=0,
+                                  timeout=timeout, max_concurrent=max_concurrent)
+    return job, pipe, coord
+
+
+def _next_batch(hot: Path, batch: int) -> None:
+    _write(hot / "offsets" / str(batch), "v1\n{}")
+    _write(hot / "state" / "0" / "0" / f"{batch + 1}.changelog", f"c{batch + 1}")
+    _write(hot / "commits" / str(batch), "v1\n{}")
+
+
+def test_ids_follow_batch_order_when_phases_run_out_of_order(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    make_hot_dir(tmp_path / "hot", committed=3, planned=3, snapshots=set(), versions=4)
+    store = SlowUploads(tmp_path / "store")
+    job, pipe, coord = _pipeline(tmp_path, store, max_concurrent=2)
+    # The first request's worker thread is descheduled before it reaches the store, and its
+    # uploads finish last: the second request (a newer batch) runs ahead of it.
+    real_lower, calls = checkpointing._lower_thread_priority, [0]
+
+    def late_first() -> None:
+        calls[0] += 1
+        if calls[0] == 1:
+            time.sleep(1.0)
+        real_lower()
+    monkeypatch.setattr(checkpointing, "_lower_thread_priority", late_first)
+    store.hold = "req-000001"
+    coord.start()
+    try:
+        first = coord.request()
+        deadline = time.monotonic() + 10
+        while first.status == "queued" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _next_batch(tmp_path / "hot", 4)
+        second = coord.request()
+        assert second.done.wait(30), "the newer checkpoint must not wait for the older one's uploads"
+        store.release.set()
+        assert first.done.wait(30)
+        assert (first.status, second.status) == ("completed", "completed"), (first.error, second.error)
+    finally:
+        store.release.set()
+        coord.stop()
+    assert (first.batch_id, second.batch_id) == (3, 4)
+    assert first.checkpoint_id < second.checkpoint_id, (first.checkpoint_id, second.checkpoint_id)
+    manifests = list_checkpoints(store, job)
+    assert manifests[-1].batch_id == 4, "the highest id must be the newest batch"
+    assert pipe.writer.base is not None and pipe.writer.base.id == second.checkpoint_id
+
+
+def test_a_timed_out_request_stops_uploading(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    make_hot_dir(tmp_path / "hot", committed=2, planned=2, snapshots=set(), versions=3)
+    for i in range(40):
+        _write(tmp_path / "hot" / "sources" / "0" / f"{i}", f"source file {i}")
+    store = SlowUploads(tmp_path / "store")
+    real_put = DirectoryStore.put_file
+
+    def slow_put(self, key, path):  # type: ignore[no-untyped-def]
+        self.uploads += 1
+        time.sleep(0.1)
+        real_put(self, key, path)
+    store.put_file = slow_put.__get__(store)  # type: ignore[method-assign]
+    job, _, coord = _pipeline(tmp_path, store, max_concurrent=1, timeout=0.5)
+    coord.start()
+    try:
+        req = coord.request()
+        assert req.done.wait(10) and req.status == "timed_out"
+        time.sleep(1.5)
+        after = store.uploads
+        time.sleep(1.0)
+        assert store.uploads == after, "uploads went on after the request timed out"
+    finally:
+        coord.stop()
+    assert store.uploads < 30, f"{store.uploads} uploads for a request that timed out after ~5"
+    assert list_checkpoints(store, job) == []
