@@ -5,7 +5,7 @@ Work dir layout (local disk, an emptyDir in a pod):
   sink-journal/   staged output per batch (see sink/journal.py)
   freeze/<req>/   hard-linked checkpoint sets while they upload
   hash-cache.json file hashes by inode/size/mtime
-  owner.json      which job and store the hot dir belongs to
+  owner.json      which job, store, attempt and checkpoint the hot dir belongs to (hotdir.py)
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from sparkpoint.runtime.sink.transactional import TransactionalSink
 from sparkpoint.runtime.sink.upsert import UpsertSink
 from sparkpoint.runtime.store import JobRef, ObjectStore, open_store
 
-from . import faults
+from . import faults, hotdir
 from .checkpointing import CheckpointPipeline
 from .metrics import RuntimeMetrics
 from .recovery import RestoreOutcome, restore_on_start
@@ -94,7 +94,8 @@ class JobRuntime:
         return {
             "job": str(self.job), "attempt": self.attempt, "phase": self.phase,
             "restore": r and {"source": r.source, "batchId": r.batch_id, "seconds": round(r.seconds, 3),
-                              "checkpoint": r.manifest.id if r.manifest else None, "reason": r.reason},
+                              "checkpoint": r.manifest.id if r.manifest else None, "reason": r.reason,
+                              "fallbacks": [f.to_json() for f in r.fallbacks]},
             "latestCommittedBatch": self.committed_batch(),
             "lastProgress": self.last_progress,
             "latestCheckpoint": self.pipeline.latest if self.pipeline else None,
@@ -129,8 +130,10 @@ class JobRuntime:
         self.restore = restore_on_start(
             store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
             hot_dir=self.hot_dir, restore_from=spec.restore_from,
-            local_recovery=spec.checkpoint.local_recovery)
+            local_recovery=spec.checkpoint.local_recovery, attempt=self.attempt)
         self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
+        for fallback in self.restore.fallbacks:
+            self.metrics.restore_fallbacks.labels(fallback.reason).inc()
         self.sink = self._make_sink(store)
         from .api import ControlServer
 
@@ -202,7 +205,7 @@ class JobRuntime:
             last_batch=r.manifest.batch_id if r.manifest else None)
         ck = spec.checkpoint
         self.coordinator = coord = CheckpointCoordinator(
-            sync_phase=pipeline.sync, async_phase=pipeline.run_async, on_finished=pipeline.on_finished,
+            sync_phase=pipeline.sync, async_phase=pipeline.run_async, on_finished=self._on_checkpoint_finished,
             interval=parse_duration(ck.interval), timeout=parse_duration(ck.timeout),
             min_pause=parse_duration(ck.min_pause), max_concurrent=ck.max_concurrent)
         self.query = start_query(df, hot_dir=str(self.hot_dir), sink_kind=spec.job.sink.kind,
@@ -214,15 +217,47 @@ class JobRuntime:
                                          "restore_seconds": round(r.seconds, 3), "attempt": self.attempt})
         return self._wait_and_drain()
 
+    def _on_checkpoint_finished(self, req: Any) -> None:
+        self.pipeline.on_finished(req)
+        if req.status == "completed" and req.kind == "checkpoint" and req.checkpoint_id:
+            # The hot dir now holds this checkpoint's history (a restart may trust it: hotdir.py).
+            hotdir.update_owner(self.work_dir, checkpoint=req.checkpoint_id)
+
+    def _start_proved(self) -> bool:
+        """True once this start committed a batch past its restore point (then it is not suspect)."""
+        committed, restored = self.committed_batch(), self.restore.batch_id
+        return committed is not None and (restored is None or committed > restored)
+
+    def _record_failed_start(self, error: str) -> None:
+        """The query died before committing a batch: the next start must not pick this point again."""
+        r = self.restore
+        if r.source == "fresh" or self._start_proved():
+            return
+        point = r.point
+        entry = {"source": "local"} if point is None else {"source": point.kind, "id": point.id}
+        owner = hotdir.owner_of(self.work_dir) or {}
+        failed = [f for f in owner.get("failedStarts") or [] if f.get("source") != entry["source"]
+                  or f.get("id") != entry.get("id")]
+        hotdir.update_owner(self.work_dir, failedStarts=[*failed, {**entry, "batch": r.batch_id,
+                                                                    "attempt": self.attempt,
+                                                                    "error": error[:500]}])
+        log.warning("start from the restore point failed before committing a batch; the next start "
+                    "will not use it", extra={**entry, "batch": r.batch_id, "error": error[:500]})
+
     def _wait_and_drain(self) -> int:
         until = self.opts.until_batch
+        proved = False
         while not self.stop_event.wait(0.2):
             if not self.query.isActive:
                 exc = self.query.exception()
                 log.error("query terminated", extra={"error": str(exc) if exc else None})
+                self._record_failed_start(str(exc) if exc else "the query stopped")
                 self.phase = "failed"
                 self.coordinator.stop()
                 return EXIT_FAILED
+            if not proved and self._start_proved():
+                proved = True
+                hotdir.update_owner(self.work_dir, failedStarts=[])
             if until is not None and (self.committed_batch() or -1) >= until:
                 self.request_stop(checkpoint=True)
         return self._drain()
