@@ -214,7 +214,8 @@ class JobRuntime:
         coord.start()
         self.phase = "running"
         log.info("query running", extra={"job": str(self.job), "restore": r.source, "batch": r.batch_id,
-                                         "restore_seconds": round(r.seconds, 3), "attempt": self.attempt})
+                                         "restore_seconds": round(r.seconds, 3), "attempt": self.attempt,
+                                         "fallbacks": len(r.fallbacks)})
         return self._wait_and_drain()
 
     def _on_checkpoint_finished(self, req: Any) -> None:
