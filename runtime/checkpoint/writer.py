@@ -33,7 +33,7 @@ from sparkpoint.runtime.store.layout import (
 )
 from sparkpoint.runtime.store.manifest import FileEntry, Manifest, PendingMarker, Totals, utcnow
 
-from .catalog import highest_checkpoint_number, latest_checkpoint
+from .catalog import highest_checkpoint_number, list_checkpoint_ids, load_manifest
 from .fence import check_fence
 from .hashing import HashCache, cache_key
 
@@ -180,6 +180,17 @@ class CheckpointOperation:
             log.warning("could not remove pending marker", extra={"id": self.id, "error": str(exc)})
 
 
+def _latest_readable(store: ObjectStore, job: JobRef) -> Manifest | None:
+    """The newest checkpoint whose manifest reads: a corrupt newest manifest (which the restore fell
+    back past) must not stop new checkpoints."""
+    for cid in reversed(list_checkpoint_ids(store, job)):
+        try:
+            return load_manifest(store, job, cid)
+        except StoreError as exc:
+            log.warning("checkpoint manifest unreadable; not a base", extra={"id": cid, "error": str(exc)})
+    return None
+
+
 class CheckpointWriter:
     """Takes checkpoints for one attempt of one job; not for concurrent use by several threads."""
 
@@ -202,7 +213,7 @@ class CheckpointWriter:
         self.hash_workers = hash_workers or min(4, os.cpu_count() or 1)
         self.reuse_window_seconds = reuse_window_seconds
         self.clock = clock
-        self.base: Manifest | None = latest_checkpoint(store, job)
+        self.base: Manifest | None = _latest_readable(store, job)
         self._next_number = 0
 
     def base_shas(self) -> set[str]:

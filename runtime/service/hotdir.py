@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,10 +47,14 @@ def claim(work_dir: Path, job: JobRef, store_url: str, *, attempt: int, checkpoi
                            "failedStarts": failed_starts or []})
 
 
+_update_lock = threading.Lock()  # the checkpoint thread and the main thread both update the record
+
+
 def update_owner(work_dir: Path, **changes: Any) -> None:
-    doc = owner_of(work_dir)
-    if doc is not None:
-        write_owner(work_dir, {**doc, **changes})
+    with _update_lock:
+        doc = owner_of(work_dir)
+        if doc is not None:
+            write_owner(work_dir, {**doc, **changes})
 
 
 @dataclass(frozen=True)

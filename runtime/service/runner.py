@@ -29,7 +29,7 @@ from sparkpoint.runtime.sink.console import ConsoleSink
 from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.transactional import TransactionalSink
 from sparkpoint.runtime.sink.upsert import UpsertSink
-from sparkpoint.runtime.store import JobRef, ObjectStore, open_store
+from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
 
 from . import faults, hotdir
 from .checkpointing import CheckpointPipeline
@@ -77,6 +77,7 @@ class JobRuntime:
         self.pipeline: CheckpointPipeline | None = None
         self.store: ObjectStore | None = None
         self.sink: Any = None
+        self.sink_failed = False
 
     # --- status (read by the control API from another thread) ----------------------------------
     def committed_batch(self) -> int | None:
@@ -174,7 +175,13 @@ class JobRuntime:
         log.info("batch completed", extra=self.last_progress)
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
-        self.sink.write_batch(df, batch_id)
+        try:
+            self.sink.write_batch(df, batch_id)
+        except (StoreError, OSError):
+            # The output path failed (store or staging disk), not the restored state. Spark's own
+            # errors (a state file that fails to load) also surface here, as Py4J errors.
+            self.sink_failed = True
+            raise
         faults.point("batch")
 
     def _run_query(self, func: Any) -> int:
@@ -232,7 +239,7 @@ class JobRuntime:
     def _record_failed_start(self, error: str) -> None:
         """The query died before committing a batch: the next start must not pick this point again."""
         r = self.restore
-        if r.source == "fresh" or self._start_proved():
+        if r.source == "fresh" or self.sink_failed or self._start_proved():
             return
         point = r.point
         entry = {"source": "local"} if point is None else {"source": point.kind, "id": point.id}

@@ -104,3 +104,15 @@ def test_old_pod_hot_dir_is_not_trusted_after_a_newer_attempt(store, job, tmp_pa
     c2 = checkpoint_of(store, job, tmp_path, 5, b2)
     out = start(store, job, pod_a, write_fence(store, job))
     assert (out.source, out.manifest.id, out.batch_id) == ("remote", c2.id, 5)
+
+
+def test_corrupt_newest_manifest_falls_back_and_checkpoints_go_on(store, job, tmp_path):
+    attempt = write_fence(store, job)
+    c1 = checkpoint_of(store, job, tmp_path, 3, attempt)
+    c2 = checkpoint_of(store, job, tmp_path, 5, attempt)
+    store.put_bytes(checkpoint_key(job, c2.id), b'{"truncated')
+    out = start(store, job, tmp_path / "pod", write_fence(store, job))
+    assert (out.manifest.id, [f.reason for f in out.fallbacks]) == (c1.id, ["corrupt_manifest"])
+    # The next checkpoint of this attempt is not blocked by the unreadable newest manifest.
+    c3 = checkpoint_of(store, job, tmp_path, 7, write_fence(store, job))
+    assert c3.base_checkpoint == c1.id and c3.id > c2.id
