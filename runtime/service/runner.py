@@ -241,6 +241,8 @@ class JobRuntime:
         r = self.restore
         if r.source == "fresh" or self.sink_failed or self._start_proved():
             return
+        if len(error) > 600:  # Py4J wraps Spark's cause in a Python traceback: keep both ends
+            error = f"{error[:200]} ... {error[-400:]}"
         point = r.point
         entry = {"source": "local"} if point is None else {"source": point.kind, "id": point.id}
         owner = hotdir.owner_of(self.work_dir) or {}
@@ -248,9 +250,9 @@ class JobRuntime:
                   or f.get("id") != entry.get("id")]
         hotdir.update_owner(self.work_dir, failedStarts=[*failed, {**entry, "batch": r.batch_id,
                                                                     "attempt": self.attempt,
-                                                                    "error": error[:500]}])
+                                                                    "error": error}])
         log.warning("start from the restore point failed before committing a batch; the next start "
-                    "will not use it", extra={**entry, "batch": r.batch_id, "error": error[:500]})
+                    "will not use it", extra={**entry, "batch": r.batch_id, "error": error})
 
     def _wait_and_drain(self) -> int:
         until = self.opts.until_batch
