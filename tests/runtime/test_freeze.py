@@ -132,7 +132,7 @@ def test_restart_check_parses_what_spark_reads(tmp_path):
         assert check_restartable(hot) == 7
         return hot
     cases = {
-        "offsets/7": (b"\x00\x9f garbage", "offsets/7"),
+        "offsets/7": (b"v1\n{\"batchWatermarkMs\":0,garbled\n{\"offset\":", "offsets/7"),
         "commits/7": (b"v1\n{not json", "commits/7"),
         "metadata": (b"", "metadata"),
         "state/0/0/8.changelog": (lz4_file(b"c8")[:-5], "truncated"),

@@ -133,7 +133,8 @@ def test_corrupt_hot_dir_under_supervise_restores_from_the_store(tmp_path):
     assert first.wait(120) == 0
     drained = committed(pod)
     offsets = pod / "hot" / "offsets" / str(max(int(n) for n in os.listdir(pod / "hot" / "offsets") if n.isdigit()))
-    offsets.write_bytes(b"\x8b\x00garbage" * 20)
+    # Text that starts like a Spark log entry (what a first-character check accepts) but does not parse.
+    offsets.write_bytes(b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":garbled\n{"offset":')
     newest_needed_changelog(pod / "hot").write_bytes(b"\x00garbage" * 30)
     log1 = tmp_path / "supervise-1.log"
     drain_supervisor(supervise(job_file, pod, log1), pod, drained)
