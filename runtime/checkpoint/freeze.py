@@ -10,6 +10,15 @@ Order is what makes the set crash-consistent without pausing Spark: `commits/` i
 every state file of versions <= C+1 already exists; files of the running batch (C+2 and up) are
 ignored. Nothing here waits for the running batch. Hard links share the inode, so a file Spark
 later deletes from the hot dir stays readable in the freeze dir until the upload is done.
+
+State checkpoint format v2 (`spark.sql.streaming.stateStore.checkpointFormatVersion=2`, RocksDB):
+files are named `<version>_<uuid>.changelog|zip`, and `commits/N` (log `v2`) records in
+`stateUniqueIds` {operator: [[uuid, ...] per partition]} the uuid of every store's version N+1.
+A re-run of a batch that never committed leaves files of the same version under another uuid, so
+the version alone no longer identifies the history: the freeze follows the lineage the commit log
+records (version C+1's uuid from commits/C, version C's from commits/C-1, ...) back to the newest
+snapshot of that lineage, and refuses (FreezeError) when a uuid-named file it needs cannot be
+placed. Stray files of abandoned re-runs are left out.
 """
 
 from __future__ import annotations
@@ -19,11 +28,14 @@ import os
 import re
 import shutil
 import time
-import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-_VERSIONED = re.compile(r"^(\d+)(?:_[A-Za-z0-9-]+)?\.(zip|changelog|delta|snapshot)$")
+from .spark_files import SparkFileError, check_snapshot_zip, check_state_file, parse_log_entry
+
+_VERSIONED = re.compile(r"^(\d+)(?:_([A-Za-z0-9-]+))?\.(zip|changelog|delta|snapshot)$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _SNAPSHOT_KINDS = ("zip", "snapshot")
 _BATCH_FILE = re.compile(r"^\d+$")
 
@@ -74,21 +86,85 @@ def _all_files(hot: Path, sub: str) -> list[str]:
 def _referenced_ssts(zip_path: Path) -> list[str]:
     """The SST file names (under SSTs/) a RocksDB snapshot zip needs, from its `metadata` entry."""
     try:
-        with zipfile.ZipFile(zip_path) as zf:
-            text = zf.read("metadata").decode()
-    except (KeyError, zipfile.BadZipFile, OSError) as exc:
-        raise FreezeError(f"unreadable RocksDB snapshot {zip_path}: {exc}") from None
-    body = text.split("\n", 1)[1] if text.startswith("v") else text  # first line is the format ("v1")
-    return [f["dfsSstFileName"] for f in json.loads(body).get("sstFiles", [])]
+        return check_snapshot_zip(zip_path)
+    except SparkFileError as exc:
+        raise FreezeError(str(exc)) from None
 
 
-def _state_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int) -> list[str]:
+# (operator, partition, version) -> the uuids the commit log records for that state version; None
+# when the commit log does not say (purged, or written without checkpoint format v2).
+LineageLookup = Callable[[str, str, int], "set[str] | None"]
+
+
+def commit_lineage(hot: Path) -> LineageLookup:
+    """Reads commits/N lazily (once each) to answer which uuid is version N+1 of each store."""
+    cache: dict[int, dict[str, object] | None] = {}
+
+    def ids(op: str, part: str, version: int) -> set[str] | None:
+        batch = version - 1
+        if batch not in cache:
+            try:
+                cache[batch] = parse_log_entry(hot / "commits" / str(batch), "commits").get("stateUniqueIds")
+            except SparkFileError:
+                cache[batch] = None
+        by_op = cache[batch]
+        try:
+            found = by_op[op][int(part)]  # type: ignore[index]
+        except (TypeError, KeyError, IndexError, ValueError):
+            return None
+        return {u for u in found if isinstance(u, str)} if isinstance(found, list) else None
+    return ids
+
+
+def _v2_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int,
+                  lineage: LineageLookup) -> list[str]:
+    """Checkpoint format v2: the committed lineage of versions max_version, max_version-1, ... back to
+    its newest snapshot (or to version 1)."""
+    parts = rel_dir.split("/")
+    if len(parts) < 3:
+        raise FreezeError(f"{rel_dir}: uuid-named state files outside state/<operator>/<partition>")
+    op, part = parts[1], parts[2]
+    files: dict[tuple[int, str, str], str] = {}
+    for name in names:
+        m = _VERSIONED.match(name)
+        if m and m.group(2):
+            files[(int(m.group(1)), m.group(2), m.group(3))] = name
+    have_version = {v for v, _, _ in files}
+    out: list[str] = []
+    for version in range(max_version, 0, -1):
+        ids = lineage(op, part, version)
+        if ids is None:
+            if version not in have_version and not out:
+                continue  # this store has no state of that version yet (nothing committed to it)
+            raise FreezeError(f"{rel_dir}: commits/{version - 1} records no state unique id for operator "
+                              f"{op} partition {part}; cannot place its checkpoint-format-v2 files")
+        snapshot = [files[k] for k in files if k[0] == version and k[1] in ids and k[2] == "zip"]
+        if snapshot:
+            out.append(f"{rel_dir}/{snapshot[0]}")
+            out.extend(f"{rel_dir}/SSTs/{sst}" for sst in _referenced_ssts(hot / rel_dir / snapshot[0]))
+            return out
+        delta = [files[k] for k in files if k[0] == version and k[1] in ids and k[2] != "zip"]
+        if not delta:
+            raise FreezeError(f"{rel_dir}: version {version} of the committed lineage (uuid "
+                              f"{sorted(ids)}) has neither a snapshot nor a changelog")
+        out.append(f"{rel_dir}/{delta[0]}")
+    return out
+
+
+def _state_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int,
+                     lineage: LineageLookup | None = None) -> list[str]:
     """Newest snapshot <= max_version in one store directory, and every changelog/delta after it."""
+    tagged = [n for n in names if (m := _VERSIONED.match(n)) and m.group(2)]
+    if tagged:
+        if any(not _UUID.match(_VERSIONED.match(n).group(2)) for n in tagged):  # type: ignore[union-attr]
+            raise FreezeError(f"{rel_dir}: state files with an unknown name tag ({sorted(tagged)[:3]}); "
+                              f"refusing to guess which belong to the committed history")
+        return _v2_dir_files(hot, rel_dir, names, max_version, lineage or commit_lineage(hot))
     versioned: list[tuple[int, str, str]] = []
     for name in names:
         m = _VERSIONED.match(name)
         if m and int(m.group(1)) <= max_version:
-            versioned.append((int(m.group(1)), m.group(2), name))
+            versioned.append((int(m.group(1)), m.group(3), name))
     snapshots = [v for v, kind, _ in versioned if kind in _SNAPSHOT_KINDS]
     base = max(snapshots, default=0)
     out = []
@@ -103,6 +179,7 @@ def _state_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int
 def _state_files(hot: Path, batch: int) -> list[str]:
     """Every state file a restart after `batch` needs (state version = batch + 1)."""
     out: list[str] = []
+    lineage = commit_lineage(hot)
     for root, dirs, files in os.walk(hot / "state"):
         dirs[:] = [d for d in dirs if not _is_temp(d) and d != "SSTs"]
         rel_root = Path(root).relative_to(hot).as_posix()
@@ -111,7 +188,7 @@ def _state_files(hot: Path, batch: int) -> list[str]:
             out.extend(f"{rel_root}/{f}" for f in plain)  # operator and schema metadata
             continue
         versioned = [f for f in plain if _VERSIONED.match(f)]
-        out.extend(_state_dir_files(hot, rel_root, versioned, batch + 1))
+        out.extend(_state_dir_files(hot, rel_root, versioned, batch + 1, lineage))
         out.extend(f"{rel_root}/{f}" for f in plain if not _VERSIONED.match(f))
     return out
 
@@ -173,22 +250,32 @@ def freeze(hot_dir: str | os.PathLike[str], freeze_dir: str | os.PathLike[str]) 
 def check_restartable(hot_dir: str | os.PathLike[str]) -> int:
     """Validate a hot dir for local recovery; return its committed batch or raise FreezeError.
 
-    Checks what Spark reads first on restart: the query metadata, the latest commit and its
-    offsets (parseable), and every state file of the restart set.
+    Checks what Spark reads on restart, as Spark would: the query metadata (JSON), the latest
+    commit and offsets entries (and a planned-but-uncommitted next offsets entry, which Spark re-runs),
+    parsed; every state file of the restart set present, changelogs complete lz4 block chains,
+    snapshot zips readable with their SST list.
     """
     hot = Path(hot_dir)
     batch = latest_committed_batch(hot)
     if batch is None:
         raise FreezeError(f"{hot} has no committed batch")
-    for rel in required_files(batch):
-        path = hot / rel
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise FreezeError(f"{hot}: cannot read {rel}: {exc}") from None
-        if rel != "metadata" and not text.startswith("v"):
-            raise FreezeError(f"{hot}: {rel} is not a Spark log entry")
-    for rel in restart_set(hot, batch):
-        if not (hot / rel).is_file():
-            raise FreezeError(f"{hot}: state file {rel} is missing")
+    try:
+        meta = json.loads((hot / "metadata").read_text())
+        if not isinstance(meta, dict) or "id" not in meta:
+            raise ValueError("no query id")
+    except (OSError, ValueError) as exc:
+        raise FreezeError(f"{hot}: metadata is unreadable: {exc}") from None
+    try:
+        parse_log_entry(hot / "commits" / str(batch), "commits")
+        offsets = parse_log_entry(hot / "offsets" / str(batch), "offsets")
+        if (hot / "offsets" / str(batch + 1)).exists():
+            parse_log_entry(hot / "offsets" / str(batch + 1), "offsets")
+        codec = str((offsets.get("conf") or {}).get("spark.sql.streaming.stateStore.compression.codec", "lz4"))
+        for rel in restart_set(hot, batch):
+            if rel.startswith("state/"):
+                check_state_file(hot / rel, codec)
+            elif not (hot / rel).is_file():
+                raise FreezeError(f"{hot}: {rel} is missing")
+    except SparkFileError as exc:
+        raise FreezeError(f"{hot}: {exc}") from None
     return batch

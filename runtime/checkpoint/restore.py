@@ -29,7 +29,15 @@ Progress = Callable[[int], None]
 
 
 class RestoreError(StoreError):
-    """The restore cannot produce a complete, verified tree; nothing was written to the target."""
+    """The restore cannot produce a complete, verified tree; nothing was written to the target.
+
+    `reason` is a short, bounded label (a metric label): missing_manifest, corrupt_manifest,
+    missing_object, corrupt_object, unsafe_manifest, target, failed_start, none_restorable, other.
+    """
+
+    def __init__(self, message: str, reason: str = "other"):
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass
@@ -45,7 +53,8 @@ def safe_relative_path(path: str) -> PurePosixPath:
     p = PurePosixPath(path)
     if (not path or p.is_absolute() or "\\" in path or "\x00" in path
             or any(part in ("", ".", "..") for part in path.split("/"))):
-        raise RestoreError(f"manifest path {path!r} escapes or is not a plain relative path; refusing")
+        raise RestoreError(f"manifest path {path!r} escapes or is not a plain relative path; refusing",
+                           reason="unsafe_manifest")
     return p
 
 
@@ -62,13 +71,13 @@ def choose_manifest(store: ObjectStore, job: JobRef, checkpoint_id: str | None,
         else:
             found = latest_checkpoint(store, job)
             if found is None:
-                raise RestoreError(f"job {job} has no completed checkpoint in {store.url}")
+                raise RestoreError(f"job {job} has no completed checkpoint in {store.url}", reason="missing_manifest")
             manifest = found
     except ObjectNotFoundError as exc:
         what = f"savepoint {savepoint!r}" if savepoint else f"checkpoint {checkpoint_id!r}"
-        raise RestoreError(f"{what} of job {job} not found in {store.url}") from exc
+        raise RestoreError(f"{what} of job {job} not found in {store.url}", reason="missing_manifest") from exc
     except ManifestError as exc:
-        raise RestoreError(str(exc)) from exc
+        raise RestoreError(str(exc), reason="corrupt_manifest") from exc
     return manifest, lambda sha: object_key(job, sha)
 
 
@@ -76,12 +85,15 @@ def fetch_verified(store: ObjectStore, key: str, entry: FileEntry, dest: Path) -
     try:
         actual = store.get_file(key, str(dest), sha256=True)
     except ObjectNotFoundError as exc:
-        raise RestoreError(f"object {entry.sha256} of {entry.path!r} is missing from the store") from exc
+        raise RestoreError(f"object {entry.sha256} of {entry.path!r} is missing from the store",
+                           reason="missing_object") from exc
     size = dest.stat().st_size
     if size != entry.size:
-        raise RestoreError(f"object {entry.sha256} of {entry.path!r} has {size} bytes, manifest says {entry.size}")
+        raise RestoreError(f"object {entry.sha256} of {entry.path!r} has {size} bytes, manifest says {entry.size}",
+                           reason="corrupt_object")
     if actual != entry.sha256:
-        raise RestoreError(f"object {entry.sha256} of {entry.path!r} is corrupt (content hashes to {actual})")
+        raise RestoreError(f"object {entry.sha256} of {entry.path!r} is corrupt (content hashes to {actual})",
+                           reason="corrupt_object")
 
 
 STAGING_PREFIX = ".sparkpoint-restore-"
@@ -116,7 +128,7 @@ def restore(
     manifest, key_of = choose_manifest(store, job, checkpoint_id, savepoint)
     paths = [safe_relative_path(e.path) for e in manifest.files]
     if len(set(paths)) != len(paths):
-        raise RestoreError(f"manifest {manifest.id} lists a path twice; refusing")
+        raise RestoreError(f"manifest {manifest.id} lists a path twice; refusing", reason="unsafe_manifest")
     # Stage on the target's own filesystem (the target may be an emptyDir mount point), then
     # move the verified tree in with renames.
     exists = _prepare_target(target)

@@ -42,7 +42,7 @@ from sparkpoint.runtime.store.layout import (
 )
 from sparkpoint.runtime.store.manifest import FileEntry, Manifest, PendingMarker, Totals, utcnow
 
-from .catalog import highest_checkpoint_number, latest_checkpoint
+from .catalog import highest_checkpoint_number, list_checkpoint_ids, load_manifest
 from .fence import check_fence
 from .hashing import HashCache, cache_key
 from .tickets import IdTickets
@@ -223,6 +223,17 @@ class CheckpointOperation:
             log.warning("could not remove pending marker", extra={"id": self.id, "error": str(exc)})
 
 
+def _latest_readable(store: ObjectStore, job: JobRef) -> Manifest | None:
+    """The newest checkpoint whose manifest reads: a corrupt newest manifest (which the restore fell
+    back past) must not stop new checkpoints."""
+    for cid in reversed(list_checkpoint_ids(store, job)):
+        try:
+            return load_manifest(store, job, cid)
+        except StoreError as exc:
+            log.warning("checkpoint manifest unreadable; not a base", extra={"id": cid, "error": str(exc)})
+    return None
+
+
 class CheckpointWriter:
     """Takes checkpoints for one attempt of one job; operations may overlap (ids are claimed in
     ticket order, see tickets.py)."""
@@ -248,7 +259,7 @@ class CheckpointWriter:
         self.clock = clock
         if reuse_window_seconds < 0:
             raise ValueError("reuse window must not be negative")
-        self.base: Manifest | None = latest_checkpoint(store, job)
+        self.base: Manifest | None = _latest_readable(store, job)
         self._next_number = 0
         self.lock = threading.Lock()
         self.tickets = IdTickets()

@@ -38,6 +38,9 @@ class RuntimeMetrics:
         self.restore_duration = Gauge(
             "sparkpoint_restore_duration_seconds", "Time to restore state at start, by source",
             ["source"], registry=r)
+        self.restore_fallbacks = Counter(
+            "sparkpoint_restore_fallbacks", "Restore points passed over at start (corrupt or missing "
+            "object or manifest, or a start from it that failed), by reason", ["reason"], registry=r)
         self.attempt = Gauge("sparkpoint_attempt", "Current attempt number of this runtime", registry=r)
         self.output_published = Counter(
             "sparkpoint_output_commits", "Exactly-once sink commit entries written", registry=r)

@@ -1,37 +1,77 @@
-"""Restore on start (DESIGN.md §5): local recovery, or a remote restore, or a fresh start.
+"""Restore on start (DESIGN.md §5): local recovery, or a remote restore with fallbacks, or a fresh start.
 
 Decision (pure, in `plan_restore`):
 - `restoreFrom` in the spec is honoured once: until a checkpoint exists whose lineage says it
-  descends from that restore point, the job restores from it; afterwards it continues normally.
-- local recovery when enabled, the hot dir belongs to this job, Spark can restart from it, and it
-  is not older than the latest completed checkpoint;
-- otherwise the latest completed checkpoint, or a fresh start when there is none.
+  descends from that restore point, the job restores from it, and from nothing else (a failure is
+  an error for the operator, never silently replaced by another point).
+- local recovery when enabled and the hot dir is this job's, restartable, continues the store's
+  history (it wrote or restored the store's latest checkpoint, and no other attempt claimed the
+  fence since its own), is not older than that checkpoint, and no start from it failed already;
+- otherwise the retained checkpoints newest first, then savepoints newest first: the first one that
+  restores completely wins; every one skipped is logged at warning level with its reason, counted
+  by reason, and listed in `/status` under `restore.fallbacks`;
+- a fresh start when the store has no checkpoint.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.checkpoint import latest_checkpoint, restore
-from sparkpoint.runtime.checkpoint.freeze import FreezeError, check_restartable
+from sparkpoint.runtime.checkpoint import restore
+from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
+from sparkpoint.runtime.checkpoint.restore import RestoreError, choose_manifest
 from sparkpoint.runtime.config import RestoreFrom
-from sparkpoint.runtime.store import JobRef, Manifest, ObjectStore
+from sparkpoint.runtime.store import JobRef, Manifest, ObjectStore, StoreError
+from sparkpoint.runtime.store.layout import savepoints_prefix
+
+from .hotdir import LocalState, claim, inspect_local
 
 log = logging.getLogger("sparkpoint.restore")
 
 
 @dataclass(frozen=True)
+class RestorePoint:
+    kind: str  # checkpoint | savepoint
+    id: str
+
+    @property
+    def tag(self) -> str:
+        return f"{self.kind}:{self.id}"
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A restore point that was passed over, and why."""
+
+    point: RestorePoint
+    error: str
+    reason: str  # bounded label for the metric: see RestoreError.reason, or failed_start
+
+    def to_json(self) -> dict[str, str]:
+        return {self.point.kind: self.point.id, "error": self.error}
+
+
+@dataclass(frozen=True)
 class RestorePlan:
-    source: str  # local | remote | fresh
-    checkpoint_id: str | None = None
-    savepoint: str | None = None
+    source: str  # local | remote | fresh | impossible
+    candidates: tuple[RestorePoint, ...] = ()  # remote: tried in this order
     reason: str = ""
+    explicit: bool = False  # a restoreFrom not applied yet: no fallback to another point
+    lineage_tag: str | None = None  # only points descending from this restoreFrom may be used
+    skipped: tuple[Fallback, ...] = ()  # points ruled out before trying (a failed start)
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        return self.candidates[0].id if self.candidates and self.candidates[0].kind == "checkpoint" else None
+
+    @property
+    def savepoint(self) -> str | None:
+        return self.candidates[0].id if self.candidates and self.candidates[0].kind == "savepoint" else None
 
 
 @dataclass
@@ -42,6 +82,14 @@ class RestoreOutcome:
     seconds: float
     lineage: dict[str, Any]
     reason: str
+    fallbacks: list[Fallback] = field(default_factory=list)
+
+    @property
+    def point(self) -> RestorePoint | None:
+        """The store point this start restored (None: local or fresh)."""
+        if self.source != "remote" or self.manifest is None:
+            return None
+        return RestorePoint(self.manifest.kind, self.manifest.id)
 
 
 def restore_tag(restore_from: RestoreFrom | None) -> str | None:
@@ -54,73 +102,161 @@ def restore_tag(restore_from: RestoreFrom | None) -> str | None:
     return None
 
 
-def plan_restore(*, restore_from: RestoreFrom | None, latest: Manifest | None, local_recovery: bool,
-                 local_batch: int | None, local_problem: str | None) -> RestorePlan:
-    """Pure decision of where the state comes from."""
+def _failed_start(local: LocalState, point: RestorePoint | None) -> str | None:
+    """The error of an earlier start from `point` (None: local) that died before committing a batch."""
+    for f in local.failed_starts:
+        if (point is None and f.get("source") == "local") or (
+                point is not None and (f.get("source"), f.get("id")) == (point.kind, point.id)):
+            return str(f.get("error") or "the query failed")
+    return None
+
+
+def judge_local(local: LocalState, latest: Manifest | None, latest_problem: str | None,
+                attempt: int) -> str | None:
+    """Pure: None when the hot dir may be resumed, else why not."""
+    if local.batch is None:
+        return local.problem or "no local hot dir"
+    if local.failed_starts:  # the hot dir holds what that start began from (local or restored)
+        last = local.failed_starts[-1]
+        return (f"the previous start ({last.get('source')} {last.get('id') or ''}) failed before committing "
+                f"a batch: {last.get('error')}")
+    if local.attempt is None:
+        return "the hot dir's owner record names no attempt (written by an older runtime)"
+    if attempt != local.attempt + 1:
+        return (f"attempt {attempt}: another attempt claimed the fence after this hot dir's attempt "
+                f"{local.attempt}")
+    if latest_problem:
+        return f"the store's latest checkpoint is unreadable ({latest_problem})"
+    if latest is None:
+        return None  # nothing durable yet: the hot dir is the only history
+    if latest.id != local.checkpoint and latest.attempt != local.attempt:
+        return (f"the store's latest checkpoint {latest.id} (attempt {latest.attempt}) was not written or "
+                f"restored by this hot dir (it last held {local.checkpoint or 'none'})")
+    if latest.batch_id is not None and local.batch < latest.batch_id:
+        return f"hot dir batch {local.batch} is older than checkpoint {latest.id} (batch {latest.batch_id})"
+    return None
+
+
+def plan_restore(*, restore_from: RestoreFrom | None, checkpoint_ids: list[str], savepoints: list[str],
+                 latest: Manifest | None, latest_problem: str | None, local_recovery: bool,
+                 local: LocalState, attempt: int) -> RestorePlan:
+    """Pure decision of where the state comes from.
+
+    `checkpoint_ids` oldest first (the last is `latest`), `savepoints` newest first.
+    """
     tag = restore_tag(restore_from)
     if tag and not (latest and latest.extra.get("restoredFrom") == tag):
-        return RestorePlan("remote", checkpoint_id=restore_from.checkpoint, savepoint=restore_from.savepoint,
-                           reason=f"restoreFrom {tag} not applied yet")
-    if local_recovery and local_batch is not None:
-        if latest is None or latest.batch_id is None or local_batch >= latest.batch_id:
-            return RestorePlan("local", reason=f"hot dir is valid at batch {local_batch}")
-        local_problem = f"hot dir batch {local_batch} is older than checkpoint {latest.id}"
-    if latest is not None:
-        why = "local recovery disabled" if not local_recovery else (local_problem or "no hot dir")
-        return RestorePlan("remote", checkpoint_id=latest.id, reason=why)
-    return RestorePlan("fresh", reason="no checkpoint in the store")
+        point = RestorePoint(*tag.split(":", 1))
+        failed = _failed_start(local, point)
+        if failed:
+            return RestorePlan("impossible", reason=f"restoreFrom {tag}: the previous start from it failed "
+                                                    f"before committing a batch: {failed}")
+        return RestorePlan("remote", (point,), reason=f"restoreFrom {tag} not applied yet", explicit=True,
+                           lineage_tag=tag)
+    if local_recovery:
+        why = judge_local(local, latest, latest_problem, attempt)
+        if why is None:
+            return RestorePlan("local", reason=f"hot dir is valid at batch {local.batch}")
+    else:
+        why = "local recovery disabled"
+    if not checkpoint_ids:
+        return RestorePlan("fresh", reason="no checkpoint in the store")
+    points = [RestorePoint("checkpoint", c) for c in reversed(checkpoint_ids)]
+    points += [RestorePoint("savepoint", s) for s in savepoints]
+    if tag and RestorePoint(*tag.split(":", 1)) not in points:
+        points.append(RestorePoint(*tag.split(":", 1)))  # the last resort of an applied restoreFrom
+    skipped, candidates = [], []
+    for p in points:
+        failed = _failed_start(local, p)
+        if failed:
+            skipped.append(Fallback(p, f"the previous start from it failed before committing a batch: {failed}",
+                                    "failed_start"))
+        else:
+            candidates.append(p)
+    if not candidates:
+        return RestorePlan("impossible", reason=f"{why}; and every restore point failed to start",
+                           skipped=tuple(skipped))
+    return RestorePlan("remote", tuple(candidates), reason=why, lineage_tag=tag, skipped=tuple(skipped))
 
 
-OWNER_FILE = "owner.json"
+def savepoint_names(store: ObjectStore, job: JobRef) -> list[str]:
+    """Completed savepoints, newest first (by the time their manifest was written)."""
+    prefix = savepoints_prefix(job)
+    found = []
+    for info in store.list(prefix):
+        rest = info.key[len(prefix):]
+        if rest.count("/") == 1 and rest.endswith("/manifest.json"):
+            found.append((info.last_modified, rest.split("/", 1)[0]))
+    return [name for _, name in sorted(found, reverse=True)]
 
 
-def owner_of(work_dir: Path) -> dict[str, Any] | None:
+def _latest(store: ObjectStore, job: JobRef, ids: list[str]) -> tuple[Manifest | None, str | None]:
+    if not ids:
+        return None, None
     try:
-        return json.loads((work_dir / OWNER_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def write_owner(work_dir: Path, job: JobRef, store_url: str) -> None:
-    work_dir.mkdir(parents=True, exist_ok=True)
-    (work_dir / OWNER_FILE).write_text(json.dumps({"job": str(job), "store": store_url}))
-
-
-def inspect_local(work_dir: Path, hot_dir: Path, job: JobRef, store_url: str) -> tuple[int | None, str | None]:
-    """(restartable batch, None) or (None, why not)."""
-    owner = owner_of(work_dir)
-    if owner is None:
-        return None, "no local hot dir (new pod or wiped disk)"
-    if owner != {"job": str(job), "store": store_url}:
-        return None, f"local hot dir belongs to {owner.get('job')} at {owner.get('store')}"
-    try:
-        return check_restartable(hot_dir), None
-    except FreezeError as exc:
-        return None, str(exc)
+        return load_manifest(store, job, ids[-1]), None
+    except StoreError as exc:
+        return None, f"{ids[-1]}: {exc}"
 
 
 def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_dir: Path, hot_dir: Path,
-                     restore_from: RestoreFrom | None, local_recovery: bool) -> RestoreOutcome:
-    """Prepare the hot dir; raises RestoreError (loudly) if the chosen restore point is unusable."""
+                     restore_from: RestoreFrom | None, local_recovery: bool, attempt: int) -> RestoreOutcome:
+    """Prepare the hot dir; raises RestoreError (loudly) when no usable restore point is left."""
     started = time.perf_counter()
-    latest = latest_checkpoint(store, job)
-    local_batch, problem = inspect_local(work_dir, hot_dir, job, store_url)
-    plan = plan_restore(restore_from=restore_from, latest=latest, local_recovery=local_recovery,
-                        local_batch=local_batch, local_problem=problem)
-    log.info("restore plan", extra={"source": plan.source, "checkpoint": plan.checkpoint_id,
-                                    "savepoint": plan.savepoint, "reason": plan.reason})
+    ids = list_checkpoint_ids(store, job)
+    latest, latest_problem = _latest(store, job, ids)
+    local = inspect_local(work_dir, hot_dir, job, store_url)
+    plan = plan_restore(restore_from=restore_from, checkpoint_ids=ids, savepoints=savepoint_names(store, job),
+                        latest=latest, latest_problem=latest_problem, local_recovery=local_recovery,
+                        local=local, attempt=attempt)
+    log.info("restore plan", extra={"source": plan.source, "candidates": [p.tag for p in plan.candidates],
+                                    "reason": plan.reason})
+    for f in plan.skipped:
+        log.warning("restore point skipped", extra={"point": f.point.tag, "error": f.error})
+    if plan.source == "impossible":
+        raise RestoreError(plan.reason, reason="failed_start")
     if plan.source == "local":
+        claim(work_dir, job, store_url, attempt=attempt, checkpoint=latest.id if latest else local.checkpoint,
+              failed_starts=local.failed_starts)
         lineage = {"restoredFrom": latest.extra["restoredFrom"]} if latest and "restoredFrom" in latest.extra else {}
-        return RestoreOutcome("local", local_batch, latest, time.perf_counter() - started, lineage, plan.reason)
+        return RestoreOutcome("local", local.batch, latest, time.perf_counter() - started, lineage, plan.reason)
     shutil.rmtree(hot_dir, ignore_errors=True)
-    write_owner(work_dir, job, store_url)
     if plan.source == "fresh":
+        claim(work_dir, job, store_url, attempt=attempt, checkpoint=None, failed_starts=local.failed_starts)
         return RestoreOutcome("fresh", None, None, time.perf_counter() - started, {}, plan.reason)
-    result = restore(store, job, hot_dir, checkpoint_id=plan.checkpoint_id, savepoint=plan.savepoint)
-    manifest = result.manifest
-    if plan.savepoint or (restore_tag(restore_from) and plan.checkpoint_id == restore_from.checkpoint):
-        lineage = {"restoredFrom": restore_tag(restore_from)}
-    else:
-        lineage = {"restoredFrom": manifest.extra["restoredFrom"]} if "restoredFrom" in manifest.extra else {}
-    return RestoreOutcome("remote", manifest.batch_id, manifest, time.perf_counter() - started, lineage,
-                          plan.reason)
+    fallbacks = list(plan.skipped)
+    for point in plan.candidates:
+        try:
+            manifest = _restore_point(store, job, hot_dir, point, plan)
+        except RestoreError as exc:
+            if plan.explicit:
+                raise RestoreError(f"restoreFrom {point.tag} failed: {exc}; not falling back to another point "
+                                   f"(fix the store or change restoreFrom)", reason=exc.reason) from exc
+            fallbacks.append(Fallback(point, str(exc), exc.reason))
+            log.warning("restore point unusable; trying the next one",
+                        extra={"point": point.tag, "reason": exc.reason, "error": str(exc)})
+            continue
+        if manifest is None:
+            continue  # predates the applied restoreFrom: not this job's current history
+        claim(work_dir, job, store_url, attempt=attempt,
+              checkpoint=manifest.id if point.kind == "checkpoint" else None, failed_starts=local.failed_starts)
+        tag = plan.lineage_tag if plan.explicit or point.tag == plan.lineage_tag else manifest.extra.get("restoredFrom")
+        lineage = {"restoredFrom": tag} if tag else {}
+        reason = plan.reason if not fallbacks else f"{plan.reason}; fell back past {len(fallbacks)} point(s)"
+        return RestoreOutcome("remote", manifest.batch_id, manifest, time.perf_counter() - started, lineage,
+                              reason, fallbacks)
+    detail = "; ".join(f"{f.point.tag}: {f.error}" for f in fallbacks)
+    raise RestoreError(f"no restorable checkpoint or savepoint of job {job}: {detail}", reason="none_restorable")
+
+
+def _restore_point(store: ObjectStore, job: JobRef, hot_dir: Path, point: RestorePoint,
+                   plan: RestorePlan) -> Manifest | None:
+    """Restore `point` into the hot dir; None when it predates the applied restoreFrom."""
+    kwargs = {"checkpoint_id": point.id} if point.kind == "checkpoint" else {"savepoint": point.id}
+    if plan.lineage_tag and not plan.explicit and point.tag != plan.lineage_tag:
+        manifest, _ = choose_manifest(store, job, **kwargs)
+        if manifest.extra.get("restoredFrom") != plan.lineage_tag:
+            log.info("restore point predates restoreFrom; skipped",
+                     extra={"point": point.tag, "restoreFrom": plan.lineage_tag})
+            return None
+    return restore(store, job, hot_dir, **kwargs).manifest

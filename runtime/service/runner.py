@@ -6,7 +6,7 @@ Work dir layout (local disk, an emptyDir in a pod):
                   (sink/journal.py; budget: $SPARKPOINT_SINK_STAGED_BUDGET, default 1Gi)
   freeze/<req>/   hard-linked checkpoint sets while they upload
   hash-cache.json file hashes by inode/size/mtime
-  owner.json      which job and store the hot dir belongs to
+  owner.json      which job, store, attempt and checkpoint the hot dir belongs to (hotdir.py)
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from sparkpoint.runtime.sink.console import ConsoleSink
 from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budget_bytes
 from sparkpoint.runtime.sink.upsert import UpsertSink
-from sparkpoint.runtime.store import JobRef, ObjectStore, open_store
+from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
 
-from . import faults
+from . import faults, hotdir
 from .checkpointing import CheckpointPipeline
 from .metrics import RuntimeMetrics
 from .recovery import RestoreOutcome, restore_on_start
@@ -78,6 +78,7 @@ class JobRuntime:
         self.pipeline: CheckpointPipeline | None = None
         self.store: ObjectStore | None = None
         self.sink: Any = None
+        self.sink_failed = False
 
     # --- status (read by the control API from another thread) ----------------------------------
     def committed_batch(self) -> int | None:
@@ -95,7 +96,8 @@ class JobRuntime:
         return {
             "job": str(self.job), "attempt": self.attempt, "phase": self.phase,
             "restore": r and {"source": r.source, "batchId": r.batch_id, "seconds": round(r.seconds, 3),
-                              "checkpoint": r.manifest.id if r.manifest else None, "reason": r.reason},
+                              "checkpoint": r.manifest.id if r.manifest else None, "reason": r.reason,
+                              "fallbacks": [f.to_json() for f in r.fallbacks]},
             "latestCommittedBatch": self.committed_batch(),
             "lastProgress": self.last_progress,
             "latestCheckpoint": self.pipeline.latest if self.pipeline else None,
@@ -136,8 +138,10 @@ class JobRuntime:
         self.restore = restore_on_start(
             store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
             hot_dir=self.hot_dir, restore_from=spec.restore_from,
-            local_recovery=spec.checkpoint.local_recovery)
+            local_recovery=spec.checkpoint.local_recovery, attempt=self.attempt)
         self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
+        for fallback in self.restore.fallbacks:
+            self.metrics.restore_fallbacks.labels(fallback.reason).inc()
         self.sink = self._make_sink(store)
         from .api import ControlServer
 
@@ -181,7 +185,13 @@ class JobRuntime:
         log.info("batch completed", extra=self.last_progress)
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
-        self.sink.write_batch(df, batch_id)
+        try:
+            self.sink.write_batch(df, batch_id)
+        except (StoreError, OSError):
+            # The output path failed (store or staging disk), not the restored state. Spark's own
+            # errors (a state file that fails to load) also surface here, as Py4J errors.
+            self.sink_failed = True
+            raise
         faults.point("batch")
 
     def _run_query(self, func: Any) -> int:
@@ -210,7 +220,7 @@ class JobRuntime:
             last_batch=r.manifest.batch_id if r.manifest else None)
         ck = spec.checkpoint
         self.coordinator = coord = CheckpointCoordinator(
-            sync_phase=pipeline.sync, async_phase=pipeline.run_async, on_finished=pipeline.on_finished,
+            sync_phase=pipeline.sync, async_phase=pipeline.run_async, on_finished=self._on_checkpoint_finished,
             interval=parse_duration(ck.interval), timeout=parse_duration(ck.timeout),
             min_pause=parse_duration(ck.min_pause), max_concurrent=ck.max_concurrent)
         self.query = start_query(df, hot_dir=str(self.hot_dir), sink_kind=spec.job.sink.kind,
@@ -221,18 +231,53 @@ class JobRuntime:
         coord.start()
         self.phase = "running"
         log.info("query running", extra={"job": str(self.job), "restore": r.source, "batch": r.batch_id,
-                                         "restore_seconds": round(r.seconds, 3), "attempt": self.attempt})
+                                         "restore_seconds": round(r.seconds, 3), "attempt": self.attempt,
+                                         "fallbacks": len(r.fallbacks)})
         return self._wait_and_drain()
+
+    def _on_checkpoint_finished(self, req: Any) -> None:
+        self.pipeline.on_finished(req)
+        if req.status == "completed" and req.kind == "checkpoint" and req.checkpoint_id:
+            # The hot dir now holds this checkpoint's history (a restart may trust it: hotdir.py).
+            hotdir.update_owner(self.work_dir, checkpoint=req.checkpoint_id)
+
+    def _start_proved(self) -> bool:
+        """True once this start committed a batch past its restore point (then it is not suspect)."""
+        committed, restored = self.committed_batch(), self.restore.batch_id
+        return committed is not None and (restored is None or committed > restored)
+
+    def _record_failed_start(self, error: str) -> None:
+        """The query died before committing a batch: the next start must not pick this point again."""
+        r = self.restore
+        if r.source == "fresh" or self.sink_failed or self._start_proved():
+            return
+        if len(error) > 600:  # Py4J wraps Spark's cause in a Python traceback: keep both ends
+            error = f"{error[:200]} ... {error[-400:]}"
+        point = r.point
+        entry = {"source": "local"} if point is None else {"source": point.kind, "id": point.id}
+        owner = hotdir.owner_of(self.work_dir) or {}
+        failed = [f for f in owner.get("failedStarts") or [] if f.get("source") != entry["source"]
+                  or f.get("id") != entry.get("id")]
+        hotdir.update_owner(self.work_dir, failedStarts=[*failed, {**entry, "batch": r.batch_id,
+                                                                    "attempt": self.attempt,
+                                                                    "error": error}])
+        log.warning("start from the restore point failed before committing a batch; the next start "
+                    "will not use it", extra={**entry, "batch": r.batch_id, "error": error})
 
     def _wait_and_drain(self) -> int:
         until = self.opts.until_batch
+        proved = False
         while not self.stop_event.wait(0.2):
             if not self.query.isActive:
                 exc = self.query.exception()
                 log.error("query terminated", extra={"error": str(exc) if exc else None})
+                self._record_failed_start(str(exc) if exc else "the query stopped")
                 self.phase = "failed"
                 self.coordinator.stop()
                 return EXIT_FAILED
+            if not proved and self._start_proved():
+                proved = True
+                hotdir.update_owner(self.work_dir, failedStarts=[])
             if until is not None and (self.committed_batch() or -1) >= until:
                 self.request_stop(checkpoint=True)
         return self._drain()

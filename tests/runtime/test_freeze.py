@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import struct
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -20,9 +22,22 @@ from sparkpoint.runtime.checkpoint.freeze import (
 )
 
 
-def _write(path: Path, text: str = "x") -> None:
+def _write(path: Path, text: str | bytes = "x") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+
+
+def lz4_file(payload: bytes) -> bytes:
+    """An lz4-java block stream with one raw (uncompressed) block, as a Spark changelog is framed."""
+    head = struct.Struct("<8sBiii")
+    return (head.pack(b"LZ4Block", 0x10, len(payload), len(payload), 0) + payload
+            + head.pack(b"LZ4Block", 0x10, 0, 0, 0))
+
+
+OFFSETS = 'v1\n{"batchWatermarkMs":0}\n{"offset":1}'
 
 
 def _snapshot_zip(path: Path, ssts: list[str]) -> None:
@@ -36,7 +51,7 @@ def make_hot_dir(root: Path, committed: int, planned: int, snapshots: set[int], 
     """A Spark-like hot dir: one operator, one partition, RocksDB changelogs + snapshot zips."""
     _write(root / "metadata", '{"id":"q"}')
     for b in range(planned + 1):
-        _write(root / "offsets" / str(b), "v1\n{}")
+        _write(root / "offsets" / str(b), OFFSETS)
         _write(root / "offsets" / f".{b}.crc", "crc")
     for b in range(committed + 1):
         _write(root / "commits" / str(b), "v1\n{}")
@@ -44,7 +59,7 @@ def make_hot_dir(root: Path, committed: int, planned: int, snapshots: set[int], 
     _write(root / "state" / "0" / "_metadata" / "metadata", "v1")
     _write(part / "_metadata" / "schema", "s")
     for v in range(1, versions + 1):
-        _write(part / f"{v}.changelog", f"c{v}")
+        _write(part / f"{v}.changelog", lz4_file(f"c{v}".encode()))
         _write(part / f".{v}.changelog.crc", "crc")
         if v in snapshots:
             _snapshot_zip(part / f"{v}.zip", [f"{v:06d}-a.sst"])
@@ -107,3 +122,99 @@ def test_latest_committed_batch_ignores_noise(tmp_path):
     _write(tmp_path / "commits" / ".13.crc", "crc")
     _write(tmp_path / "commits" / "13.tmp", "v1")
     assert latest_committed_batch(tmp_path) == 12
+
+
+def test_restart_check_parses_what_spark_reads(tmp_path):
+    """Garbled offsets, commits, metadata, truncated changelogs and broken zips are caught up front."""
+    def fresh(name: str) -> Path:
+        hot = tmp_path / name
+        make_hot_dir(hot, committed=7, planned=7, snapshots={5}, versions=8)
+        assert check_restartable(hot) == 7
+        return hot
+    cases = {
+        "offsets/7": (b"v1\n{\"batchWatermarkMs\":0,garbled\n{\"offset\":", "offsets/7"),
+        "commits/7": (b"v1\n{not json", "commits/7"),
+        "metadata": (b"", "metadata"),
+        "state/0/0/8.changelog": (lz4_file(b"c8")[:-5], "truncated"),
+        "state/0/0/7.changelog": (b"garbled, not an lz4 block stream", "lz4 block header"),
+        "state/0/0/5.zip": (b"PK not a zip", "unreadable RocksDB snapshot"),
+    }
+    for rel, (content, message) in cases.items():
+        hot = fresh(rel.replace("/", "-"))
+        (hot / rel).write_bytes(content)
+        with pytest.raises(FreezeError, match=message):
+            check_restartable(hot)
+    hot = fresh("next-offsets")  # a planned batch whose offsets entry is garbled: Spark re-runs it
+    _write(hot / "offsets" / "8", "v1\n{}\n{broken")
+    with pytest.raises(FreezeError, match="offsets/8"):
+        check_restartable(hot)
+    hot = fresh("other-codec")  # with another codec the changelog is not lz4-framed: not judged by it
+    _write(hot / "offsets" / "7", 'v1\n{"conf":{"spark.sql.streaming.stateStore.compression.codec":"zstd"}}\n{}')
+    (hot / "state/0/0/8.changelog").write_bytes(b"zstd bytes")
+    assert check_restartable(hot) == 7
+
+
+# --- checkpoint format v2: <version>_<uuid> files, lineage in commits/N ----------------------------
+def make_v2_hot_dir(root: Path, committed: int, snapshots: set[int], partitions: int = 2) -> dict:
+    """A hot dir as pyspark 4.3.0 writes it with stateStore.checkpointFormatVersion=2 (checked on a
+    real run: commits are `v2` with stateUniqueIds {op: [[uuid] per partition]} of version N+1)."""
+    _write(root / "metadata", '{"id":"q"}')
+    _write(root / "state" / "0" / "_metadata" / "metadata", "v2")
+    ids: dict[tuple[int, int], str] = {}
+    for v in range(1, committed + 2):
+        for p in range(partitions):
+            ids[(p, v)] = u = str(uuid.uuid4())
+            part = root / "state" / "0" / str(p)
+            _write(part / f"{v}_{u}.changelog", lz4_file(f"p{p}v{v}".encode()))
+            if v in snapshots:
+                _snapshot_zip(part / f"{v}_{u}.zip", [f"{v:06d}-{u}.sst"])
+                _write(part / "SSTs" / f"{v:06d}-{u}.sst", "sst")
+    for b in range(committed + 1):
+        _write(root / "offsets" / str(b), OFFSETS)
+        unique = {"0": [[ids[(p, b + 1)]] for p in range(partitions)]}
+        _write(root / "commits" / str(b), "v2\n" + json.dumps({"nextBatchWatermarkMs": 0, "stateUniqueIds": unique}))
+    return ids
+
+
+def test_v2_follows_the_committed_lineage_past_a_stray_snapshot(tmp_path):
+    hot = tmp_path / "hot"
+    ids = make_v2_hot_dir(hot, committed=9, snapshots={5})
+    # An abandoned re-run of batch 8 (never committed) left version 9 and 10 under other uuids,
+    # including a snapshot zip: by version alone it would be the newest snapshot.
+    stray = str(uuid.uuid4())
+    part = hot / "state/0/0"
+    _snapshot_zip(part / f"9_{stray}.zip", [f"000009-{stray}.sst"])
+    _write(part / "SSTs" / f"000009-{stray}.sst", "stray")
+    _write(part / f"10_{stray}.changelog", lz4_file(b"stray"))
+    files = set(restart_set(hot, 9))
+    for p in (0, 1):
+        expected = {f"state/0/{p}/5_{ids[(p, 5)]}.zip", f"state/0/{p}/SSTs/000005-{ids[(p, 5)]}.sst"}
+        expected |= {f"state/0/{p}/{v}_{ids[(p, v)]}.changelog" for v in range(6, 11)}
+        got = {f for f in files if f.startswith(f"state/0/{p}/")}
+        assert got == expected, p
+    assert not any(stray in f for f in files)
+    result = freeze(hot, tmp_path / "frozen")
+    assert check_restartable(tmp_path / "frozen") == result.batch_id == 9
+
+
+def test_v2_without_a_snapshot_keeps_every_changelog_and_refuses_what_it_cannot_place(tmp_path):
+    hot = tmp_path / "hot"
+    ids = make_v2_hot_dir(hot, committed=3, snapshots=set(), partitions=1)
+    assert {f for f in restart_set(hot, 3) if f.startswith("state/0/0/")} == {
+        f"state/0/0/{v}_{ids[(0, v)]}.changelog" for v in range(1, 5)}
+    # The changelog the commit log names for version 3 is gone: refuse instead of skipping it.
+    (hot / f"state/0/0/3_{ids[(0, 3)]}.changelog").unlink()
+    with pytest.raises(FreezeError, match="version 3 of the committed lineage"):
+        freeze(hot, tmp_path / "f1")
+    # uuid-named files but a commit log without stateUniqueIds (purged or rewritten): refuse.
+    hot2 = tmp_path / "hot2"
+    make_v2_hot_dir(hot2, committed=3, snapshots=set(), partitions=1)
+    _write(hot2 / "commits" / "3", 'v1\n{"nextBatchWatermarkMs":0}')
+    with pytest.raises(FreezeError, match="records no state unique id"):
+        freeze(hot2, tmp_path / "f2")
+    # A tag that is not a uuid: not a format the freeze knows.
+    hot3 = tmp_path / "hot3"
+    make_hot_dir(hot3, committed=2, planned=2, snapshots=set(), versions=3)
+    _write(hot3 / "state/0/0/3_strange.changelog", lz4_file(b"x"))
+    with pytest.raises(FreezeError, match="unknown name tag"):
+        freeze(hot3, tmp_path / "f3")

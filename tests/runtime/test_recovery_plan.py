@@ -4,45 +4,105 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from sparkpoint.runtime.config import RestartSection, RestoreFrom
-from sparkpoint.runtime.service.recovery import plan_restore
+from sparkpoint.runtime.service.hotdir import LocalState
+from sparkpoint.runtime.service.recovery import RestorePlan, plan_restore
 from sparkpoint.runtime.service.supervisor import backoff_seconds, should_restart
 from sparkpoint.runtime.store import Manifest, Totals
 
 
-def manifest(cid: str, batch: int, **extra) -> Manifest:
+def manifest(cid: str, batch: int, attempt: int = 1, **extra) -> Manifest:
     now = datetime.now(UTC)
-    return Manifest(id=cid, namespace="d", job="j", job_uid="u", attempt=1, batch_id=batch, trigger_time=now,
+    return Manifest(id=cid, namespace="d", job="j", job_uid="u", attempt=attempt, batch_id=batch, trigger_time=now,
                     completion_time=now, base_checkpoint=None, spark_version="4", state_provider="rocksdb",
                     files=[], totals=Totals(files=0, bytes=0, new_bytes=0, reused_bytes=0), extra=extra)
 
 
-def test_local_when_hot_dir_is_valid_and_not_behind():
-    plan = plan_restore(restore_from=None, latest=manifest("chk-000003", 10), local_recovery=True,
-                        local_batch=12, local_problem=None)
-    assert plan.source == "local"
+IDS = ["chk-000001", "chk-000002", "chk-000003"]
+LATEST = manifest("chk-000003", 10, attempt=4)
+GOOD_LOCAL = LocalState(batch=12, attempt=4, checkpoint="chk-000003")
+FAILED_LOCAL = {"source": "local", "error": "offsets/12 unparseable"}
 
 
-def test_remote_when_hot_dir_is_missing_behind_or_disabled():
-    latest = manifest("chk-000003", 10)
-    assert plan_restore(restore_from=None, latest=latest, local_recovery=True, local_batch=None,
-                        local_problem="gone").checkpoint_id == "chk-000003"
-    assert plan_restore(restore_from=None, latest=latest, local_recovery=True, local_batch=9,
-                        local_problem=None).source == "remote"
-    assert plan_restore(restore_from=None, latest=latest, local_recovery=False, local_batch=12,
-                        local_problem=None).source == "remote"
+def plan(local: LocalState = GOOD_LOCAL, *, attempt: int = 5, latest: Manifest | None = LATEST,
+         ids: list[str] = IDS, savepoints: list[str] = ("sp-b", "sp-a"), restore_from=None,
+         local_recovery: bool = True, latest_problem: str | None = None) -> RestorePlan:
+    return plan_restore(restore_from=restore_from, checkpoint_ids=list(ids), savepoints=list(savepoints),
+                        latest=latest, latest_problem=latest_problem, local_recovery=local_recovery,
+                        local=local, attempt=attempt)
 
 
-def test_fresh_and_restore_from_applied_once():
-    assert plan_restore(restore_from=None, latest=None, local_recovery=True, local_batch=None,
-                        local_problem=None).source == "fresh"
+ALL_REMOTE = ("checkpoint:chk-000003", "checkpoint:chk-000002", "checkpoint:chk-000001",
+              "savepoint:sp-b", "savepoint:sp-a")
+
+# (case, plan arguments, expected source, expected candidates, a word the reason must contain)
+CASES = [
+    ("valid hot dir that continues the store's latest", {}, "local", (), "valid at batch 12"),
+    ("hot dir ahead of its own newer checkpoint (crash before owner.json was updated)",
+     {"latest": manifest("chk-000004", 11, attempt=4), "ids": [*IDS, "chk-000004"]}, "local", (), "valid"),
+    ("no hot dir", {"local": LocalState(problem="no local hot dir")}, "remote", ALL_REMOTE, "no local hot dir"),
+    ("hot dir behind the latest", {"local": LocalState(batch=9, attempt=4, checkpoint="chk-000003")},
+     "remote", ALL_REMOTE, "older than checkpoint"),
+    ("local recovery disabled", {"local_recovery": False}, "remote", ALL_REMOTE, "disabled"),
+    # item 6: an old pod's hot dir after a newer attempt took over
+    ("a newer attempt claimed the fence since the hot dir's attempt", {"attempt": 7}, "remote", ALL_REMOTE,
+     "another attempt claimed the fence"),
+    ("the store's latest was written by another attempt",
+     {"latest": manifest("chk-000004", 20, attempt=5), "ids": [*IDS, "chk-000004"], "attempt": 5},
+     "remote", ("checkpoint:chk-000004", *ALL_REMOTE), "not written or restored by this hot dir"),
+    ("owner record from an older runtime (no attempt)", {"local": LocalState(batch=12, checkpoint="chk-000003")},
+     "remote", ALL_REMOTE, "names no attempt"),
+    ("latest manifest unreadable", {"latest": None, "latest_problem": "chk-000003: corrupt"}, "remote",
+     ALL_REMOTE, "unreadable"),
+    ("nothing in the store, hot dir of the previous attempt", {"latest": None, "ids": [], "savepoints": []},
+     "local", (), "valid"),
+    ("nothing anywhere", {"local": LocalState(problem="none"), "latest": None, "ids": [], "savepoints": []},
+     "fresh", (), "no checkpoint"),
+    # item 11: a start from the hot dir died before committing a batch
+    ("previous local start failed", {"local": LocalState(batch=12, attempt=4, checkpoint="chk-000003",
+                                                         failed_starts=[FAILED_LOCAL])},
+     "remote", ALL_REMOTE, "offsets/12 unparseable"),
+    ("previous start from the latest checkpoint failed too",
+     {"local": LocalState(batch=10, attempt=4, checkpoint="chk-000003",
+                          failed_starts=[FAILED_LOCAL, {"source": "checkpoint", "id": "chk-000003", "error": "x"}])},
+     "remote", ALL_REMOTE[1:], "failed before committing"),
+]
+
+
+@pytest.mark.parametrize("case,kwargs,source,candidates,word", CASES, ids=[c[0] for c in CASES])
+def test_plan_restore_table(case, kwargs, source, candidates, word):
+    result = plan(**kwargs)
+    assert result.source == source, result
+    assert tuple(p.tag for p in result.candidates) == candidates
+    assert word in result.reason or any(word in f.error for f in result.skipped), result
+
+
+def test_failed_starts_are_recorded_as_fallbacks_and_exhaustion_is_impossible():
+    failed = [{"source": "local", "error": "e"}] + [{"source": "checkpoint", "id": c, "error": "boom"} for c in IDS]
+    failed += [{"source": "savepoint", "id": s, "error": "boom"} for s in ("sp-a", "sp-b")]
+    result = plan(LocalState(batch=10, attempt=4, checkpoint="chk-000003", failed_starts=failed))
+    assert result.source == "impossible" and len(result.skipped) == 5
+    assert result.skipped[0].to_json() == {"checkpoint": "chk-000003", "error": result.skipped[0].error}
+
+
+def test_restore_from_is_explicit_and_applied_once():
     sp = RestoreFrom(savepoint="before-upgrade")
-    first = plan_restore(restore_from=sp, latest=manifest("chk-000009", 40), local_recovery=True,
-                         local_batch=41, local_problem=None)
-    assert (first.source, first.savepoint) == ("remote", "before-upgrade")
-    later = plan_restore(restore_from=sp, latest=manifest("chk-000011", 50, restoredFrom="savepoint:before-upgrade"),
-                         local_recovery=True, local_batch=52, local_problem=None)
+    first = plan(restore_from=sp, latest=manifest("chk-000009", 40))
+    assert (first.source, first.savepoint, first.explicit) == ("remote", "before-upgrade", True)
+    assert [p.tag for p in first.candidates] == ["savepoint:before-upgrade"]  # nothing else
+    applied = manifest("chk-000011", 50, attempt=4, restoredFrom="savepoint:before-upgrade")
+    later = plan(restore_from=sp, latest=applied, ids=["chk-000011"],
+                 local=LocalState(batch=52, attempt=4, checkpoint="chk-000011"))
     assert later.source == "local"
+    fallback = plan(restore_from=sp, latest=applied, ids=["chk-000011"], local=LocalState(problem="wiped"))
+    assert [p.tag for p in fallback.candidates] == ["checkpoint:chk-000011", "savepoint:sp-b", "savepoint:sp-a",
+                                                   "savepoint:before-upgrade"]
+    assert fallback.lineage_tag == "savepoint:before-upgrade" and not fallback.explicit
+    crashed = plan(restore_from=sp, latest=None, ids=[], local=LocalState(
+        problem="x", failed_starts=[{"source": "savepoint", "id": "before-upgrade", "error": "bad state"}]))
+    assert crashed.source == "impossible" and "bad state" in crashed.reason
 
 
 def test_supervisor_backoff_and_policy():

@@ -150,7 +150,9 @@ def test_backpressure_checkpoints_stay_fast_while_batches_are_slow(slow_job):
     assert max(c["freezeSeconds"] for c in interval_done) < 0.25
 
 
-def test_stop_with_savepoint_then_corrupt_restore_fails_loudly(slow_job):
+def test_stop_with_savepoint_then_corrupt_explicit_restore_fails_loudly(slow_job):
+    """An explicit restoreFrom whose checkpoint is corrupt exits 3 naming the problem; it is never
+    replaced by another point (the fallback without restoreFrom: test_recovery_spark.py)."""
     port, proc = slow_job["port"], slow_job["proc"]
     code, _ = _get(port, "/stop", {"savepoint": "sp-before-upgrade"})
     assert code == 202
@@ -158,7 +160,7 @@ def test_stop_with_savepoint_then_corrupt_restore_fails_loudly(slow_job):
     store = open_store(slow_job["store_url"], env=slow_job["env"])
     job = slow_job["job"]
     assert store.exists(f"{job.root}/savepoints/sp-before-upgrade/manifest.json")
-    # Corrupt one object of the latest checkpoint, wipe the pod, and start: the restore must fail.
+    # Corrupt one object of the latest checkpoint, wipe the pod, and start from it: the restore must fail.
     from sparkpoint.runtime.checkpoint import latest_checkpoint
     from sparkpoint.runtime.store.layout import object_key
 
@@ -166,10 +168,15 @@ def test_stop_with_savepoint_then_corrupt_restore_fails_loudly(slow_job):
     victim = max(latest.files, key=lambda f: f.size)
     store.put_bytes(object_key(job, victim.sha256), b"\0" * victim.size)  # same size, wrong bytes
     shutil.rmtree(slow_job["base"] / "pod")
-    r = run_cli([str(slow_job["job_file"]), "--work-dir", str(slow_job["base"] / "pod"), "--port", "0"],
+    spec = yaml.safe_load(Path(slow_job["job_file"]).read_text())
+    spec["spec"]["restoreFrom"] = {"checkpoint": latest.id}
+    explicit = slow_job["base"] / "explicit.yaml"
+    explicit.write_text(yaml.safe_dump(spec))
+    r = run_cli([str(explicit), "--work-dir", str(slow_job["base"] / "pod"), "--port", "0"],
                 env=slow_job["env"], timeout=120)
     assert r.returncode == 3, r.stderr[-2000:]
     assert "restore failed" in r.stderr and "corrupt" in r.stderr and victim.path in r.stderr
+    assert f"restoreFrom checkpoint:{latest.id}" in r.stderr and "not falling back" in r.stderr
 
 
 # --- the freeze on a live query --------------------------------------------------------------------
@@ -192,9 +199,14 @@ def test_entrypoint_check_in_process(spark):
         build_stream(lambda s: s, spark, {"unexpected": 1}, "m:f")
 
 
-def test_freeze_of_a_running_query_restarts_identically(spark, tmp_path):
-    """Freeze while the query runs; a query started on a copy resumes at C+1 with the same output."""
+@pytest.mark.parametrize("format_version", ["1", "2"])
+def test_freeze_of_a_running_query_restarts_identically(spark, tmp_path, format_version):
+    """Freeze while the query runs; a query started on a copy resumes at C+1 with the same output.
+    Also with state checkpoint format v2 (`<version>_<uuid>` files; pyspark 4.3.0 honours the
+    setting with RocksDB), where a stray snapshot of an abandoned re-run must not cut the history."""
+    spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", format_version)
     from sparkpoint.examples.windowed_aggregation import build
+
     from sparkpoint.runtime.checkpoint.freeze import check_restartable, freeze
 
     def run(checkpoint: Path, out: dict, until: int) -> None:
@@ -220,6 +232,9 @@ def test_freeze_of_a_running_query_restarts_identically(spark, tmp_path):
     finally:
         q.stop()
     assert result.seconds < 0.1, result.seconds
+    if format_version == "2":
+        state = [f for f in result.files if f.startswith("state/") and f.endswith((".changelog", ".zip"))]
+        assert state and all("_" in Path(f).name for f in state), state  # the setting took effect
     copy = tmp_path / "copy"
     shutil.copytree(tmp_path / "frozen", copy)
     assert check_restartable(copy) == result.batch_id
@@ -228,6 +243,37 @@ def test_freeze_of_a_running_query_restarts_identically(spark, tmp_path):
     assert min(resumed) == result.batch_id + 1
     for b in range(result.batch_id + 1, result.batch_id + 6):
         assert resumed[b] == original[b], b
+    if format_version == "2":
+        _stray_snapshot_does_not_cut_the_history(hot, tmp_path, run)
+    spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", "1")
+
+
+def _stray_snapshot_does_not_cut_the_history(hot: Path, tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    """A re-run of batch C+1 that never committed left a snapshot of version C+1 under another uuid
+    (a copy of a real snapshot zip): the freeze follows commits/C's uuid, not the newest version."""
+    import uuid as uuid_mod
+
+    from sparkpoint.runtime.checkpoint.freeze import check_restartable, freeze, latest_committed_batch
+
+    batch = latest_committed_batch(hot)
+    truth = tmp_path / "truth"  # the untouched hot dir, resumed: what the frozen copy must reproduce
+    shutil.copytree(hot, truth)
+    expected: dict[int, list[str]] = {}
+    run(truth, expected, batch + 3)
+    part = hot / "state" / "0" / "0"
+    real_zip = max(part.glob("*_*.zip"), key=lambda p: int(p.name.split("_")[0]))
+    stray = part / f"{batch + 1}_{uuid_mod.uuid4()}.zip"
+    shutil.copyfile(real_zip, stray)
+    result = freeze(hot, tmp_path / "frozen-stray")
+    assert result.batch_id == batch and f"state/0/0/{stray.name}" not in result.files
+    copy = tmp_path / "copy-stray"
+    shutil.copytree(tmp_path / "frozen-stray", copy)
+    assert check_restartable(copy) == batch
+    resumed: dict[int, list[str]] = {}
+    run(copy, resumed, batch + 3)
+    assert min(resumed) == batch + 1
+    for b in range(batch + 1, batch + 4):
+        assert resumed[b] == expected[b], b
 
 
 @pytest.mark.parametrize("example,path", [("windowed_aggregation.yaml", "default"), ("sessionization.yaml", "sessions")])

@@ -1,0 +1,84 @@
+"""Who owns the local hot dir, and what it last held (work_dir/owner.json).
+
+The record lets a restart judge its own hot dir against the store instead of trusting batch numbers:
+- `attempt`: the attempt that last ran from this hot dir;
+- `checkpoint`: the last checkpoint id this hot dir wrote or restored (None: none yet);
+- `failedStarts`: starts from a restore point (local or a store point) whose query died before
+  committing a batch; the next start does not pick that point again. Cleared by the first batch
+  a start commits.
+
+Written atomically (temp file + rename), so a crash leaves the old record or the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkpoint.runtime.checkpoint.freeze import FreezeError, check_restartable
+from sparkpoint.runtime.store import JobRef
+
+OWNER_FILE = "owner.json"
+
+
+def owner_of(work_dir: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads((work_dir / OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def write_owner(work_dir: Path, doc: dict[str, Any]) -> None:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    tmp = work_dir / f".{OWNER_FILE}.tmp"
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, work_dir / OWNER_FILE)
+
+
+def claim(work_dir: Path, job: JobRef, store_url: str, *, attempt: int, checkpoint: str | None,
+          failed_starts: list[dict[str, Any]] | None = None) -> None:
+    """Record that `attempt` now runs from this hot dir, which holds `checkpoint`'s history."""
+    write_owner(work_dir, {"job": str(job), "store": store_url, "attempt": attempt, "checkpoint": checkpoint,
+                           "failedStarts": failed_starts or []})
+
+
+_update_lock = threading.Lock()  # the checkpoint thread and the main thread both update the record
+
+
+def update_owner(work_dir: Path, **changes: Any) -> None:
+    with _update_lock:
+        doc = owner_of(work_dir)
+        if doc is not None:
+            write_owner(work_dir, {**doc, **changes})
+
+
+@dataclass(frozen=True)
+class LocalState:
+    """What the hot dir offers a restart (facts only; `plan_restore` judges them)."""
+
+    batch: int | None = None  # the committed batch Spark would restart after (None: not restartable)
+    problem: str | None = None  # why it is not restartable
+    attempt: int | None = None  # the attempt that last ran from it
+    checkpoint: str | None = None  # the last checkpoint id it wrote or restored
+    failed_starts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def inspect_local(work_dir: Path, hot_dir: Path, job: JobRef, store_url: str) -> LocalState:
+    owner = owner_of(work_dir)
+    if owner is None:
+        return LocalState(problem="no local hot dir (new pod or wiped disk)")
+    if (owner.get("job"), owner.get("store")) != (str(job), store_url):
+        return LocalState(problem=f"local hot dir belongs to {owner.get('job')} at {owner.get('store')}")
+    failed = [f for f in owner.get("failedStarts") or [] if isinstance(f, dict)]
+    attempt = owner.get("attempt")
+    facts = {"attempt": attempt if isinstance(attempt, int) else None, "checkpoint": owner.get("checkpoint"),
+             "failed_starts": failed}
+    try:
+        return LocalState(batch=check_restartable(hot_dir), **facts)
+    except FreezeError as exc:
+        return LocalState(problem=str(exc), **facts)
