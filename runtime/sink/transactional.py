@@ -205,10 +205,17 @@ class TransactionalSink:
         elif mine is not None:
             with self._cond:
                 self._set_head(mine["entry"], int(mine["upToBatch"]))
-        else:
-            with self._cond:
-                self._set_head(None, -1)
         current = current_head(self.store, self.job, self.path)
+        if not restored and mine is None:
+            if checkpoint_id is None:  # a fresh start begins a new, empty history
+                head, up_to = None, -1
+            else:
+                # A manifest that records no output (taken outside the runtime, or under another sink
+                # kind): which history it belongs to is unknown, so keep the one readers see.
+                head = head_checkpoint(current)
+                up_to = int(current["upToBatch"]) if current else -1
+            with self._cond:
+                self._set_head(head, up_to)
         if head_checkpoint(current) != self.head:
             check_fence(self.store, self.job, self.attempt)
             doc = {"kind": "continuation", "attempt": self.attempt, "previous": self.head,

@@ -209,3 +209,17 @@ def test_entries_from_before_lineage_are_read_as_a_linear_history(store, job, tm
     _stage(sink, {3: [3]})
     _checkpoint(sink, "chk-000004", 3)
     assert [r["v"] for r in read_committed(store, job)] == [0, 1, 2, 3]
+
+
+def test_restoring_a_manifest_without_sink_info_keeps_the_visible_history(store, job, tmp_path):
+    """A checkpoint taken outside the runtime (`sparkpoint checkpoints create`) records no output:
+    restoring it must not hide what readers see."""
+    first = _sink(store, job, tmp_path, write_fence(store, job))
+    _stage(first, {0: [1], 1: [2]})
+    _checkpoint(first, "chk-000001", 1)
+    second = _sink(store, job, tmp_path, write_fence(store, job))
+    _resume(second, "chk-000002", {})
+    assert [r["v"] for r in read_committed(store, job)] == [1, 2]
+    _stage(second, {2: [3]})
+    _checkpoint(second, "chk-000003", 2)
+    assert [r["v"] for r in read_committed(store, job)] == [1, 2, 3]
