@@ -167,4 +167,6 @@ def write_reliability_report(tally: Tally, seed: int, target: int) -> None:
     ]
     if tally.failures:
         lines += ["Failures:", ""] + [f"- {f}" for f in tally.failures] + [""]
-    (REPO / "docs" / "reliability.md").write_text("\n".join(lines))
+    report = REPO / "docs" / "reliability.md"
+    kept = report.read_text().partition("\n## Guarantees")  # the hand-written section survives a re-run
+    report.write_text("\n".join(lines) + (kept[1] + kept[2] if kept[1] else ""))
