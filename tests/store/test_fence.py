@@ -78,6 +78,7 @@ import sys
 from sparkpoint.runtime.checkpoint import write_fence
 from sparkpoint.runtime.store import JobRef, open_store
 store = open_store(sys.argv[1]); job = JobRef.parse(sys.argv[2])
+print("ready", flush=True)
 sys.stdin.readline()  # all processes released together
 print(write_fence(store, job), flush=True)
 """
@@ -86,11 +87,8 @@ print(write_fence(store, job), flush=True)
 def test_concurrent_starters_processes(store_url, job) -> None:  # type: ignore[no-untyped-def]
     procs = [subprocess.Popen([sys.executable, "-c", _STARTER, store_url, str(job)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=dict(os.environ)) for _ in range(6)]
-    for p in procs:  # give every interpreter time to import before the release
-        assert p.stdin is not None
-    import time
-
-    time.sleep(3)
+    for p in procs:  # every interpreter has imported and opened the store before the release
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     for p in procs:
         p.stdin.write("go\n")  # type: ignore[union-attr]
         p.stdin.flush()  # type: ignore[union-attr]
