@@ -111,3 +111,25 @@ def test_fenced_writer_never_publishes_after_a_newer_claim(store, job, tmp_path:
     with pytest.raises(FencedError):
         op.commit()
     assert list_checkpoints(store, job) == []
+
+
+def test_only_the_newest_of_concurrent_starters_publishes_sink_output(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from sparkpoint.runtime.sink.journal import SinkJournal
+    from sparkpoint.runtime.sink.transactional import TransactionalSink, read_committed
+    from tests.runtime.test_sink import FakeBatch
+
+    attempts = _race(STARTERS, lambda i: write_fence(store, job))
+    newest = max(attempts)
+
+    def publish(i: int):  # type: ignore[no-untyped-def]
+        sink = TransactionalSink(store, job, attempt=attempts[i], path="default",
+                                 journal=SinkJournal(tmp_path / f"journal-{i}"))
+        sink.write_batch(FakeBatch([{"attempt": attempts[i]}]), 0)
+        try:
+            sink.publish(f"chk-{i + 1:06d}", sink.manifest_extra(0))
+            return attempts[i]
+        except FencedError:
+            return None
+    published = [a for a in _race(STARTERS, publish) if a is not None]
+    assert published == [newest]
+    assert read_committed(store, job) == [{"attempt": newest}]
