@@ -176,10 +176,16 @@ class CheckpointOperation:
                                   f"hashing, e.g. {changed[0]}; not committing")
         w = self.writer
         check_fence(w.store, w.job, w.attempt)
-        if w.store.stat(pending_key(w.job, self.id)) is None:
+        marker = w.store.stat(pending_key(w.job, self.id))
+        if marker is None:
             raise CheckpointError(
                 f"checkpoint {self.id} of job {w.job}: its pending marker is gone (expired and removed by "
                 "GC?), so objects it protected may be gone too; not committing")
+        if w.clock() - marker.last_modified >= w.pending_timeout_seconds:
+            raise CheckpointError(
+                f"checkpoint {self.id} of job {w.job}: its pending marker is older than the GC pending "
+                f"timeout ({w.pending_timeout_seconds:g}s), so GC may have collected what it protected; "
+                "not committing")
 
     def commit(self) -> CheckpointResult:
         """Fence check, conditional manifest write, pending marker removal."""
@@ -249,6 +255,7 @@ class CheckpointWriter:
         upload_workers: int = 8,
         hash_workers: int | None = None,
         reuse_window_seconds: float = 300.0,
+        pending_timeout_seconds: float = 3600.0,  # GC's (gc --pending-timeout, spec.gc.pendingTimeout)
         clock: Callable[[], float] = time.time,
     ):
         self.store, self.job, self.attempt, self.job_uid = store, job, attempt, job_uid
@@ -256,6 +263,7 @@ class CheckpointWriter:
         self.upload_workers = max(1, upload_workers)
         self.hash_workers = hash_workers or min(4, os.cpu_count() or 1)
         self.reuse_window_seconds = reuse_window_seconds
+        self.pending_timeout_seconds = pending_timeout_seconds
         self.clock = clock
         if reuse_window_seconds < 0:
             raise ValueError("reuse window must not be negative")

@@ -105,7 +105,7 @@ class Fence(BaseModel):
     owner: str | None = None  # random per claimer: a claim's bytes are never written by two starters
 
     def to_json(self) -> bytes:
-        return self.model_dump_json().encode()
+        return self.model_dump_json(exclude_none=True).encode()  # fence.json keeps its old shape
 
     @classmethod
     def from_json(cls, data: bytes, *, where: str) -> Fence:

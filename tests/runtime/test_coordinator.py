@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkpoint.runtime.checkpoint.coordinator import (
@@ -123,3 +123,49 @@ def test_abandoned_exception_does_not_mark_completed():
     assert r.done.wait(3)
     c.stop()
     assert r.status in ("timed_out",)
+
+
+@settings(max_examples=50, deadline=None)
+@given(order=st.permutations(range(1, 7)), give_up=st.sets(st.integers(1, 6), max_size=3))
+def test_id_tickets_claim_in_ticket_order_whatever_order_threads_arrive(order, give_up):
+    """Six operations arrive in any order (some give up before claiming): claims follow tickets."""
+    from sparkpoint.runtime.checkpoint.tickets import IdTickets
+
+    tickets = IdTickets()
+    mine = [tickets.take() for _ in range(6)]
+    assert mine == [1, 2, 3, 4, 5, 6]
+    claimed, lock = [], threading.Lock()
+
+    def operation(ticket: int) -> None:
+        try:
+            if ticket in give_up:
+                return  # failed before claiming (e.g. timed out while hashing)
+            tickets.wait_turn(ticket, poll_seconds=0.01)
+            with lock:
+                claimed.append(ticket)
+        finally:
+            tickets.release(ticket)
+    threads = [threading.Thread(target=operation, args=(t,)) for t in order]
+    for t in threads:
+        t.start()
+        time.sleep(0.001)
+    for t in threads:
+        t.join(10)
+    assert claimed == sorted(set(range(1, 7)) - give_up)
+
+
+def test_id_tickets_waiting_gives_up_when_told():
+    from sparkpoint.runtime.checkpoint.tickets import IdTickets
+
+    tickets = IdTickets()
+    first, second = tickets.take(), tickets.take()
+
+    def timed_out() -> None:
+        raise Abandoned("timed out")
+    try:
+        tickets.wait_turn(second, timed_out, poll_seconds=0.01)
+        raise AssertionError("wait_turn must give up")
+    except Abandoned:
+        tickets.release(second)
+    tickets.release(first)
+    tickets.wait_turn(tickets.take())  # the turn moved past both: no wait

@@ -78,6 +78,7 @@ import sys
 from sparkpoint.runtime.checkpoint import write_fence
 from sparkpoint.runtime.store import JobRef, open_store
 store = open_store(sys.argv[1]); job = JobRef.parse(sys.argv[2])
+print("ready", flush=True)
 sys.stdin.readline()  # all processes released together
 print(write_fence(store, job), flush=True)
 """
@@ -86,11 +87,8 @@ print(write_fence(store, job), flush=True)
 def test_concurrent_starters_processes(store_url, job) -> None:  # type: ignore[no-untyped-def]
     procs = [subprocess.Popen([sys.executable, "-c", _STARTER, store_url, str(job)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=dict(os.environ)) for _ in range(6)]
-    for p in procs:  # give every interpreter time to import before the release
-        assert p.stdin is not None
-    import time
-
-    time.sleep(3)
+    for p in procs:  # every interpreter has imported and opened the store before the release
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     for p in procs:
         p.stdin.write("go\n")  # type: ignore[union-attr]
         p.stdin.flush()  # type: ignore[union-attr]
@@ -113,3 +111,25 @@ def test_fenced_writer_never_publishes_after_a_newer_claim(store, job, tmp_path:
     with pytest.raises(FencedError):
         op.commit()
     assert list_checkpoints(store, job) == []
+
+
+def test_only_the_newest_of_concurrent_starters_publishes_sink_output(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from sparkpoint.runtime.sink.journal import SinkJournal
+    from sparkpoint.runtime.sink.transactional import TransactionalSink, read_committed
+    from tests.runtime.test_sink import FakeBatch
+
+    attempts = _race(STARTERS, lambda i: write_fence(store, job))
+    newest = max(attempts)
+
+    def publish(i: int):  # type: ignore[no-untyped-def]
+        sink = TransactionalSink(store, job, attempt=attempts[i], path="default",
+                                 journal=SinkJournal(tmp_path / f"journal-{i}"))
+        sink.write_batch(FakeBatch([{"attempt": attempts[i]}]), 0)
+        try:
+            sink.publish(f"chk-{i + 1:06d}", sink.manifest_extra(0))
+            return attempts[i]
+        except FencedError:
+            return None
+    published = [a for a in _race(STARTERS, publish) if a is not None]
+    assert published == [newest]
+    assert read_committed(store, job) == [{"attempt": newest}]

@@ -78,7 +78,8 @@ class GcSafety(RuleBasedStateMachine):
     def _new_writer(self, attempt: int | None = None) -> CheckpointWriter:
         attempt = write_fence(self.store, self.job) if attempt is None else attempt
         return CheckpointWriter(self.store, self.job, attempt=attempt, job_uid="u", upload_workers=1,
-                                reuse_window_seconds=REUSE_WINDOW, clock=self.clock)
+                                reuse_window_seconds=REUSE_WINDOW, pending_timeout_seconds=PENDING_TIMEOUT,
+                                clock=self.clock)
 
     def teardown(self) -> None:
         try:

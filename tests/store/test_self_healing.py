@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,21 @@ def test_pending_marker_removed_mid_checkpoint_commits_nothing(store, job, tmp_p
     with pytest.raises(CheckpointError, match="pending marker"):
         op.commit()
     assert list_checkpoint_ids(store, job) == [first.id]
+
+
+def test_pending_marker_older_than_the_gc_timeout_commits_nothing(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """GC judges a marker abandoned by its age and deletes the objects before the marker itself."""
+    write_tree(tmp_path / "hot", 4)
+    now = [0.0]
+    writer = CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="u", reuse_window_seconds=0,
+                              pending_timeout_seconds=600, clock=lambda: time.time() + now[0])
+    op = writer.begin(tmp_path / "hot", batch_id=1)
+    op.plan()
+    op.upload_all()
+    now[0] = 601  # the writer was paused past the pending timeout
+    with pytest.raises(CheckpointError, match="pending timeout"):
+        op.commit()
+    assert list_checkpoint_ids(store, job) == []
 
 
 def test_file_rewritten_between_hashing_and_upload_fails_the_checkpoint(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
