@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_create(args: argparse.Namespace) -> int:
-    store, job = open_from_args(args)
+    store, job = open_from_args(args, writes=True)
     source = Path(args.source)
     total = sum(p.stat().st_size for p in source.rglob("*") if p.is_file()) if source.is_dir() else 0
     writer = CheckpointWriter(store, job, attempt=read_fence(store, job), job_uid=args.job_uid,

@@ -50,14 +50,14 @@ def add_common(parser: argparse.ArgumentParser, *, job: bool = True) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def open_from_args(args: argparse.Namespace) -> tuple[ObjectStore, JobRef]:
+def open_from_args(args: argparse.Namespace, *, writes: bool = False) -> tuple[ObjectStore, JobRef]:
     if not args.store:
         raise StoreError("no store given: use --store s3://bucket/prefix or file:///path (or $SPARKPOINT_STORE)")
     if not getattr(args, "job", None):
         raise ValueError("no job given: use --job NAMESPACE/NAME (or $SPARKPOINT_JOB)")
     job = JobRef.parse(args.job)
     store = open_store(args.store)
-    store.check()
+    store.check(writes=writes)
     return store, job
 
 

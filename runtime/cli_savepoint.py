@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_create(args: argparse.Namespace) -> int:
-    store, job = open_from_args(args)
+    store, job = open_from_args(args, writes=True)
     m = create_savepoint(store, job, args.name, args.checkpoint)
     emit(args, {"name": m.id, "source_checkpoint": m.source_checkpoint, "batch_id": m.batch_id,
                 "files": m.totals.files, "bytes": m.totals.bytes},

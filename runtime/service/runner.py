@@ -130,7 +130,7 @@ class JobRuntime:
         if storage and storage.endpoint and not env.get("SPARKPOINT_S3_ENDPOINT"):
             env["SPARKPOINT_S3_ENDPOINT"] = storage.endpoint  # the environment wins over the spec
         self.store = store = open_store(self.store_url, env=env)
-        store.check()
+        store.check(writes=True)
         self.attempt = write_fence(store, self.job)  # fence first: older attempts can no longer commit
         self.metrics.attempt.set(self.attempt)
         log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})

@@ -48,8 +48,9 @@ class ObjectStore(abc.ABC):
     url: str  # credential-free description, safe to log
 
     @abc.abstractmethod
-    def check(self) -> None:
-        """Raise a clear StoreError if the store is unreachable, refuses us, or has no bucket."""
+    def check(self, *, writes: bool = False) -> None:
+        """Raise a clear StoreError if the store is unreachable, refuses us, or has no bucket. With
+        writes=True, also prove the store can do what a writer needs (conditional creates)."""
 
     @abc.abstractmethod
     def put_bytes(self, key: str, data: bytes) -> None: ...

@@ -53,7 +53,7 @@ class DirectoryStore(ObjectStore):
         return ObjectInfo(key=key, size=st.st_size, last_modified=st.st_mtime)
 
     # --- interface -------------------------------------------------------------------------
-    def check(self) -> None:
+    def check(self, *, writes: bool = False) -> None:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -7,7 +7,6 @@ with backoff; the client's own urllib3 retries are turned off so the policy live
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
@@ -53,6 +52,10 @@ def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, S3Error):
         return exc.code in _TRANSIENT_CODES
     return isinstance(exc, InvalidResponseError)
+
+
+# The one key the writers' self-check creates (once per store root, then only refused creates).
+CONDITIONAL_PROBE_KEY = ".sparkpoint-check/conditional-put"
 
 
 class S3Store(ObjectStore):
@@ -118,29 +121,29 @@ class S3Store(ObjectStore):
             raise StoreError(f"{what} on {self.url}: {exc}") from None
 
     # --- interface -------------------------------------------------------------------------
-    def check(self) -> None:
+    def check(self, *, writes: bool = False) -> None:
         # A listing of one key exercises reachability, credentials and the bucket in one call.
         def probe() -> None:
             for _ in self.client.list_objects(self.bucket, prefix=f"{self.prefix}/" if self.prefix else None):
                 break
         self._call("check", None, probe)
-        self._check_conditional_writes()
+        if writes:  # readers (list, verify, restore, GC) need no write permission for the probe
+            self._check_conditional_writes()
 
     def _check_conditional_writes(self) -> None:
         """Manifests, pending markers and attempt claims rely on `If-None-Match: *`; a server (or a
         gateway in front of it) that ignores the header would let two writers both 'create' a key.
-        Prove it is honoured: the second create of a fresh key must be refused."""
-        key = f".sparkpoint-check/{uuid.uuid4().hex}"
+        Prove it is honoured: a create of the one probe key (made by the first check ever, kept so
+        that no delete permission is needed) with new content must be refused. The content is unique
+        per call, so put_if_absent's lost-response rule (same bytes = our own write) cannot answer."""
+        key = CONDITIONAL_PROBE_KEY
         try:
-            first = self.put_if_absent(key, b"first")
-            second = self.put_if_absent(key, b"second")
+            first = self.put_if_absent(key, uuid.uuid4().hex.encode())
+            second = self.put_if_absent(key, uuid.uuid4().hex.encode()) if first else False
         except StoreError as exc:
             raise StoreError(f"object store {self.url} failed a conditional write (If-None-Match: *), "
                              f"which Sparkpoint needs: {exc}") from None
-        finally:
-            with contextlib.suppress(StoreError):  # the verdict matters more than a leftover probe key
-                self.delete(key)
-        if not first or second:
+        if second:
             raise StoreError(
                 f"object store {self.url} does not honour conditional writes (If-None-Match: *): a second "
                 "create of the same key was accepted. Sparkpoint needs them to never overwrite a manifest "

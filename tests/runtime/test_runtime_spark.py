@@ -206,7 +206,6 @@ def test_freeze_of_a_running_query_restarts_identically(spark, tmp_path, format_
     setting with RocksDB), where a stray snapshot of an abandoned re-run must not cut the history."""
     spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", format_version)
     from sparkpoint.examples.windowed_aggregation import build
-
     from sparkpoint.runtime.checkpoint.freeze import check_restartable, freeze
 
     def run(checkpoint: Path, out: dict, until: int) -> None:

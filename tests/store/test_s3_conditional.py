@@ -17,6 +17,7 @@ import pytest
 import urllib3
 
 from sparkpoint.runtime.store import StoreError
+from sparkpoint.runtime.store.s3 import CONDITIONAL_PROBE_KEY
 from tests.conftest import TEST_BUCKET
 
 pytestmark = pytest.mark.minio
@@ -47,7 +48,8 @@ def test_retry_after_a_lost_response_is_not_reported_as_someone_elses_write(mini
 
 def test_check_refuses_a_server_that_ignores_if_none_match(minio_server) -> None:  # type: ignore[no-untyped-def]
     store = _store(minio_server)
-    store.check()  # the real MinIO honours it
+    store.check(writes=True)  # the real MinIO honours it (first check ever: creates the probe key)
+    store.check(writes=True)  # and again, now that the probe key exists
     real = store.client._put_object
 
     def drop_condition(bucket, name, data, headers=None, **kwargs):  # type: ignore[no-untyped-def]
@@ -55,8 +57,24 @@ def test_check_refuses_a_server_that_ignores_if_none_match(minio_server) -> None
         return real(bucket, name, data, headers=headers, **kwargs)
     store.client._put_object = drop_condition  # a gateway or server that drops the condition
     with pytest.raises(StoreError, match="If-None-Match"):
-        store.check()
-    assert not [i for i in store.list("") if "check" in i.key], "the probe object was left behind"
+        store.check(writes=True)
+    probes = [i.key for i in store.list("") if "check" in i.key]
+    assert probes == [CONDITIONAL_PROBE_KEY], f"one probe key per store, no deletes needed: {probes}"
+
+
+def test_readers_check_writes_nothing(minio_server) -> None:  # type: ignore[no-untyped-def]
+    """list/verify/restore/GC may run with credentials that cannot write: their check() must not."""
+    store = _store(minio_server)
+    real, writes = store.client._put_object, []
+
+    def record(*args, **kwargs):  # type: ignore[no-untyped-def]
+        writes.append(args[1])
+        return real(*args, **kwargs)
+    store.client._put_object = record
+    store.check()
+    assert writes == [] and list(store.list("")) == []
+    store.check(writes=True)
+    assert writes, "a writer's check proves conditional creates"
 
 
 def test_launcher_stops_minio_and_removes_its_data_on_sigterm(tmp_path: Path) -> None:

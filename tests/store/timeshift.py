@@ -32,8 +32,8 @@ class ShiftedStore(ObjectStore):
     def _info(self, info):  # type: ignore[no-untyped-def]
         return info and ObjectInfo(info.key, info.size, info.last_modified + self.shift.get(info.key, 0.0))
 
-    def check(self) -> None:
-        self.inner.check()
+    def check(self, *, writes: bool = False) -> None:
+        self.inner.check(writes=writes)
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self.inner.put_bytes(key, data)
