@@ -160,7 +160,7 @@ def plan_restore(*, restore_from: RestoreFrom | None, checkpoint_ids: list[str],
     else:
         why = "local recovery disabled"
     if not checkpoint_ids:
-        return RestorePlan("fresh", reason="no checkpoint in the store")
+        return RestorePlan("fresh", reason=f"no checkpoint in the store; not resuming the hot dir: {why}")
     points = [RestorePoint("checkpoint", c) for c in reversed(checkpoint_ids)]
     points += [RestorePoint("savepoint", s) for s in savepoints]
     if tag and RestorePoint(*tag.split(":", 1)) not in points:
