@@ -212,7 +212,8 @@ class JobRuntime:
         writer = CheckpointWriter(self.store, self.job, attempt=self.attempt,
                                   job_uid=self.opts.job_uid or _job_uid(self.job),
                                   hash_cache=HashCache(self.work_dir / "hash-cache.json"),
-                                  reuse_window_seconds=spec.reuse_window_seconds())
+                                  reuse_window_seconds=spec.reuse_window_seconds(),
+                                  pending_timeout_seconds=parse_duration(spec.gc.pending_timeout))
         self.pipeline = pipeline = CheckpointPipeline(
             store=self.store, job=self.job, writer=writer, sink=self.sink, hot_dir=self.hot_dir,
             freeze_root=self.work_dir / "freeze", metrics=self.metrics, lineage=r.lineage,
