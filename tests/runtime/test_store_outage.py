@@ -5,6 +5,7 @@ is (a) frozen with SIGSTOP (connections hang) or (b) killed and restarted on the
 dir, for 2 minutes each. Batches must keep completing during the outage (seen on the control API,
 which never touches the store), the runtime must not exit, a checkpoint must complete soon after the
 store returns, and the committed output must equal the failure-free result (0 missing, 0 duplicate).
+Each takes 5-8 minutes (measured on a shared 2-core machine under load: 318 s frozen, 456 s dead).
 """
 
 from __future__ import annotations
