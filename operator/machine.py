@@ -32,6 +32,7 @@ from .status import apply_conditions
 
 RESTART_WINDOW = 3600.0  # restart.maxRestarts counts restarts within this many seconds
 DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
+SAVEPOINTS_SHOWN = 20
 POLL = 2.0  # requeue while waiting for a pod to come or go
 # Spec sections whose change needs a new pod (an upgrade); the rest is read by the operator only.
 _NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom")
@@ -137,7 +138,7 @@ class _Run:
         the newest checkpoint not known to be bad, else what the spec says (None: the latest)."""
         target = self.tr.pop("restoreTarget", None)
         saved = self.obs.store_savepoints
-        if target and (saved is None or target in saved):
+        if target and (saved is None or target in [s["name"] for s in saved]):
             return RestoreFrom(savepoint=target)
         bad = set(self.tr.get("badRestorePoints", []))
         if bad and self.obs.store_checkpoints:
@@ -187,7 +188,7 @@ def _record_store_facts(run: _Run) -> None:
         run.st["checkpoints"] = [f.to_status() for f in history]
         run.st["latestCheckpoint"] = history[-1].to_status()
     if obs.store_savepoints is not None:
-        run.st["savepoints"] = sorted(obs.store_savepoints)[-20:]
+        run.st["savepoints"] = obs.store_savepoints[-SAVEPOINTS_SHOWN:]
 
 
 def _terminal(run: _Run) -> None:

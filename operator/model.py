@@ -63,7 +63,7 @@ class Observed:
     name: str = "job"  # the StreamingJob's name (pods are <name>-<attempt>)
     runtime: dict[str, Any] | None = None  # GET /status of the current pod, None if unreachable
     store_checkpoints: list[CheckpointFact] | None = None  # newest last; None: store not read
-    store_savepoints: list[str] | None = None
+    store_savepoints: list[dict[str, Any]] | None = None  # {name, completedAt, ...}, oldest first
     deleting: bool = False
 
 

@@ -150,7 +150,7 @@ ROWS = [
      [pod()], {"spec": make_spec(state="suspended")}, "Suspended", ["delete:job-1"], []),
     ("resume -> attempt 2 from the suspend savepoint",
      {"phase": "Suspended", "attempt": 1, "tracking": {"restoreTarget": "suspend-2"}}, [],
-     {"store_savepoints": ["suspend-2"]}, "Pending", ["create:2"], ["AttemptCreated"]),
+     {"store_savepoints": [{"name": "suspend-2"}]}, "Pending", ["create:2"], ["AttemptCreated"]),
     ("image changed -> Upgrading, stop with savepoint", running(), [pod()],
      {"runtime": RUNTIME, "spec": make_spec(image="sparkpoint:v2"), "generation": 3}, "Upgrading",
      ["stop:upgrade-3"], ["Upgrading"]),
@@ -159,7 +159,7 @@ ROWS = [
      ["delete:job-1"], ["Upgrading"]),
     ("Upgrading, pod gone -> new attempt without backoff",
      {"phase": "Upgrading", "attempt": 1, "tracking": {"restoreTarget": "upgrade-3", "drain": {"at": T0}}},
-     [], {"store_savepoints": ["upgrade-3"]}, "Pending", ["create:2"], ["AttemptCreated"]),
+     [], {"store_savepoints": [{"name": "upgrade-3"}]}, "Pending", ["create:2"], ["AttemptCreated"]),
     ("a pod newer than status (status write lost) is adopted, not duplicated",
      {"phase": "Recovering", "attempt": 1, "tracking": {}}, [pod(2, ready=False)], {}, "Pending", [], []),
 ]
