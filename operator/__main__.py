@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         standalone=args.standalone,
         peering_name=PEERING_NAME,
         priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
-        memo=kopf.Memo(metrics_port=args.metrics_port),
+        memo=kopf.Memo(metrics_port=args.metrics_port, namespaces=None if args.all_namespaces else args.namespace),
     )
     return 0
 

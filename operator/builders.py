@@ -88,6 +88,9 @@ def _store_env(spec: JobSpec) -> list[dict[str, Any]]:
     if storage.secret_ref:
         env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": storage.secret_ref.name, "key": key}}}
                 for key in CREDENTIAL_KEYS]
+        if not storage.endpoint:  # the endpoint may come with the credentials (optional key)
+            env.append({"name": "SPARKPOINT_S3_ENDPOINT", "valueFrom": {"secretKeyRef": {
+                "name": storage.secret_ref.name, "key": "SPARKPOINT_S3_ENDPOINT", "optional": True}}})
     return env
 
 

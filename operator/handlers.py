@@ -33,7 +33,12 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.posting.level = logging.INFO
     memo.metrics = OperatorMetrics()
     memo.client = RuntimeClient(timeout=5.0)
-    memo.reconciler = Reconciler(Kube(load_config()), memo.client, memo.metrics, post_event)
+    kube = Kube(load_config())
+    memo.reconciler = Reconciler(kube, memo.client, memo.metrics, post_event)
+    if not settings.peering.standalone and not await kube.ensure_peering(settings.peering.name,
+                                                                          memo.get("namespaces")):
+        log.warning("kopf peering CRDs are missing (kubectl apply -f crds/): a second replica would not "
+                    "stand by but act at the same time")
     memo.http = await serve(memo.metrics, memo.get("metrics_port", 9100))
     log.info("operator started", extra={"metricsPort": memo.get("metrics_port", 9100)})
 

@@ -113,3 +113,25 @@ class Kube:
             return
         await self._run(self.custom.patch_namespaced_custom_object_status, API_GROUP, API_VERSION, namespace,
                         PLURAL, name, {"status": patch}, _content_type="application/merge-patch+json")
+
+    async def ensure_peering(self, name: str, namespaces: list[str] | None) -> bool:
+        """Create kopf's peering object(s) (cluster-wide when namespaces is None); False when the
+        peering CRDs are not installed (then replicas cannot see each other)."""
+        try:
+            if namespaces is None:
+                body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}}
+                await self._run(self.custom.create_cluster_custom_object, "kopf.dev", "v1", "clusterkopfpeerings", body)
+            for ns in namespaces or []:
+                body = {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": name, "namespace": ns}}
+                try:
+                    await self._run(self.custom.create_namespaced_custom_object, "kopf.dev", "v1", ns,
+                                    "kopfpeerings", body)
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            if exc.status != 409:
+                raise
+        return True

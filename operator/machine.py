@@ -150,6 +150,7 @@ class _Run:
 
 def decide(obs: Observed) -> Decision:
     run = _Run(obs)
+    run.st.setdefault("restarts", 0)
     _record_store_facts(run)
     _adopt_newer_attempt(run)
     phase = run.st.get("phase")

@@ -75,3 +75,11 @@ def test_service_selects_the_runtime_pods() -> None:
     svc = builders.build_service(JOB)
     pod = builders.build_pod(JOB, SPEC, attempt=1)
     assert all(pod["metadata"]["labels"][k] == v for k, v in svc["spec"]["selector"].items())
+
+
+def test_endpoint_comes_from_the_secret_when_the_spec_has_none() -> None:
+    storage = SPEC.checkpoint.storage.model_copy(update={"endpoint": None})
+    spec = SPEC.model_copy(update={"checkpoint": SPEC.checkpoint.model_copy(update={"storage": storage})})
+    for container in builders.build_pod(JOB, spec, attempt=1)["spec"]["containers"]:
+        ref = _env(container)["SPARKPOINT_S3_ENDPOINT"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": "minio-creds", "key": "SPARKPOINT_S3_ENDPOINT", "optional": True}
