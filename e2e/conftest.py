@@ -123,7 +123,7 @@ def peering_crds(api_client) -> None:
 
 
 @pytest.fixture
-def operator(namespace, streamingjob_crd, peering_crds, store_env, tmp_path):
+def operator(api_client, namespace, streamingjob_crd, peering_crds, store_env, tmp_path):
     """A running sparkpoint-operator watching the test namespace; `operator.kill()` SIGKILLs it and
     `operator.start()` starts it again. Its log is shown when the test fails."""
     from kube_helpers import OperatorProcess
@@ -131,4 +131,15 @@ def operator(namespace, streamingjob_crd, peering_crds, store_env, tmp_path):
     proc = OperatorProcess(namespace, tmp_path / "operator.log")
     proc.start()
     yield proc
-    proc.stop()
+    # Jobs go while the operator still runs its finalizer; otherwise the namespace never goes.
+    custom = client.CustomObjectsApi(api_client)
+    from kube_helpers import GROUP, PLURAL, VERSION
+
+    try:
+        if proc.process.poll() is not None:
+            proc.start()
+        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+        wait_for("the test's StreamingJobs deleted", lambda: not custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL)["items"], timeout=180)
+    finally:
+        proc.stop()

@@ -42,6 +42,7 @@ from .status import apply_conditions
 log = logging.getLogger("sparkpoint.operator")
 STORE_REFRESH = 60.0
 STORE_REFRESH_BLIND = 15.0  # while the runtime is unreachable the store is the only source
+SAVEPOINT_RECHECK = 3.0  # a savepoint the runtime or status names but the cache lacks: look again this soon
 OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours to diff
 
 
@@ -58,6 +59,17 @@ class _StoreCache:
     read_at: float = 0.0
     checkpoints: list | None = None
     savepoints: list | None = None
+
+
+def _expected_savepoints(status: dict[str, Any], runtime: dict[str, Any] | None) -> set[str]:
+    """Savepoints that should be in the store: the restore target of a drain, and those the
+    runtime reports completed (so status.savepoints shows them without waiting a full refresh)."""
+    names = {r.get("savepoint") for r in (runtime or {}).get("recentCheckpoints") or []
+             if r.get("kind") == "savepoint" and r.get("status") == "completed"}
+    tracking = status.get("tracking") or {}
+    drain_at = (tracking.get("drain") or {}).get("at", 0)
+    target = tracking.get("restoreTarget") if time.time() - drain_at < 2 * DRAIN_GRACE else None
+    return {n for n in names | {target} if n}
 
 
 EventFn = Callable[[dict[str, Any], str, str, str], None]
@@ -113,7 +125,8 @@ class Reconciler:
         pods = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
         current = next((p for p in pods if p.attempt == own.get("attempt")), None)
         runtime = await self._runtime_status(current)
-        cache = await self._store_facts(namespace, name, spec, blind=runtime is None)
+        cache = await self._store_facts(namespace, name, spec, blind=runtime is None,
+                                        expect=_expected_savepoints(own, runtime))
         obs = Observed(spec=spec, generation=meta.get("generation", 1), status=own, pods=pods, now=self.clock(),
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
                        store_savepoints=cache.savepoints)
@@ -142,10 +155,13 @@ class Reconciler:
         except RuntimeApiError:
             return None
 
-    async def _store_facts(self, namespace: str, name: str, spec: JobSpec, blind: bool) -> _StoreCache:
+    async def _store_facts(self, namespace: str, name: str, spec: JobSpec, blind: bool,
+                           expect: set[str]) -> _StoreCache:
         cache = self._store.setdefault((namespace, name), _StoreCache())
         age = self.clock() - cache.read_at
-        if age < (STORE_REFRESH_BLIND if blind else STORE_REFRESH):
+        known = {s["name"] for s in cache.savepoints or []}
+        missing = bool(expect - known) and age >= SAVEPOINT_RECHECK
+        if age < (STORE_REFRESH_BLIND if blind else STORE_REFRESH) and not missing:
             return cache
         cache.read_at = self.clock()
         try:
