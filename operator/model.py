@@ -65,6 +65,7 @@ class Observed:
     store_checkpoints: list[CheckpointFact] | None = None  # newest last; None: store not read
     store_savepoints: list[dict[str, Any]] | None = None  # {name, completedAt, ...}, oldest first
     deleting: bool = False
+    upgrade_timeout: float = 300.0  # a new attempt after an upgrade must be Ready within this
 
 
 # --- actions (each small and idempotent) --------------------------------------------------------
@@ -74,6 +75,7 @@ class CreateAttempt:
 
     attempt: int
     restore_from: RestoreFrom | None = None
+    spec: JobSpec | None = None  # run this spec instead of the CR's (a rollback to the last stable one)
 
 
 @dataclass(frozen=True)

@@ -77,8 +77,9 @@ EventFn = Callable[[dict[str, Any], str, str, str], None]
 
 class Reconciler:
     def __init__(self, kube: Kube, client: RuntimeClient, metrics: OperatorMetrics, post_event: EventFn,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, upgrade_timeout: float = 300.0):
         self.kube, self.client, self.metrics, self.post_event, self.clock = kube, client, metrics, post_event, clock
+        self.upgrade_timeout = upgrade_timeout
         self._store: dict[tuple[str, str], _StoreCache] = {}
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
 
@@ -129,7 +130,7 @@ class Reconciler:
                                         expect=_expected_savepoints(own, runtime))
         obs = Observed(spec=spec, generation=meta.get("generation", 1), status=own, pods=pods, now=self.clock(),
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
-                       store_savepoints=cache.savepoints)
+                       store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout)
         decision = decide(obs)
         await self.kube.patch_status(namespace, name, merge_patch(own, decision.status))
         self._count_restarts(namespace, name, own, decision.status)
@@ -201,10 +202,11 @@ class Reconciler:
         job = builders.JobRef(ns, name, meta["uid"])
         base = base_url(pod.ip, builders.CONTROL_PORT) if pod and pod.ip else None
         match action:
-            case CreateAttempt(attempt=attempt, restore_from=restore_from):
-                await self.kube.apply_config_map(builders.build_config_map(job, spec, restore_from))
+            case CreateAttempt(attempt=attempt, restore_from=restore_from, spec=override):
+                run_spec = override or spec  # a rollback runs the last stable spec
+                await self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from))
                 await self.kube.create(builders.build_service(job))
-                await self.kube.create(builders.build_pod(job, spec, attempt))
+                await self.kube.create(builders.build_pod(job, run_spec, attempt))
             case DeletePod(name=pod_name, force=force):
                 await self.kube.delete_pod(ns, pod_name, force)
             case TriggerCheckpoint(lag=lag):

@@ -235,3 +235,49 @@ def test_runtime_restore_fallback_is_recorded_once():
     assert [a.reason for a in d.actions if isinstance(a, Emit)] == ["RestoreFallback"]
     d2 = decide(observe(d.status, [pod()], runtime=rt, now=T0 + 1))
     assert not [a for a in d2.actions if isinstance(a, Emit)]
+
+
+def test_upgrade_not_ready_in_time_rolls_back_to_the_stable_spec_and_its_savepoint():
+    old = make_spec(image="sparkpoint:v1")
+    new = make_spec(image="sparkpoint:v2")
+    from sparkpoint.operator.step import stable_doc
+
+    # Running on v1; the CR is edited to v2 (generation 2): drain with a savepoint.
+    st = running(stableSpec=spec_key(old), stableSpecDoc=stable_doc(old))
+    d = decide(observe(st, [pod()], runtime=RUNTIME, spec=new, generation=2))
+    assert d.status["phase"] == "Upgrading" and [describe(a) for a in d.of(StopRuntime)] == ["stop:upgrade-2"]
+    # The old pod is gone: attempt 2 with v2 from the savepoint, with a deadline.
+    d = decide(observe(d.status, [], spec=new, generation=2, now=T0 + 10, store_savepoints=[{"name": "upgrade-2"}]))
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 2 and create.spec is None and create.restore_from.savepoint == "upgrade-2"
+    assert d.status["tracking"]["upgradeDeadline"] == T0 + 10 + 300
+    # Not Ready before the deadline: roll back.
+    d = decide(observe(d.status, [pod(2, ready=False)], spec=new, generation=2, now=T0 + 400))
+    assert d.status["phase"] == "Upgrading" and [describe(a) for a in d.of(DeletePod)] == ["delete:job-2"]
+    assert "UpgradeRolledBack" in [a.reason for a in d.of(Emit)]
+    assert d.status["lastFailure"]["reason"] == "UpgradeTimeout"
+    # Attempt 3 runs v1 again from the same savepoint, though the CR still says v2.
+    d = decide(observe(d.status, [], spec=new, generation=2, now=T0 + 410, store_savepoints=[{"name": "upgrade-2"}]))
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 3 and create.spec.image == "sparkpoint:v1"
+    assert create.restore_from.savepoint == "upgrade-2"
+    assert "upgradeDeadline" not in d.status["tracking"]
+    # Ready on v1: Running, and the rejected v2 is not tried again...
+    d = decide(observe(d.status, [pod(3)], runtime=RUNTIME, spec=new, generation=2, now=T0 + 450))
+    assert d.status["phase"] == "Running"
+    d = decide(observe(d.status, [pod(3)], runtime=RUNTIME, spec=new, generation=2, now=T0 + 460))
+    assert d.status["phase"] == "Running" and not d.of(StopRuntime)
+    # ...until the CR is edited again.
+    d = decide(observe(d.status, [pod(3)], runtime=RUNTIME, spec=make_spec(image="sparkpoint:v3"), generation=3,
+                       now=T0 + 470))
+    assert d.status["phase"] == "Upgrading"
+
+
+def test_rolled_back_job_still_follows_suspend():
+    old, new = make_spec(image="v1"), make_spec(image="v2")
+    from sparkpoint.operator.step import effective_spec, stable_doc
+
+    tracking = {"stableSpecDoc": stable_doc(old), "rejectedSpec": spec_key(new)}
+    suspended = make_spec(image="v2", state="suspended")
+    eff = effective_spec(suspended, tracking)
+    assert eff.image == "v1" and eff.state == "suspended"
