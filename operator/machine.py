@@ -164,7 +164,8 @@ def _pod_lost(run: Step, pod: PodObs) -> bool:
         run.fail("PodDeleted", f"pod {pod.name} is being deleted")
     elif pod.node_lost or pod.phase == "Unknown":
         run.fail("NodeLost", f"pod {pod.name}'s node is not ready")
-    elif pod.exit_code == RESTORE_FAILED_EXIT or (pod.phase == "Failed" and pod.last_exit_code == RESTORE_FAILED_EXIT):
+    elif RESTORE_FAILED_EXIT in (pod.exit_code, pod.last_exit_code):
+        # Deterministic (a store outage exits 1): restarting in place would fail the same way.
         point = run.tr.get("restoreFrom") or {}
         bad = point.get("checkpoint") or (run.st.get("latestCheckpoint") or {}).get("id")
         if bad:

@@ -140,7 +140,10 @@ class Reconciler:
 
     async def _invalid_spec(self, body: dict[str, Any], own: dict[str, Any], message: str) -> None:
         meta = body["metadata"]
-        new = dict(own, phase="Failed", observedGeneration=meta.get("generation", 1),
+        generation = meta.get("generation", 1)
+        # failedGeneration: the next edit of the spec leaves Failed (machine._terminal).
+        tracking = dict(own.get("tracking") or {}, failedGeneration=generation)
+        new = dict(own, phase="Failed", observedGeneration=generation, tracking=tracking,
                    lastFailure={"reason": "InvalidSpec", "message": message, "at": iso(self.clock())})
         apply_conditions(new, meta.get("generation", 1), self.clock())
         await self.kube.patch_status(meta["namespace"], meta["name"], merge_patch(own, new))
