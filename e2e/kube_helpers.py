@@ -103,6 +103,7 @@ class OperatorProcess:
         self.namespace, self.log_path = namespace, log_path
         self.metrics_port = free_port()
         self.process = None
+        self.extra_args: list[str] = []
 
     def start(self) -> None:
         import subprocess
@@ -111,7 +112,7 @@ class OperatorProcess:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "sparkpoint.operator", "--namespace", self.namespace,
-             "--metrics-port", str(self.metrics_port)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+             "--metrics-port", str(self.metrics_port), *self.extra_args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         wait_for("the operator's /healthz", lambda: self.get("/healthz") is not None or self._died(), timeout=60)
 
     def _died(self) -> bool:

@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.JSON)
     logging.getLogger("sparkpoint").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    if not args.verbose:  # one line per handled pod event is noise at 1,000 jobs
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     load_handlers()
     kopf.run(
         clusterwide=args.all_namespaces,

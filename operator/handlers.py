@@ -30,7 +30,9 @@ def post_event(body: dict[str, Any], type_: str, reason: str, message: str) -> N
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
-    settings.posting.level = logging.INFO
+    # kopf's own log lines ("Handler ... succeeded", one per pod change) are not posted as Events;
+    # the operator posts its Events explicitly (kopf.event ignores this level).
+    settings.posting.level = logging.WARNING
     memo.metrics = OperatorMetrics()
     memo.client = RuntimeClient(timeout=5.0)
     kube = Kube(load_config())

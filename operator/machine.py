@@ -132,7 +132,7 @@ def _attempt_running(run: Step) -> None:
         return
     if _local_restarts(run, pod):
         return
-    if pod.phase == "Succeeded":
+    if pod.phase == "Succeeded" or pod.exit_code == 0:  # exit 0 is not restarted; the GC sidecar may still run
         run.set_phase("Finished", "Finished", "the runtime stopped on its own (exit 0)")
         return
     tr["podReady"] = pod.ready

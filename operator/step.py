@@ -93,6 +93,7 @@ class Step:
             return
         self.attempt += 1
         self.st.update(attempt=self.attempt, pod=f"{self.obs_name()}-{self.attempt}")
+        self.st.pop("restore", None)  # the runtime of the new attempt reports its own
         for key in ("runningSince", "pendingTrigger", "lastTriggerAt", "drain", "podSeen", "podReady",
                     "containerRestarts", "nextAttemptAt", "fallbackReported"):
             self.tr.pop(key, None)
@@ -157,8 +158,9 @@ def drain_then_remove(run: Step) -> None:
     """A drain ends with the runtime exiting 0; a pod that is not draining (or takes too long) is deleted."""
     drain = run.tr.get("drain")
     for pod in run.obs.pods:
+        # The runtime container exited (the GC sidecar keeps the pod Running): the drain is over.
         draining = drain and pod is run.current and pod.phase in ("Running", "Pending") and \
-            run.now - drain["at"] < DRAIN_GRACE
+            pod.exit_code is None and run.now - drain["at"] < DRAIN_GRACE
         if not draining and not pod.deleting:
             run.d.actions.append(DeletePod(pod.name, force=pod.node_lost))
     if run.obs.pods:
