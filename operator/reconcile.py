@@ -263,7 +263,7 @@ class Reconciler:
                     await self._call(body, "StopFailed", self.client.stop, base_url(pod.ip, builders.CONTROL_PORT),
                                      None, True)
                 elif not pod.deleting and (drain_at is None or now - drain_at > DRAIN_GRACE
-                                           or pod.phase not in ("Running", "Pending")):
+                                           or pod.exit_code is not None or pod.phase not in ("Running", "Pending")):
                     await self.kube.delete_pod(ns, name=pod.name, force=pod.node_lost)
             if drain_at is None:
                 await self.kube.patch_status(ns, name, {"tracking": {"deleteDrainAt": now}})
