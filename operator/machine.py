@@ -231,8 +231,11 @@ def _checkpoints(run: Step, pod: PodObs) -> None:
         nonce = spec.savepoint.trigger_nonce
         if nonce is not None and nonce != tr.get("savepointNonce"):
             tr["savepointNonce"] = nonce
+            tr["pendingSavepoint"] = {"name": f"nonce-{nonce}", "at": now, "tries": 1}
             run.d.actions.append(TriggerSavepoint(f"nonce-{nonce}"))
             run.d.emit("Normal", "SavepointTriggered", f"savepoint nonce-{nonce} (triggerNonce {nonce})")
+        else:
+            _follow_savepoint(run)
     run.requeue(max(POLL, cp.next_trigger_in(tr, interval, now)))
     healthy, reason = cp.checkpoint_healthy(latest_at, tr.get("runningSince"), interval, now)
     was = tr.get("checkpointHealthy", True)
@@ -242,3 +245,31 @@ def _checkpoints(run: Step, pod: PodObs) -> None:
                    f"no completed checkpoint for {cp.UNHEALTHY_INTERVALS} intervals of {spec.checkpoint.interval}")
     elif healthy and not was:
         run.d.emit("Normal", "CheckpointHealthy", "checkpoints complete again")
+
+
+SAVEPOINT_TRIES = 5
+SAVEPOINT_UNSEEN = 30.0  # a request the runtime does not know (it restarted) is retried after this
+
+
+def _follow_savepoint(run: Step) -> None:
+    """A requested savepoint counts once it is in the store; a request that failed or was skipped
+    (no new batch yet) is made again, up to SAVEPOINT_TRIES times."""
+    sp = run.tr.get("pendingSavepoint")
+    if not sp:
+        return
+    if sp["name"] in {s["name"] for s in run.obs.store_savepoints or []}:
+        run.tr.pop("pendingSavepoint")
+        run.d.emit("Normal", "SavepointCompleted", f"savepoint {sp['name']} is in the store")
+        return
+    requests = [r for r in (run.obs.runtime or {}).get("recentCheckpoints") or [] if r.get("savepoint") == sp["name"]]
+    status = requests[-1].get("status") if requests else None
+    if status not in ("failed", "skipped", "timed_out") and (requests or run.now - sp["at"] < SAVEPOINT_UNSEEN):
+        run.requeue(POLL)
+        return
+    if sp["tries"] >= SAVEPOINT_TRIES:
+        run.tr.pop("pendingSavepoint")
+        run.d.emit("Warning", "SavepointFailed", f"savepoint {sp['name']} not taken after {sp['tries']} tries "
+                                                 f"(last: {status or 'unknown to the runtime'})")
+        return
+    run.tr["pendingSavepoint"] = dict(sp, at=run.now, tries=sp["tries"] + 1)
+    run.d.actions.append(TriggerSavepoint(sp["name"]))

@@ -69,7 +69,8 @@ def _expected_savepoints(status: dict[str, Any], runtime: dict[str, Any] | None)
     tracking = status.get("tracking") or {}
     drain_at = (tracking.get("drain") or {}).get("at", 0)
     target = tracking.get("restoreTarget") if time.time() - drain_at < 2 * DRAIN_GRACE else None
-    return {n for n in names | {target} if n}
+    pending = (tracking.get("pendingSavepoint") or {}).get("name")
+    return {n for n in names | {target, pending} if n}
 
 
 EventFn = Callable[[dict[str, Any], str, str, str], None]

@@ -289,3 +289,20 @@ def test_rolled_back_job_still_follows_suspend():
     suspended = make_spec(image="v2", state="suspended")
     eff = effective_spec(suspended, tracking)
     assert eff.image == "v1" and eff.state == "suspended"
+
+
+def test_a_skipped_savepoint_is_requested_again_until_it_is_in_the_store():
+    spec = make_spec(savepoint={"triggerNonce": 1})
+    d = decide(observe(running(), [pod()], runtime=RUNTIME, spec=spec))
+    assert [describe(a) for a in d.of(TriggerSavepoint)] == ["savepoint:nonce-1"]
+    skipped = RUNTIME | {"recentCheckpoints": [{"kind": "savepoint", "savepoint": "nonce-1", "status": "skipped"}]}
+    d = decide(observe(d.status, [pod()], runtime=skipped, spec=spec, now=T0 + 1, store_savepoints=[]))
+    assert [describe(a) for a in d.of(TriggerSavepoint)] == ["savepoint:nonce-1"]
+    assert d.status["tracking"]["pendingSavepoint"]["tries"] == 2
+    running_req = RUNTIME | {"recentCheckpoints": [{"kind": "savepoint", "savepoint": "nonce-1", "status": "uploading"}]}
+    d = decide(observe(d.status, [pod()], runtime=running_req, spec=spec, now=T0 + 2, store_savepoints=[]))
+    assert not d.of(TriggerSavepoint)
+    d = decide(observe(d.status, [pod()], runtime=running_req, spec=spec, now=T0 + 3,
+                       store_savepoints=[{"name": "nonce-1"}]))
+    assert "pendingSavepoint" not in d.status["tracking"]
+    assert [a.reason for a in d.of(Emit)] == ["SavepointCompleted"]
