@@ -123,12 +123,17 @@ def peering_crds(api_client) -> None:
 
 
 @pytest.fixture
-def operator(api_client, namespace, streamingjob_crd, peering_crds, store_env, tmp_path):
+def operator(api_client, namespace, streamingjob_crd, peering_crds, store_env):
     """A running sparkpoint-operator watching the test namespace; `operator.kill()` SIGKILLs it and
     `operator.start()` starts it again. Its log is shown when the test fails."""
+    from pathlib import Path
+
     from kube_helpers import OperatorProcess
 
-    proc = OperatorProcess(namespace, tmp_path / "operator.log")
+    # Kept under the cluster's state dir (pytest's tmp dirs are rotated away by other runs).
+    log_dir = Path(os.environ.get("SPARKPOINT_E2E_STATE", Path(__file__).parent / "local" / ".state")) / "operator"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    proc = OperatorProcess(namespace, log_dir / f"{namespace}.log")
     proc.start()
     yield proc
     # Jobs go while the operator still runs its finalizer; otherwise the namespace never goes.

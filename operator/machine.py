@@ -96,11 +96,11 @@ def _suspend_or_resume(run: Step) -> None:
         return
     if run.st.get("phase") != "Suspended":
         pod = run.current
-        if pod and pod.ready and not pod.deleting:
+        if pod and pod.can_drain:
             name = f"suspend-{run.obs.generation}"
             run.d.actions.append(StopRuntime(savepoint=name))
             run.tr.update(drain={"at": run.now}, restoreTarget=name)
-        run.set_phase("Suspended", "Suspending", "draining with a savepoint" if pod and pod.ready else "no running pod")
+        run.set_phase("Suspended", "Suspending", "draining with a savepoint" if pod and pod.can_drain else "no running pod")
     drain_then_remove(run)
 
 

@@ -32,6 +32,12 @@ class PodObs:
     reason: str | None = None  # pod-level reason, e.g. Evicted, NodeLost
     node_lost: bool = False
 
+    @property
+    def can_drain(self) -> bool:
+        """The runtime process is up and may answer POST /stop (Ready may flap under load: a slow
+        /readyz answer is no reason to skip the final savepoint)."""
+        return self.phase == "Running" and bool(self.ip) and not self.deleting and self.exit_code is None
+
 
 @dataclass(frozen=True)
 class CheckpointFact:

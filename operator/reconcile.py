@@ -260,7 +260,7 @@ class Reconciler:
         if pods:
             drain_at = tracking.get("deleteDrainAt")
             for pod in pods:
-                if drain_at is None and pod.ready and pod.ip:
+                if drain_at is None and pod.can_drain:
                     await self._call(body, "StopFailed", self.client.stop, base_url(pod.ip, builders.CONTROL_PORT),
                                      None, True)
                 elif not pod.deleting and (drain_at is None or now - drain_at > DRAIN_GRACE

@@ -16,7 +16,7 @@ from .step import DRAIN_GRACE, Step, drain_then_remove, spec_key, stable_doc
 def begin_upgrade(run: Step, pod: PodObs) -> None:
     mode = run.spec.upgrade_mode
     run.tr.pop("restoreTarget", None)
-    if pod.ready and mode in ("savepoint", "last-checkpoint"):
+    if pod.can_drain and mode in ("savepoint", "last-checkpoint"):
         name = f"upgrade-{run.obs.generation}" if mode == "savepoint" else None
         run.d.actions.append(StopRuntime(savepoint=name))
         run.tr["drain"] = {"at": run.now}
