@@ -27,7 +27,9 @@ def minio_pid() -> int:
 @pytest.mark.slow
 def test_store_outage_turns_checkpoints_unhealthy_then_recovers(api_client, namespace, operator, store_env):
     jobs = Jobs(api_client, namespace, store_env)
-    jobs.create("clicks")
+    # Console sink: output does not go to the store, so the query keeps running through the outage
+    # (a transactional sink stops the query when it cannot publish; that path is a restart, not this).
+    jobs.create("clicks", **{"job.sink": {"kind": "console"}, "restart.maxRestarts": 20})
     st = jobs.wait_status("clicks", "Running, checkpoints healthy",
                           lambda s: s.get("phase") == "Running" and s.get("latestCheckpoint")
                           and condition(s, "CheckpointHealthy") == "True", operator=operator)

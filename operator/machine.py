@@ -115,6 +115,9 @@ def _between_attempts(run: Step) -> None:
     if wait > 0:
         run.requeue(wait)
         return
+    if run.awaiting_savepoint():
+        run.requeue(POLL)
+        return
     run.start_attempt(run.restore_point())
 
 

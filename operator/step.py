@@ -17,6 +17,7 @@ RESTART_WINDOW = 3600.0  # restart.maxRestarts counts restarts within this many 
 DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
 SAVEPOINTS_SHOWN = 20
 POLL = 2.0  # requeue while waiting for a pod to come or go
+SAVEPOINT_LISTING_WAIT = 30.0  # beyond DRAIN_GRACE: how long a drain's savepoint may take to be listed
 # Spec sections whose change needs a new pod (an upgrade); the rest is read by the operator only.
 _NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom")
 
@@ -138,6 +139,15 @@ class Step:
             self.tr["failedGeneration"] = self.obs.generation
             self.set_phase("Failed", "RestartLimitExceeded", why, warning=True)
             self.remove_pods()
+
+    def awaiting_savepoint(self) -> bool:
+        """A drain's savepoint is not listed yet: the store listing may lag the runtime's exit, so
+        wait a little for it rather than start from the latest checkpoint."""
+        target, saved = self.tr.get("restoreTarget"), self.obs.store_savepoints
+        if not target or saved is None or target in {s["name"] for s in saved}:
+            return False
+        drain_at = (self.tr.get("drain") or {}).get("at", 0)
+        return self.now - drain_at < DRAIN_GRACE + SAVEPOINT_LISTING_WAIT
 
     def restore_point(self) -> RestoreFrom | None:
         """Where the next attempt starts: a drain's savepoint, else past a restore that failed,

@@ -171,6 +171,9 @@ ROWS = [
     ("Upgrading, pod gone -> new attempt without backoff",
      {"phase": "Upgrading", "attempt": 1, "tracking": {"restoreTarget": "upgrade-3", "drain": {"at": T0}}},
      [], {"store_savepoints": [{"name": "upgrade-3"}]}, "Pending", ["create:2"], ["AttemptCreated"]),
+    ("Upgrading, pod gone, its savepoint not listed yet -> wait for the listing",
+     {"phase": "Upgrading", "attempt": 1, "tracking": {"restoreTarget": "upgrade-3", "drain": {"at": T0 - 5}}},
+     [], {"store_savepoints": []}, "Upgrading", [], []),
     ("a pod newer than status (status write lost) is adopted, not duplicated",
      {"phase": "Recovering", "attempt": 1, "tracking": {}}, [pod(2, ready=False)], {}, "Pending", [], []),
 ]
