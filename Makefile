@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
 
-.PHONY: help venv minio java lint test test-unit crd demo bench soak cluster-up cluster-down e2e clean
+.PHONY: help venv minio java lint test test-unit crd demo bench soak cluster-up cluster-down e2e e2e-full operator clean
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -85,3 +85,15 @@ e2e: venv minio
 	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \
 	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make e2e: the local cluster did not come up" >&2; exit 1;; esac; \
 	  export "$${line#export }"; $(PY) -m pytest -q -p no:cacheprovider e2e --ignore=e2e/local/tests
+
+# Every e2e test including the slow operator scenarios (@pytest.mark.slow: each runs a real Spark
+# job through restarts, minutes each on two cores).
+e2e-full: venv minio
+	@e2e/local/build.sh >/dev/null
+	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \
+	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make e2e-full: the local cluster did not come up" >&2; exit 1;; esac; \
+	  export "$${line#export }"; $(PY) -m pytest -q -p no:cacheprovider --durations=0 e2e --ignore=e2e/local/tests
+
+# Run the operator against $$KUBECONFIG (after `kubectl apply -f crds/`), watching every namespace.
+operator: venv
+	$(VENV)/bin/sparkpoint-operator --all-namespaces

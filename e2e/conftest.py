@@ -92,3 +92,59 @@ def streamingjob_crd(api_client):
 
     wait_crd_established(extensions, name)
     return name
+
+
+# --- the operator (e2e/test_operator_*.py) ----------------------------------------------------------
+OPERATOR_BUCKET = "sparkpoint-e2e"
+
+
+@pytest.fixture(scope="session")
+def store_env() -> dict[str, str]:
+    """The local cluster's MinIO (endpoint + credentials) with the e2e bucket; on kind, set
+    SPARKPOINT_E2E_MINIO to a JSON file of the same shape."""
+    import json
+    from pathlib import Path
+
+    from sparkpoint.runtime.store import open_store
+
+    path = Path(os.environ.get("SPARKPOINT_E2E_MINIO", Path(__file__).parent / "local" / ".state" / "minio.json"))
+    info = json.loads(path.read_text())
+    env = {"SPARKPOINT_S3_ENDPOINT": info["endpoint"], "AWS_ACCESS_KEY_ID": info["access_key"],
+           "AWS_SECRET_ACCESS_KEY": info["secret_key"]}
+    open_store(f"s3://{OPERATOR_BUCKET}", env=env).create_bucket()
+    return env
+
+
+@pytest.fixture(scope="session")
+def peering_crds(api_client) -> None:
+    from kube_helpers import PEERING_CRD_FILE, apply_crds
+
+    apply_crds(client.ApiextensionsV1Api(api_client), PEERING_CRD_FILE)
+
+
+@pytest.fixture
+def operator(api_client, namespace, streamingjob_crd, peering_crds, store_env):
+    """A running sparkpoint-operator watching the test namespace; `operator.kill()` SIGKILLs it and
+    `operator.start()` starts it again. Its log is shown when the test fails."""
+    from pathlib import Path
+
+    from kube_helpers import OperatorProcess
+
+    # Kept under the cluster's state dir (pytest's tmp dirs are rotated away by other runs).
+    log_dir = Path(os.environ.get("SPARKPOINT_E2E_STATE", Path(__file__).parent / "local" / ".state")) / "operator"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    proc = OperatorProcess(namespace, log_dir / f"{namespace}.log")
+    proc.start()
+    yield proc
+    # Jobs go while the operator still runs its finalizer; otherwise the namespace never goes.
+    custom = client.CustomObjectsApi(api_client)
+    from kube_helpers import GROUP, PLURAL, VERSION
+
+    try:
+        if proc.process.poll() is not None:
+            proc.start()
+        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+        wait_for("the test's StreamingJobs deleted", lambda: not custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL)["items"], timeout=180)
+    finally:
+        proc.stop()

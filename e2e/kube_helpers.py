@@ -68,3 +68,79 @@ def wait_crd_established(extensions, name: str, timeout: float = 30) -> None:
         crd = extensions.read_custom_resource_definition(name)
         return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
     wait_for(f"CRD {name} to be established", established, timeout=timeout)
+
+
+# --- the operator -------------------------------------------------------------------------------------
+PEERING_CRD_FILE = CRD_FILE.parent / "kopf-peering.yaml"
+REPO = CRD_FILE.parents[1]
+
+
+def apply_crds(extensions, path: Path) -> None:
+    import yaml
+
+    for body in yaml.safe_load_all(path.read_text()):
+        name = body["metadata"]["name"]
+        try:
+            extensions.create_custom_resource_definition(body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+        wait_crd_established(extensions, name)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class OperatorProcess:
+    """`python -m sparkpoint.operator --namespace NS` as a subprocess against $KUBECONFIG."""
+
+    def __init__(self, namespace: str, log_path: Path):
+        self.namespace, self.log_path = namespace, log_path
+        self.metrics_port = free_port()
+        self.process = None
+        self.extra_args: list[str] = []
+
+    def start(self) -> None:
+        import subprocess
+        import sys
+
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "sparkpoint.operator", "--namespace", self.namespace,
+             "--metrics-port", str(self.metrics_port), *self.extra_args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        wait_for("the operator's /healthz", lambda: self.get("/healthz") is not None or self._died(), timeout=60)
+
+    def _died(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"operator exited {self.process.returncode}:\n{self.log()}")
+        return False
+
+    def get(self, path: str) -> str | None:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}{path}", timeout=2) as resp:
+                return resp.read().decode()
+        except OSError:
+            return None
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except Exception:
+                self.kill()
+
+    def log(self, tail: int = 60) -> str:
+        lines = self.log_path.read_text(errors="replace").splitlines() if self.log_path.exists() else []
+        return "\n".join(lines[-tail:])

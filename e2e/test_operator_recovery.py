@@ -1,0 +1,101 @@
+"""Restarts: a deleted pod becomes a new attempt restoring the latest checkpoint; a killed
+container recovers in place and is counted; a crash loop ends in Failed after maxRestarts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from kube_helpers import wait_for
+from operator_jobs import Jobs, condition
+
+
+def _number(cid: str) -> int:
+    return int(cid.rsplit("-", 1)[1])
+
+
+def runtime_pid(namespace: str, job: str) -> int | None:
+    """The runtime process of a job's pod. The local cluster's pods are host processes; on kind
+    this returns None (no access to the node's processes)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv]
+        if "run" in words and "--namespace" in words and namespace in words and job in words \
+                and any(w.endswith("sparkpoint") for w in words[:2]):
+            return int(proc.name)
+    return None
+
+
+@pytest.mark.slow
+def test_deleted_pod_becomes_a_new_attempt_resuming_after_the_latest_checkpoint(api_client, namespace, operator,
+                                                                                store_env):
+    jobs = Jobs(api_client, namespace, store_env)
+    jobs.create("clicks")
+    st = jobs.wait_status("clicks", "Running with a checkpoint",
+                          lambda s: s.get("phase") == "Running" and s.get("latestCheckpoint"), operator=operator)
+    before = st["latestCheckpoint"]
+    jobs.core.delete_namespaced_pod("clicks-1", namespace)
+    most_pods = 0
+
+    def second_attempt_running():
+        nonlocal most_pods
+        live = [p for p in jobs.pods("clicks") if p.metadata.deletion_timestamp is None]
+        most_pods = max(most_pods, len(live))
+        s = jobs.status("clicks")
+        return s if s.get("attempt") == 2 and s.get("phase") == "Running" and s.get("restore") else None
+
+    st = wait_for("attempt 2 Running", second_attempt_running, timeout=300, interval=1.0)
+    assert most_pods == 1, "two attempts ran at once"
+    restore = st["restore"]
+    assert restore["source"] == "remote"
+    # SIGTERM drains with a final checkpoint, so the restore point is the latest one or newer.
+    assert _number(restore["checkpoint"]) >= _number(before["id"])
+    assert restore["batchId"] >= before["batch"]
+    assert st["restarts"] == 1 and st["lastFailure"]["reason"] == "PodDeleted"
+    assert [p.metadata.name for p in jobs.pods("clicks")] == ["clicks-2"]
+    jobs.wait_status("clicks", "a checkpoint of attempt 2",
+                     lambda s: _number(s["latestCheckpoint"]["id"]) > _number(restore["checkpoint"]), timeout=120,
+                     operator=operator)
+
+
+@pytest.mark.slow
+def test_sigkilled_container_recovers_in_place_and_is_counted(api_client, namespace, operator, store_env):
+    jobs = Jobs(api_client, namespace, store_env)
+    jobs.create("clicks")
+    jobs.wait_status("clicks", "Running with a checkpoint",
+                     lambda s: s.get("phase") == "Running" and s.get("latestCheckpoint"), operator=operator)
+    pid = wait_for("the runtime process", lambda: runtime_pid(namespace, "clicks"), timeout=30)
+    os.kill(pid, signal.SIGKILL)
+    st = jobs.wait_status("clicks", "local recovery counted and Running again",
+                          lambda s: s.get("localRecoveries") == 1 and s.get("phase") == "Running"
+                          and condition(s, "Ready") == "True" and (s.get("restore") or {}).get("source") == "local",
+                          timeout=300, operator=operator)
+    assert st["attempt"] == 1 and st["restarts"] == 1
+    assert st["lastFailure"]["reason"] == "ContainerRestarted" and "137" in st["lastFailure"]["message"]
+    assert [p.metadata.name for p in jobs.pods("clicks")] == ["clicks-1"]
+    series = f'sparkpoint_operator_restarts_total{{job="clicks",kind="local",namespace="{namespace}"}} 1.0'
+    assert series in operator.get("/metrics")
+
+
+def test_crash_loop_fails_after_max_restarts(api_client, namespace, operator, store_env):
+    jobs = Jobs(api_client, namespace, store_env)
+    # An entrypoint that does not exist: the runtime exits 2 at once, the container restarts in place.
+    jobs.create("broken", **{"job.entrypoint": "windowed_aggregation:no_such_function",
+                             "restart.maxRestarts": 2})
+    t0 = time.monotonic()
+    st = jobs.wait_status("broken", "Failed", lambda s: s.get("phase") == "Failed", timeout=300, operator=operator)
+    assert st["restarts"] == 3 and st["lastFailure"]["reason"] == "ContainerRestarted"
+    assert "2 restarts" in st["lastFailure"]["message"]
+    assert condition(st, "Degraded") == "True" and condition(st, "Ready") == "False"
+    wait_for("the crash-looping pod removed", lambda: not jobs.pods("broken"), timeout=60)
+    time.sleep(5)  # and no new attempt follows
+    assert not jobs.pods("broken") and jobs.status("broken")["phase"] == "Failed"
+    print(f"Failed after {time.monotonic() - t0:.0f}s")

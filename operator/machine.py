@@ -1,0 +1,278 @@
+"""The operator's decisions as one pure function: `decide(observed) -> Decision` (DESIGN.md §11).
+
+The Decision holds the whole next status and a list of small idempotent actions; reconcile.py
+applies the status first, then the actions, so an operator killed in between finds in status what
+it meant to do and does it again (creating an existing pod is a no-op), never a second attempt.
+Bookkeeping that must survive an operator restart lives in status.tracking.
+"""
+
+from __future__ import annotations
+
+from sparkpoint.runtime.config import RestoreFrom, parse_duration
+
+from . import checkpoints as cp
+from .model import (
+    RESTORE_FAILED_EXIT,
+    CheckpointResult,
+    Decision,
+    Observed,
+    PodObs,
+    StopRuntime,
+    TriggerCheckpoint,
+    TriggerSavepoint,
+)
+from .status import apply_conditions
+from .step import (  # noqa: F401  (spec_key, backoff_seconds, DRAIN_GRACE: used by reconcile and tests)
+    DRAIN_GRACE,
+    POLL,
+    SAVEPOINTS_SHOWN,
+    Step,
+    backoff_seconds,
+    drain_then_remove,
+    spec_key,
+)
+from .upgrade import begin_upgrade, mark_stable, roll_back_if_late
+
+
+def decide(obs: Observed) -> Decision:
+    run = Step(obs)
+    run.st.setdefault("restarts", 0)
+    _record_store_facts(run)
+    _adopt_newer_attempt(run)
+    phase = run.st.get("phase")
+    if phase is None:
+        run.start_attempt(run.restore_point())
+    elif phase in ("Failed", "Finished"):
+        _terminal(run)
+    elif obs.spec.state == "suspended" or phase == "Suspended":
+        _suspend_or_resume(run)
+    elif phase in ("Recovering", "Upgrading"):
+        _between_attempts(run)
+    else:
+        _attempt_running(run)
+    run.st["observedGeneration"] = obs.generation
+    apply_conditions(run.st, obs.generation, obs.now)
+    return run.d
+
+
+def _adopt_newer_attempt(run: Step) -> None:
+    """A pod newer than status.attempt means a status write was lost after its pod was created:
+    take it as the current attempt rather than start yet another one."""
+    newest = max((p.attempt for p in run.obs.pods), default=0)
+    if newest > run.attempt:
+        run.attempt = newest
+        run.current = next(p for p in run.obs.pods if p.attempt == newest)
+        run.st.update(attempt=newest, pod=run.current.name)
+        if run.st.get("phase") in (None, "Recovering", "Upgrading"):
+            run.st["phase"] = "Pending"
+
+
+def _record_store_facts(run: Step) -> None:
+    obs = run.obs
+    runtime_fact = cp.fact_from_runtime((obs.runtime or {}).get("latestCheckpoint"))
+    history = cp.merge_history(run.st, obs.store_checkpoints or [], [runtime_fact] if runtime_fact else [])
+    if history:
+        run.st["checkpoints"] = [f.to_status() for f in history]
+        run.st["latestCheckpoint"] = history[-1].to_status()
+    if obs.store_savepoints is not None:
+        run.st["savepoints"] = obs.store_savepoints[-SAVEPOINTS_SHOWN:]
+
+
+def _terminal(run: Step) -> None:
+    """Failed/Finished stay so until the user changes the spec (a new generation)."""
+    if run.obs.generation != run.tr.get("failedGeneration", run.obs.generation) or (
+            run.st["phase"] == "Finished" and run.obs.generation != run.st.get("observedGeneration")):
+        run.tr["restartTimes"] = []
+        run.tr.pop("failedGeneration", None)
+        run.start_attempt(run.restore_point())
+        return
+    run.remove_pods()
+    run.requeue(60)
+
+
+def _suspend_or_resume(run: Step) -> None:
+    if run.spec.state == "running":  # resume from the suspend savepoint (or the latest checkpoint)
+        run.start_attempt(run.restore_point())
+        return
+    if run.st.get("phase") != "Suspended":
+        pod = run.current
+        if pod and pod.can_drain:
+            name = f"suspend-{run.obs.generation}"
+            run.d.actions.append(StopRuntime(savepoint=name))
+            run.tr.update(drain={"at": run.now}, restoreTarget=name)
+        run.set_phase("Suspended", "Suspending", "draining with a savepoint" if pod and pod.can_drain else "no running pod")
+    drain_then_remove(run)
+
+
+def _between_attempts(run: Step) -> None:
+    if run.st["phase"] == "Upgrading":
+        drain_then_remove(run)
+    elif not run.remove_pods():
+        return
+    if run.obs.pods:
+        return
+    wait = run.tr.get("nextAttemptAt", 0) - run.now
+    if wait > 0:
+        run.requeue(wait)
+        return
+    if run.awaiting_savepoint():
+        run.requeue(POLL)
+        return
+    run.start_attempt(run.restore_point())
+
+
+def _attempt_running(run: Step) -> None:
+    obs, tr, pod = run.obs, run.tr, run.current
+    if pod is None:
+        if tr.get("podSeen"):
+            run.fail("PodDeleted", f"pod {run.st.get('pod')} is gone")
+        else:  # status says the attempt exists but its pod was never created (or not yet seen)
+            run.d.actions.append(run.create_action(_restore_from_tracking(run)))
+            run.requeue(POLL)
+        return
+    tr["podSeen"] = True
+    if _pod_lost(run, pod):
+        return
+    if _local_restarts(run, pod):
+        return
+    if pod.phase == "Succeeded" or pod.exit_code == 0:  # exit 0 is not restarted; the GC sidecar may still run
+        run.set_phase("Finished", "Finished", "the runtime stopped on its own (exit 0)")
+        return
+    tr["podReady"] = pod.ready
+    if run.st["phase"] == "Pending":
+        if roll_back_if_late(run, pod):
+            return
+        if not pod.ready:
+            run.requeue(POLL)
+            return
+        tr["runningSince"] = obs.now
+        mark_stable(run)
+        run.set_phase("Running", "Running", f"attempt {run.attempt} is ready")
+    if "stableSpec" not in tr:
+        mark_stable(run)
+    if tr["stableSpec"] != spec_key(run.spec):
+        begin_upgrade(run, pod)
+        return
+    _report_restore(run)
+    _checkpoints(run, pod)
+
+
+def _restore_from_tracking(run: Step) -> RestoreFrom | None:
+    chosen = run.tr.get("restoreFrom")
+    return RestoreFrom.model_validate(chosen) if chosen else run.spec.restore_from
+
+
+def _pod_lost(run: Step, pod: PodObs) -> bool:
+    if pod.deleting:
+        run.fail("PodDeleted", f"pod {pod.name} is being deleted")
+    elif pod.node_lost or pod.phase == "Unknown":
+        run.fail("NodeLost", f"pod {pod.name}'s node is not ready")
+    elif RESTORE_FAILED_EXIT in (pod.exit_code, pod.last_exit_code):
+        # Deterministic (a store outage exits 1): restarting in place would fail the same way.
+        point = run.tr.get("restoreFrom") or {}
+        bad = point.get("checkpoint") or (run.st.get("latestCheckpoint") or {}).get("id")
+        if bad:
+            run.tr.setdefault("badRestorePoints", []).append(bad)
+            run.tr["badRestorePoints"] = run.tr["badRestorePoints"][-20:]
+        run.fail("RestoreFailed", f"attempt {run.attempt} could not restore from {bad or 'its restore point'}"
+                                  " (exit 3); the next attempt starts from an older checkpoint")
+    elif pod.phase == "Failed":
+        code = pod.exit_code if pod.exit_code is not None else pod.last_exit_code
+        reason = pod.reason or "PodFailed"
+        run.fail(reason, f"pod {pod.name} failed" + (f" (exit {code})" if code is not None else ""))
+    else:
+        return False
+    return True
+
+
+def _local_restarts(run: Step, pod: PodObs) -> bool:
+    """A container restarted in place recovered locally: count it (it spends restart budget)."""
+    seen = run.tr.get("containerRestarts", 0)
+    if pod.restart_count <= seen:
+        return False
+    delta = pod.restart_count - seen
+    run.tr["containerRestarts"] = pod.restart_count
+    run.st["localRecoveries"] = run.st.get("localRecoveries", 0) + delta
+    code = f" (exit {pod.last_exit_code})" if pod.last_exit_code is not None else ""
+    run.st["lastFailure"] = {"reason": "ContainerRestarted", "at": cp.iso(run.now),
+                             "message": f"runtime container of {pod.name} restarted in place{code}"}
+    run.d.emit("Warning", "LocalRecovery", f"runtime container of {pod.name} restarted in place{code}; "
+                                           "recovering from the pod's hot checkpoint dir")
+    run.count_restart(delta)
+    return run.st["phase"] == "Failed"
+
+
+def _report_restore(run: Step) -> None:
+    restore = (run.obs.runtime or {}).get("restore")
+    if not restore:
+        return
+    run.st["restore"] = restore
+    if restore.get("fallbacks") and run.tr.get("fallbackReported") != run.attempt:
+        run.tr["fallbackReported"] = run.attempt
+        run.d.emit("Warning", "RestoreFallback", f"attempt {run.attempt} restored from {restore.get('checkpoint')} "
+                                                 f"after failing: {restore['fallbacks']}")
+
+
+def _checkpoints(run: Step, pod: PodObs) -> None:
+    spec, tr, now = run.spec, run.tr, run.now
+    interval, timeout = parse_duration(spec.checkpoint.interval), parse_duration(spec.checkpoint.timeout)
+    latest_at = cp.parse_time((run.st.get("latestCheckpoint") or {}).get("completedAt"))
+    pending = tr.get("pendingTrigger")
+    if pending:
+        result = cp.follow_trigger(pending, run.obs.runtime, latest_at, timeout, now)
+        if result:
+            run.d.actions.append(CheckpointResult(result))
+            tr.pop("pendingTrigger")
+        else:
+            run.requeue(POLL)
+    if pod.ready and run.obs.runtime is not None:
+        lag = cp.trigger_lag(tr, interval, now)
+        if lag is not None:
+            run.d.actions.append(TriggerCheckpoint(lag))
+            tr.update(lastTriggerAt=now, pendingTrigger={"at": now, "id": None})
+            run.requeue(POLL)
+        nonce = spec.savepoint.trigger_nonce
+        if nonce is not None and nonce != tr.get("savepointNonce"):
+            tr["savepointNonce"] = nonce
+            tr["pendingSavepoint"] = {"name": f"nonce-{nonce}", "at": now, "tries": 1}
+            run.d.actions.append(TriggerSavepoint(f"nonce-{nonce}"))
+            run.d.emit("Normal", "SavepointTriggered", f"savepoint nonce-{nonce} (triggerNonce {nonce})")
+        else:
+            _follow_savepoint(run)
+    run.requeue(max(POLL, cp.next_trigger_in(tr, interval, now)))
+    healthy, reason = cp.checkpoint_healthy(latest_at, tr.get("runningSince"), interval, now)
+    was = tr.get("checkpointHealthy", True)
+    tr["checkpointHealthy"], tr["checkpointReason"] = healthy, reason
+    if was and not healthy:
+        run.d.emit("Warning", "CheckpointUnhealthy",
+                   f"no completed checkpoint for {cp.UNHEALTHY_INTERVALS} intervals of {spec.checkpoint.interval}")
+    elif healthy and not was:
+        run.d.emit("Normal", "CheckpointHealthy", "checkpoints complete again")
+
+
+SAVEPOINT_TRIES = 5
+SAVEPOINT_UNSEEN = 30.0  # a request the runtime does not know (it restarted) is retried after this
+
+
+def _follow_savepoint(run: Step) -> None:
+    """A requested savepoint counts once it is in the store; a request that failed or was skipped
+    (no new batch yet) is made again, up to SAVEPOINT_TRIES times."""
+    sp = run.tr.get("pendingSavepoint")
+    if not sp:
+        return
+    if sp["name"] in {s["name"] for s in run.obs.store_savepoints or []}:
+        run.tr.pop("pendingSavepoint")
+        run.d.emit("Normal", "SavepointCompleted", f"savepoint {sp['name']} is in the store")
+        return
+    requests = [r for r in (run.obs.runtime or {}).get("recentCheckpoints") or [] if r.get("savepoint") == sp["name"]]
+    status = requests[-1].get("status") if requests else None
+    if status not in ("failed", "skipped", "timed_out") and (requests or run.now - sp["at"] < SAVEPOINT_UNSEEN):
+        run.requeue(POLL)
+        return
+    if sp["tries"] >= SAVEPOINT_TRIES:
+        run.tr.pop("pendingSavepoint")
+        run.d.emit("Warning", "SavepointFailed", f"savepoint {sp['name']} not taken after {sp['tries']} tries "
+                                                 f"(last: {status or 'unknown to the runtime'})")
+        return
+    run.tr["pendingSavepoint"] = dict(sp, at=run.now, tries=sp["tries"] + 1)
+    run.d.actions.append(TriggerSavepoint(sp["name"]))

@@ -1,0 +1,179 @@
+"""One decision in progress (Step): the observation, the next status, the actions so far, and
+the small helpers every row of the machine shares. Pure."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_duration
+
+from . import checkpoints as cp
+from .model import CreateAttempt, Decision, DeletePod, Observed, PodObs
+
+RESTART_WINDOW = 3600.0  # restart.maxRestarts counts restarts within this many seconds
+DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
+SAVEPOINTS_SHOWN = 20
+POLL = 2.0  # requeue while waiting for a pod to come or go
+SAVEPOINT_LISTING_WAIT = 30.0  # beyond DRAIN_GRACE: how long a drain's savepoint may take to be listed
+# Spec sections whose change needs a new pod (an upgrade); the rest is read by the operator only.
+_NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom")
+
+
+def spec_key(spec: JobSpec) -> str:
+    doc = spec.model_dump(by_alias=True, mode="json")
+    for name in _NOT_UPGRADES:
+        doc.pop(name, None)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def backoff_seconds(spec: JobSpec, restarts_in_window: int) -> float:
+    """restart.backoff, doubled per restart within the window, capped at restart.maxBackoff."""
+    base, cap = parse_duration(spec.restart.backoff), parse_duration(spec.restart.max_backoff)
+    return min(cap, base * 2 ** max(0, restarts_in_window - 1))
+
+
+def restarts_in_window(tracking: dict[str, Any], now: float) -> int:
+    return sum(1 for t in tracking.get("restartTimes", []) if now - t <= RESTART_WINDOW)
+
+
+def effective_spec(spec: JobSpec, tracking: dict[str, Any]) -> JobSpec:
+    """The CR's spec, or after a rolled-back upgrade (while the CR still holds the rejected spec)
+    the last stable one; the sections that need no new pod always follow the CR."""
+    stable = tracking.get("stableSpecDoc")
+    if not stable or tracking.get("rejectedSpec") != spec_key(spec):
+        return spec
+    current = spec.model_dump(by_alias=True, mode="json")
+    doc = dict(stable, **{name: current[name] for name in _NOT_UPGRADES if name in current})
+    return JobSpec.model_validate(doc)
+
+
+def stable_doc(spec: JobSpec) -> dict[str, Any]:
+    return spec.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class Step:
+    """One decision in progress: the observation, the new status and the actions so far."""
+
+    def __init__(self, obs: Observed):
+        self.obs, self.now = obs, obs.now
+        self.st: dict[str, Any] = copy.deepcopy(obs.status)
+        self.tr: dict[str, Any] = self.st.setdefault("tracking", {})
+        self.spec = effective_spec(obs.spec, self.tr)
+        self.rolled_back = self.spec is not obs.spec
+        self.d = Decision(status=self.st)
+        self.attempt: int = self.st.get("attempt", 0)
+        self.current: PodObs | None = next((p for p in obs.pods if p.attempt == self.attempt and self.attempt), None)
+
+    # --- helpers ----------------------------------------------------------------------------------
+    def set_phase(self, phase: str, reason: str, message: str, warning: bool = False) -> None:
+        old = self.st.get("phase")
+        self.st["phase"] = phase
+        if old != phase:
+            self.d.emit("Warning" if warning else "Normal", reason, f"{old or 'New'} -> {phase}: {message}")
+
+    def requeue(self, seconds: float) -> None:
+        self.d.requeue_after = max(0.5, min(self.d.requeue_after, seconds))
+
+    def remove_pods(self) -> bool:
+        """Delete every pod of the job; True once none is left (deleted ones still count)."""
+        for pod in self.obs.pods:
+            if not pod.deleting:
+                self.d.actions.append(DeletePod(pod.name, force=pod.node_lost or pod.phase == "Unknown"))
+            elif pod.node_lost:
+                self.d.actions.append(DeletePod(pod.name, force=True))
+        if self.obs.pods:
+            self.requeue(POLL)
+        return not self.obs.pods
+
+    def start_attempt(self, restore_from: RestoreFrom | None) -> None:
+        """Attempt N+1, only once no pod of the job is left (never two attempts at once)."""
+        if not self.remove_pods():
+            return
+        self.attempt += 1
+        self.st.update(attempt=self.attempt, pod=f"{self.obs_name()}-{self.attempt}")
+        self.st.pop("restore", None)  # the runtime of the new attempt reports its own
+        for key in ("runningSince", "pendingTrigger", "lastTriggerAt", "drain", "podSeen", "podReady",
+                    "containerRestarts", "nextAttemptAt", "fallbackReported"):
+            self.tr.pop(key, None)
+        self.tr["restoreFrom"] = restore_from.model_dump(by_alias=True, exclude_none=True) if restore_from else None
+        self.set_phase("Pending", "AttemptCreated", f"attempt {self.attempt}"
+                       + (f" restoring from {self.tr['restoreFrom']}" if restore_from else ""))
+        if self.tr.pop("upgrade", None) is not None:
+            self.tr["upgradeDeadline"] = self.now + self.obs.upgrade_timeout
+        self.d.actions.append(self.create_action(restore_from or self.spec.restore_from))
+        self.requeue(POLL)
+
+    def create_action(self, restore_from: RestoreFrom | None) -> CreateAttempt:
+        return CreateAttempt(self.attempt, restore_from, self.spec if self.rolled_back else None)
+
+    def obs_name(self) -> str:
+        return self.obs.name
+
+    def fail(self, reason: str, message: str) -> None:
+        """The attempt is lost: count it, Recovering with backoff, or Failed once over budget."""
+        self.st["lastFailure"] = {"reason": reason, "message": message, "at": cp.iso(self.now)}
+        self.count_restart(1)
+        if self.st.get("phase") == "Failed":
+            return
+        n = restarts_in_window(self.tr, self.now)
+        wait = backoff_seconds(self.spec, n)
+        self.tr["nextAttemptAt"] = self.now + wait
+        self.set_phase("Recovering", reason, f"{message}; next attempt in {wait:g}s", warning=True)
+        self.remove_pods()
+
+    def count_restart(self, n: int) -> None:
+        self.st["restarts"] = self.st.get("restarts", 0) + n
+        times = self.tr.setdefault("restartTimes", [])
+        times.extend([self.now] * n)
+        del times[: max(0, len(times) - (self.spec.restart.max_restarts + 2))]  # bounded
+        over = restarts_in_window(self.tr, self.now) > self.spec.restart.max_restarts
+        if over or self.spec.restart.policy == "Never":
+            why = (f"{self.spec.restart.max_restarts} restarts within {RESTART_WINDOW:g}s exceeded" if over
+                   else "restart.policy is Never")
+            last = self.st.get("lastFailure") or {}
+            self.st["lastFailure"] = {"reason": last.get("reason", "RestartLimit"),
+                                      "message": f"{last.get('message', '')} ({why})".strip(), "at": cp.iso(self.now)}
+            self.tr["failedGeneration"] = self.obs.generation
+            self.set_phase("Failed", "RestartLimitExceeded", why, warning=True)
+            self.remove_pods()
+
+    def awaiting_savepoint(self) -> bool:
+        """A drain's savepoint is not listed yet: the store listing may lag the runtime's exit, so
+        wait a little for it rather than start from the latest checkpoint."""
+        target, saved = self.tr.get("restoreTarget"), self.obs.store_savepoints
+        if not target or saved is None or target in {s["name"] for s in saved}:
+            return False
+        drain_at = (self.tr.get("drain") or {}).get("at", 0)
+        return self.now - drain_at < DRAIN_GRACE + SAVEPOINT_LISTING_WAIT
+
+    def restore_point(self) -> RestoreFrom | None:
+        """Where the next attempt starts: a drain's savepoint, else past a restore that failed,
+        the newest checkpoint not known to be bad, else what the spec says (None: the latest)."""
+        target = self.tr.pop("restoreTarget", None)
+        saved = self.obs.store_savepoints
+        if target and (saved is None or target in [s["name"] for s in saved]):
+            return RestoreFrom(savepoint=target)
+        bad = set(self.tr.get("badRestorePoints", []))
+        if bad and self.obs.store_checkpoints:
+            for fact in reversed(self.obs.store_checkpoints):
+                if fact.id not in bad:
+                    return RestoreFrom(checkpoint=fact.id)
+        return None
+
+
+def drain_then_remove(run: Step) -> None:
+    """A drain ends with the runtime exiting 0; a pod that is not draining (or takes too long) is deleted."""
+    drain = run.tr.get("drain")
+    for pod in run.obs.pods:
+        # The runtime container exited (the GC sidecar keeps the pod Running): the drain is over.
+        draining = drain and pod is run.current and pod.phase in ("Running", "Pending") and \
+            pod.exit_code is None and run.now - drain["at"] < DRAIN_GRACE
+        if not draining and not pod.deleting:
+            run.d.actions.append(DeletePod(pod.name, force=pod.node_lost))
+    if run.obs.pods:
+        run.requeue(POLL)
+
+
