@@ -1,0 +1,93 @@
+"""HTTP client of the runtime's control API (DESIGN.md §8; the endpoints are documented in
+sparkpoint/runtime/service/api.py). asyncio/aiohttp because kopf runs on an event loop.
+
+Every call returns the decoded JSON object of a 2xx answer or raises RuntimeApiError: `.status` is
+the HTTP status, or None when the runtime was unreachable or did not answer in time, so callers
+can tell "the pod is not there" from "the pod said no".
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+
+DEFAULT_PORT = 8080
+
+
+def base_url(pod_ip: str, port: int = DEFAULT_PORT) -> str:
+    host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip  # an IPv6 pod IP needs brackets
+    return f"http://{host}:{port}"
+
+
+class RuntimeApiError(Exception):
+    def __init__(self, message: str, status: int | None = None, body: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.body = body or {}
+
+
+class RuntimeClient:
+    def __init__(self, timeout: float = 5.0):
+        self.timeout = timeout
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        # Created on first use, inside the running loop (aiohttp binds a session to its loop).
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        return self._session
+
+    def _server_wait(self) -> float:
+        # How long the runtime may hold a trigger waiting for a checkpoint id: less than our own
+        # timeout, so a busy runtime answers 202 with the request id instead of timing us out.
+        return max(0.5, self.timeout * 0.6)
+
+    async def _call(self, method: str, url: str, body: dict[str, Any] | None = None,
+                    request_doc_ok: bool = False) -> dict[str, Any]:
+        try:
+            async with self._get_session().request(method, url, json=body) as resp:
+                text = await resp.text()
+                status = resp.status
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise RuntimeApiError(f"{method} {url}: runtime unreachable: {type(exc).__name__}: {exc}") from None
+        try:
+            doc = json.loads(text) if text else {}
+        except ValueError:
+            doc = {"raw": text[:500]}
+        if not isinstance(doc, dict):
+            doc = {"value": doc}
+        if request_doc_ok and status == 500 and "requestId" in doc:
+            return doc  # the request exists and already failed or timed out: an answer, not an error
+        if not 200 <= status < 300:
+            reason = doc.get("error") or doc.get("status") or text[:200]
+            raise RuntimeApiError(f"{method} {url}: HTTP {status}: {reason}", status=status, body=doc)
+        return doc
+
+    async def status(self, base: str) -> dict[str, Any]:
+        return await self._call("GET", f"{base}/status")
+
+    async def trigger_checkpoint(self, base: str) -> dict[str, Any]:
+        """Returns the request as the runtime knows it; `id` is the checkpoint id once assigned,
+        else the request id (req-NNNNNN), both accepted by get_checkpoint. A request that failed
+        at once comes back with status "failed" (HTTP 500 with the request document), not raised."""
+        return await self._call("POST", f"{base}/checkpoints", {"wait": "id", "timeout": self._server_wait()},
+                                request_doc_ok=True)
+
+    async def get_checkpoint(self, base: str, any_id: str) -> dict[str, Any]:
+        return await self._call("GET", f"{base}/checkpoints/{any_id}")
+
+    async def trigger_savepoint(self, base: str, name: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"wait": "id", "timeout": self._server_wait()}
+        if name is not None:
+            body["name"] = name
+        return await self._call("POST", f"{base}/savepoints", body, request_doc_ok=True)
+
+    async def stop(self, base: str, savepoint: bool | str | None = None, checkpoint: bool = True) -> dict[str, Any]:
+        return await self._call("POST", f"{base}/stop", {"savepoint": savepoint, "checkpoint": checkpoint})
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
