@@ -134,5 +134,5 @@ NAME_RULE = {
 }
 
 __all__ = ["API_GROUP", "API_VERSION", "COMPLETED", "FAILED", "IN_PROGRESS", "KIND", "NAME_RULE", "PENDING",
-           "PLURAL", "SavepointResourceError", "SavepointSpec", "SavepointStatus", "StorageRef", "TERMINAL",
+           "PLURAL", "Condition", "SavepointResourceError", "SavepointSpec", "SavepointStatus", "StorageRef", "TERMINAL",
            "parse_spec", "parse_status", "savepoint_name"]
