@@ -179,7 +179,8 @@ async def _act(decision: sp.Decision, after: SavepointStatus, job: sp.JobView | 
         except RuntimeApiError as err:  # refused (e.g. 409 not running yet) or unreachable: look again
             return sp.Decision(sp.WAIT, after.state, "TriggerRefused", str(err), sp.RETRY_LONG)
         after.request_id, after.pod = doc.get("requestId"), job.pod
-        after.triggered_at, after.triggers = _now().isoformat(), after.triggers + 1
+        after.triggered_at = after.triggered_at or _now().isoformat()  # the timeout counts from the first
+        after.triggers += 1 if decision.extra.get("counted", True) else 0
     elif decision.action == sp.COPY_LATEST:
         try:
             stored = await asyncio.to_thread(sps.copy_latest, store, job_ref, name)

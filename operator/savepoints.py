@@ -17,7 +17,8 @@ from sparkpoint.operator.savepoint_model import COMPLETED, FAILED, IN_PROGRESS, 
 JOB_MISSING_GRACE = 30.0
 # How long a savepoint may wait for its job to be Running before it fails.
 WAIT_RUNNING_TIMEOUT = 600.0
-# A savepoint is a checkpoint plus a server-side copy: allow twice the job's checkpoint timeout.
+# A savepoint is a checkpoint plus a server-side copy: allow twice the job's checkpoint timeout,
+# counted from the first trigger.
 TIMEOUT_FACTOR = 2.0
 # Requests lost with their pod (the job restarted meanwhile) are triggered again, this often at most.
 MAX_TRIGGERS = 3
@@ -141,7 +142,9 @@ def _follow(o: Observed) -> Decision:
         if "already checkpointed" in (answer.error or ""):
             return Decision(COPY_LATEST, IN_PROGRESS, "CopyLatest",
                             "no new batch since the latest checkpoint: copying it")
-        return _retrigger(o, f"the runtime skipped the savepoint: {answer.error or 'no reason given'}")
+        # No batch committed yet: ask again a little later; bounded by the timeout, not by MAX_TRIGGERS.
+        return _retrigger(o, f"the runtime skipped the savepoint: {answer.error or 'no reason given'}",
+                          counted=False, delay=RETRY_LONG)
     if answer.status in ("failed", "timed_out"):
         return Decision(FAIL, FAILED, "RuntimeFailed",
                         f"the runtime reports the savepoint {answer.status}: {answer.error or 'no reason given'}")
@@ -149,8 +152,8 @@ def _follow(o: Observed) -> Decision:
     return _retrigger(o, "the request was lost with its pod")
 
 
-def _retrigger(o: Observed, why: str) -> Decision:
-    if o.status.triggers >= MAX_TRIGGERS:
+def _retrigger(o: Observed, why: str, *, counted: bool = True, delay: float = RETRY_SHORT) -> Decision:
+    if counted and o.status.triggers >= MAX_TRIGGERS:
         return Decision(FAIL, FAILED, "TooManyAttempts", f"{why}; gave up after {o.status.triggers} triggers")
     job = o.job
     if job is None:
@@ -158,7 +161,8 @@ def _retrigger(o: Observed, why: str) -> Decision:
     if job.phase != "Running" or not job.pod_ip:
         return Decision(WAIT, IN_PROGRESS, "JobNotRunning", f"{why}; waiting for the job to be Running",
                         RETRY_LONG)
-    return Decision(TRIGGER, IN_PROGRESS, "Retriggered", f"{why}; triggering again in pod {job.pod}", RETRY_SHORT)
+    return Decision(TRIGGER, IN_PROGRESS, "Retriggered", f"{why}; triggering again in pod {job.pod}", delay,
+                    extra={"counted": counted})
 
 
 def decide_delete(status: SavepointStatus, retain: bool, now: datetime, checkpoint_timeout: float) -> str:

@@ -68,6 +68,8 @@ ROWS = [
         "skipped", "batch 7 is already checkpointed")), sp.COPY_LATEST, "InProgress", "CopyLatest"),
     ("skipped: no batch yet", obs(st=following(), runtime=sp.RuntimeAnswer("skipped", "no batch committed yet")),
      sp.TRIGGER, "InProgress", "Retriggered"),
+    ("skipped: no batch yet, many times", obs(st=following(triggers=3), runtime=sp.RuntimeAnswer(
+        "skipped", "no batch committed yet")), sp.TRIGGER, "InProgress", "Retriggered"),
     ("too slow", obs(at=121, st=following(), runtime=sp.RuntimeAnswer("uploading")), sp.FAIL, "Failed",
      "Timeout"),
     ("store unreadable while following", obs(st=following(), store_error="unreachable"), sp.WAIT, "InProgress",
@@ -91,6 +93,13 @@ def test_decide(name, observed, action, state, reason) -> None:
         assert got.message, "a failure must say why"
     if got.action == sp.WAIT:
         assert got.delay > 0
+
+
+def test_a_skip_for_want_of_a_batch_is_retried_later_and_not_counted() -> None:
+    got = sp.decide(obs(st=following(), runtime=sp.RuntimeAnswer("skipped", "no batch committed yet")))
+    assert got.delay >= sp.RETRY_LONG and got.extra["counted"] is False
+    lost = sp.decide(obs(st=following(), runtime=sp.RuntimeAnswer("lost")))
+    assert lost.extra["counted"] is True
 
 
 def test_failure_message_carries_the_runtime_error() -> None:
