@@ -46,8 +46,11 @@ DEFAULT_CHECKPOINT_TIMEOUT = 600.0
 # After this long, a deletion that cannot reach the store gives up, leaves the data and says so.
 DELETE_GIVE_UP = 600.0
 
-_locks: dict[tuple[str, str], asyncio.Lock] = {}
-_not_before: dict[tuple[str, str], float] = {}
+_locks: dict[tuple[str, str, str], asyncio.Lock] = {}
+_not_before: dict[tuple[str, str, str], float] = {}
+# The status each resource was last given here. kopf applies a patch after the handler returns, so
+# the next step may still see the old body; acting on it could trigger the same savepoint twice.
+_written: dict[tuple[str, str, str], SavepointStatus] = {}
 _apis: tuple[client.CoreV1Api, client.CustomObjectsApi] | None = None
 _runtime: RuntimeClient | None = None
 
@@ -136,19 +139,21 @@ def _now() -> datetime:
 
 async def _step(body: kopf.Body, patch: kopf.Patch, logger, *, forced: bool) -> None:
     namespace, name = body.metadata.namespace, body.metadata.name
-    key = (namespace, name)
+    key = (namespace, name, body.metadata.uid)  # a re-created resource of the same name starts afresh
     lock = _locks.setdefault(key, asyncio.Lock())
     async with lock:
         if not forced and time.monotonic() < _not_before.get(key, 0.0):
             return
-        before = parse_status(body.get("status"))
+        before = _written.get(key) or parse_status(body.get("status"))
         if before.state in TERMINAL:
             return
         try:
             spec = parse_spec(dict(body.spec))
             sp_name = savepoint_name(name, spec)
         except SavepointResourceError as err:
-            return _record(body, patch, before, sp.Decision(sp.FAIL, FAILED, "InvalidSpec", str(err)))
+            _record(body, patch, before, sp.Decision(sp.FAIL, FAILED, "InvalidSpec", str(err)))
+            _written[key] = before
+            return
         job = await _observe_job(namespace, spec.job_name)
         job_ref = JobRef(namespace, spec.job_name)
         storage = job.storage or before.storage
@@ -168,6 +173,7 @@ async def _step(body: kopf.Body, patch: kopf.Patch, logger, *, forced: bool) -> 
         decision = await _act(decision, after, job.view, store, job_ref, sp_name, stored)
         _not_before[key] = time.monotonic() + decision.delay
         _record(body, patch, after, decision, before=before, logger=logger)
+        _written[key] = after
 
 
 async def _act(decision: sp.Decision, after: SavepointStatus, job: sp.JobView | None, store, job_ref: JobRef,
@@ -239,8 +245,8 @@ async def savepoint_tick(body, patch, logger, **_) -> None:
 @kopf.on.delete(API_GROUP, API_VERSION, PLURAL)
 async def savepoint_deleted(body, logger, **_) -> None:
     namespace, name = body.metadata.namespace, body.metadata.name
-    _locks.pop((namespace, name), None)
-    _not_before.pop((namespace, name), None)
+    for memo in (_locks, _not_before, _written):
+        memo.pop((namespace, name, body.metadata.uid), None)
     try:
         spec = parse_spec(dict(body.spec))
         sp_name = savepoint_name(name, spec)
