@@ -212,11 +212,12 @@ def _record(body: kopf.Body, patch: kopf.Patch, after: SavepointStatus, decision
     ready = after.state == COMPLETED
     old = next((c for c in before.conditions if c.type == "Ready"), None)
     message = decision.message or ("savepoint completed" if ready else after.state)
-    changed = old is None or old.reason != decision.reason or (old.status == "True") != ready
+    flipped = old is None or (old.status == "True") != ready
+    changed = flipped or old.reason != decision.reason  # worth an Event
     after.conditions = [c for c in after.conditions if c.type != "Ready"] + [Condition(
         type="Ready", status="True" if ready else "False", reason=decision.reason, message=message,
         observed_generation=body.metadata.get("generation"),
-        last_transition_time=_now().isoformat() if changed or old is None else old.last_transition_time)]
+        last_transition_time=_now().isoformat() if flipped else old.last_transition_time)]
     doc = after.model_dump(by_alias=True, mode="json")
     for field, value in doc.items():
         patch.status[field] = value  # None clears a field (merge patch)
