@@ -63,14 +63,21 @@ def crds(api_client) -> None:
         install_crd(extensions, REPO / "crds" / name)
 
 
+class Credentials(dict):
+    """The local MinIO's endpoint and keys; its repr hides them from assertion messages and logs."""
+
+    def __repr__(self) -> str:
+        return f"Credentials(endpoint={self['SPARKPOINT_S3_ENDPOINT']!r}, keys hidden)"
+
+
 @pytest.fixture
-def minio() -> dict[str, str]:
+def minio() -> Credentials:
     path = STATE / "minio.json"
     if not path.exists():
         pytest.skip(f"needs the local cluster's MinIO ({path}); on kind the test cannot reach MinIO")
     creds = json.loads(path.read_text())
-    env = {"SPARKPOINT_S3_ENDPOINT": creds["endpoint"], "AWS_ACCESS_KEY_ID": creds["access_key"],
-           "AWS_SECRET_ACCESS_KEY": creds["secret_key"]}
+    env = Credentials(SPARKPOINT_S3_ENDPOINT=creds["endpoint"], AWS_ACCESS_KEY_ID=creds["access_key"],
+                      AWS_SECRET_ACCESS_KEY=creds["secret_key"])
     open_store(f"s3://{BUCKET}", env=env).create_bucket()  # idempotent
     return env
 
