@@ -88,31 +88,51 @@ def spec_schema() -> dict[str, Any]:
 
 
 def status_schema() -> dict[str, Any]:
+    """The status contract (DESIGN.md §9): the fields users, printer columns and alerts read.
+    status.tracking is the operator's own bookkeeping (preserved, not part of the contract)."""
+    string, integer = {"type": "string"}, {"type": "integer"}
+    time = {"type": "string", "format": "date-time"}
     condition = {
         "type": "object",
         "required": ["type", "status"],
         "properties": {
-            "type": {"type": "string"},
+            "type": string,
             "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-            "reason": {"type": "string"},
-            "message": {"type": "string"},
-            "observedGeneration": {"type": "integer"},
-            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "reason": string,
+            "message": string,
+            "observedGeneration": integer,
+            "lastTransitionTime": time,
         },
+    }
+    checkpoint = {
+        "type": "object",
+        "properties": {"id": string, "batch": {"type": "integer", "nullable": True}, "completedAt": string,
+                       "bytes": {"type": "integer", "nullable": True},
+                       "newBytes": {"type": "integer", "nullable": True}},
+    }
+    savepoint = {
+        "type": "object",
+        "properties": {"name": string, "checkpoint": {"type": "string", "nullable": True},
+                       "batch": {"type": "integer", "nullable": True}, "bytes": integer, "completedAt": string},
     }
     return {
         "type": "object",
-        # The operator (and kopf's own bookkeeping) may add fields beyond those printed.
+        # kopf's own bookkeeping (status.kopf) lives here too.
         "x-kubernetes-preserve-unknown-fields": True,
         "properties": {
-            "phase": {"type": "string"},
-            "observedGeneration": {"type": "integer"},
-            "attempt": {"type": "integer"},
-            "pod": {"type": "string"},
-            "lastCheckpoint": {"type": "string"},
-            "lastCheckpointTime": {"type": "string", "format": "date-time"},
-            "restarts": {"type": "integer"},
-            "lastRestartReason": {"type": "string"},
+            "phase": {"type": "string", "enum": ["Pending", "Running", "Recovering", "Upgrading", "Suspended",
+                                                 "Failed", "Finished"]},
+            "observedGeneration": integer,
+            "attempt": integer,
+            "pod": string,
+            "latestCheckpoint": checkpoint,
+            "checkpoints": {"type": "array", "items": checkpoint},
+            "savepoints": {"type": "array", "items": savepoint},
+            "restarts": integer,
+            "localRecoveries": integer,
+            "lastFailure": {"type": "object", "properties": {"reason": string, "message": string, "at": string}},
+            "restore": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "tracking": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
             "conditions": {"type": "array", "items": condition,
                            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
         },
@@ -122,8 +142,8 @@ def status_schema() -> dict[str, Any]:
 def build_crd() -> dict[str, Any]:
     columns = [
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-        {"name": "Last Checkpoint", "type": "string", "jsonPath": ".status.lastCheckpoint"},
-        {"name": "Checkpoint Age", "type": "date", "jsonPath": ".status.lastCheckpointTime"},
+        {"name": "Last Checkpoint", "type": "string", "jsonPath": ".status.latestCheckpoint.id"},
+        {"name": "Checkpoint Age", "type": "date", "jsonPath": ".status.latestCheckpoint.completedAt"},
         {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]

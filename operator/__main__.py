@@ -1,0 +1,66 @@
+"""`sparkpoint-operator` / `python -m sparkpoint.operator`: run the operator.
+
+  sparkpoint-operator [--namespace NS ... | --all-namespaces] [--metrics-port 9100]
+
+Talks to the API server of $KUBECONFIG (or the in-cluster service account). Replicas peer
+through kopf's peering object `sparkpoint`: the one with the highest priority works, the others
+stand by and take over when its heartbeat stops (each replica picks a random priority unless
+--priority is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import random
+import sys
+
+import kopf
+
+PEERING_NAME = "sparkpoint"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="sparkpoint-operator", description=__doc__.splitlines()[0])
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", action="append", default=[], metavar="NS",
+                       help="watch this namespace (repeatable)")
+    scope.add_argument("--all-namespaces", action="store_true", help="watch every namespace")
+    p.add_argument("--metrics-port", type=int, default=9100, help="serves /metrics and /healthz (default 9100)")
+    p.add_argument("--priority", type=int, default=None, help="peering priority (default: random)")
+    p.add_argument("--standalone", action="store_true", help="no peering (a single replica)")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
+    if not args.namespace and not args.all_namespaces:
+        p.error("give --namespace NS (repeatable) or --all-namespaces")
+    return args
+
+
+def load_handlers() -> None:
+    importlib.import_module("sparkpoint.operator.handlers")
+    try:  # the StreamingJobSavepoint resource, when that part is installed
+        importlib.import_module("sparkpoint.operator.savepoint_handlers")
+    except ImportError as exc:
+        if exc.name != "sparkpoint.operator.savepoint_handlers":
+            raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.JSON)
+    logging.getLogger("sparkpoint").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    load_handlers()
+    kopf.run(
+        clusterwide=args.all_namespaces,
+        namespaces=args.namespace,
+        standalone=args.standalone,
+        peering_name=PEERING_NAME,
+        priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
+        memo=kopf.Memo(metrics_port=args.metrics_port),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

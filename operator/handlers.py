@@ -1,0 +1,77 @@
+"""kopf handlers: decorators only, each delegating to reconcile.py.
+
+One daemon per StreamingJob runs its observe-decide-act loop; pod events and spec changes wake it
+early. Deletion runs through kopf's finalizer: drain, then gc.onDelete.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from sparkpoint.runtime.config import API_GROUP, API_VERSION, SpecError, parse_spec
+
+from .kube import PLURAL, Kube, load_config
+from .metrics import OperatorMetrics, serve
+from .reconcile import Draining, Reconciler
+from .runtime_client import RuntimeClient
+
+log = logging.getLogger("sparkpoint.operator")
+FINALIZER = f"{API_GROUP}/finalizer"
+MANAGED = {"app.kubernetes.io/managed-by": "sparkpoint-operator"}
+
+
+def post_event(body: dict[str, Any], type_: str, reason: str, message: str) -> None:
+    kopf.event(body, type=type_, reason=reason, message=message[:1000])
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    settings.persistence.finalizer = FINALIZER
+    settings.posting.level = logging.INFO
+    memo.metrics = OperatorMetrics()
+    memo.client = RuntimeClient(timeout=5.0)
+    memo.reconciler = Reconciler(Kube(load_config()), memo.client, memo.metrics, post_event)
+    memo.http = await serve(memo.metrics, memo.get("metrics_port", 9100))
+    log.info("operator started", extra={"metricsPort": memo.get("metrics_port", 9100)})
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    await memo.client.close()
+    await memo.http.cleanup()
+
+
+@kopf.on.create(API_GROUP, API_VERSION, PLURAL)
+@kopf.on.update(API_GROUP, API_VERSION, PLURAL, field="spec")
+@kopf.on.resume(API_GROUP, API_VERSION, PLURAL)
+def validate(spec: Any, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    """Parse the spec once per change; an invalid one is a permanent error (the daemon records
+    the failure, naming the field, in status)."""
+    memo.reconciler.wake(namespace, name)
+    try:
+        parse_spec(dict(spec))
+    except SpecError as exc:
+        raise kopf.PermanentError(str(exc)) from None
+
+
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_timeout=10.0)
+async def job_loop(namespace: str, name: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
+    await memo.reconciler.run(namespace, name, stopped)
+
+
+@kopf.on.event("v1", "pods", labels=MANAGED)
+def pod_changed(labels: Any, namespace: str, memo: kopf.Memo, **_: Any) -> None:
+    job = labels.get(f"{API_GROUP}/job")
+    if job and "reconciler" in memo:
+        memo.reconciler.wake(namespace, job)
+
+
+@kopf.on.delete(API_GROUP, API_VERSION, PLURAL)
+async def job_deleted(body: Any, memo: kopf.Memo, **_: Any) -> None:
+    try:
+        await memo.reconciler.finalize(dict(body))
+    except Draining as exc:
+        raise kopf.TemporaryError(str(exc), delay=exc.delay) from None

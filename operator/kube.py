@@ -1,0 +1,115 @@
+"""Idempotent Kubernetes calls for one job: children with owner references, pods, status, Secret.
+
+Blocking `kubernetes` client calls run in a thread so kopf's event loop never waits on them.
+Creating what exists (409) and deleting what is gone (404) are successes: every action may be
+repeated after an operator restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from sparkpoint.runtime.config import API_GROUP, API_VERSION
+
+PLURAL = "streamingjobs"
+
+
+def load_config() -> client.ApiClient:
+    """$KUBECONFIG (or ~/.kube/config) when present, else the in-cluster service account."""
+    try:
+        config.load_kube_config()
+    except config.ConfigException:
+        config.load_incluster_config()
+    return client.ApiClient()
+
+
+def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386) turning `old` into `new`: removed keys become null."""
+    patch: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            sub = merge_patch(before, value)
+            if sub:
+                patch[key] = sub
+        elif value != before or key not in old:
+            patch[key] = value
+    for key in old:
+        if key not in new:
+            patch[key] = None
+    return patch
+
+
+def _json(resp: Any) -> dict[str, Any]:
+    return json.loads(resp.data)
+
+
+class Kube:
+    def __init__(self, api: client.ApiClient):
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    @staticmethod
+    async def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    # --- reads --------------------------------------------------------------------------------------
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._run(self.custom.get_namespaced_custom_object, API_GROUP, API_VERSION,
+                                   namespace, PLURAL, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def job_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        resp = await self._run(self.core.list_namespaced_pod, namespace,
+                               label_selector=f"{API_GROUP}/job={name},app.kubernetes.io/component=runtime",
+                               _preload_content=False)
+        return _json(resp).get("items", [])
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        """The Secret's keys decoded; the values go to open_store only (never logged)."""
+        secret = await self._run(self.core.read_namespaced_secret, name, namespace)
+        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+
+    # --- writes -------------------------------------------------------------------------------------
+    async def create(self, body: dict[str, Any]) -> bool:
+        """Create a Pod/Service/ConfigMap; False if it already exists."""
+        ns = body["metadata"]["namespace"]
+        fn = {"Pod": self.core.create_namespaced_pod, "Service": self.core.create_namespaced_service,
+              "ConfigMap": self.core.create_namespaced_config_map}[body["kind"]]
+        try:
+            await self._run(fn, ns, body)
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+
+    async def apply_config_map(self, body: dict[str, Any]) -> None:
+        """Create or replace (each attempt's ConfigMap carries its own restore point)."""
+        if not await self.create(body):
+            meta = body["metadata"]
+            await self._run(self.core.replace_namespaced_config_map, meta["name"], meta["namespace"], body)
+
+    async def delete_pod(self, namespace: str, name: str, force: bool = False) -> None:
+        kwargs: dict[str, Any] = {"grace_period_seconds": 0} if force else {}
+        try:
+            await self._run(self.core.delete_namespaced_pod, name, namespace, **kwargs)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        if not patch:
+            return
+        await self._run(self.custom.patch_namespaced_custom_object_status, API_GROUP, API_VERSION, namespace,
+                        PLURAL, name, {"status": patch}, _content_type="application/merge-patch+json")

@@ -1,0 +1,126 @@
+"""What the state machine sees (Observed) and what it may ask for (actions): plain data, no I/O.
+
+The operator keeps no state beyond the CR status and the store (DESIGN.md §11): everything the
+machine needs to remember between reconciles lives in `status`, the bookkeeping part of it under
+`status.tracking` (times as epoch seconds), so after a restart the same observation gives the
+same answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkpoint.runtime.config import JobSpec, RestoreFrom
+
+RESTORE_FAILED_EXIT = 3  # the runtime's exit code when no restore point could be restored
+
+
+@dataclass(frozen=True)
+class PodObs:
+    """One pod of the job, reduced to what decisions depend on."""
+
+    name: str
+    attempt: int
+    phase: str = "Pending"  # Pending | Running | Succeeded | Failed | Unknown
+    ready: bool = False
+    deleting: bool = False
+    ip: str | None = None
+    restart_count: int = 0  # of the runtime container (in-place restarts by the kubelet)
+    last_exit_code: int | None = None  # the runtime container's latest termination, if any
+    exit_code: int | None = None  # set while the runtime container is terminated now
+    reason: str | None = None  # pod-level reason, e.g. Evicted, NodeLost
+    node_lost: bool = False
+
+
+@dataclass(frozen=True)
+class CheckpointFact:
+    """A completed checkpoint as status shows it (status.latestCheckpoint / status.checkpoints)."""
+
+    id: str
+    batch: int | None
+    completed_at: str  # ISO-8601
+    bytes: int | None = None
+    new_bytes: int | None = None
+
+    def to_status(self) -> dict[str, Any]:
+        return {"id": self.id, "batch": self.batch, "completedAt": self.completed_at,
+                "bytes": self.bytes, "newBytes": self.new_bytes}
+
+    @classmethod
+    def from_status(cls, doc: dict[str, Any]) -> CheckpointFact:
+        return cls(id=doc["id"], batch=doc.get("batch"), completed_at=doc.get("completedAt", ""),
+                   bytes=doc.get("bytes"), new_bytes=doc.get("newBytes"))
+
+
+@dataclass(frozen=True)
+class Observed:
+    spec: JobSpec
+    generation: int
+    status: dict[str, Any]
+    pods: list[PodObs]
+    now: float
+    name: str = "job"  # the StreamingJob's name (pods are <name>-<attempt>)
+    runtime: dict[str, Any] | None = None  # GET /status of the current pod, None if unreachable
+    store_checkpoints: list[CheckpointFact] | None = None  # newest last; None: store not read
+    store_savepoints: list[dict[str, Any]] | None = None  # {name, completedAt, ...}, oldest first
+    deleting: bool = False
+
+
+# --- actions (each small and idempotent) --------------------------------------------------------
+@dataclass(frozen=True)
+class CreateAttempt:
+    """ConfigMap (with the chosen restore point) + Service + pod of this attempt."""
+
+    attempt: int
+    restore_from: RestoreFrom | None = None
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    name: str
+    force: bool = False  # grace period 0: the node is lost, the pod will never report back
+
+
+@dataclass(frozen=True)
+class TriggerCheckpoint:
+    lag: float  # seconds the trigger is late against its schedule (a metric)
+
+
+@dataclass(frozen=True)
+class TriggerSavepoint:
+    name: str
+
+
+@dataclass(frozen=True)
+class StopRuntime:
+    """POST /stop: drain, final checkpoint, optional savepoint, exit 0."""
+
+    savepoint: str | None = None
+
+
+@dataclass(frozen=True)
+class Emit:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    """A trigger this operator made has finished (a metric: triggers by result)."""
+
+    result: str  # completed | failed | timed_out | skipped | error
+
+
+@dataclass
+class Decision:
+    status: dict[str, Any] = field(default_factory=dict)  # the whole new status
+    actions: list[Any] = field(default_factory=list)
+    requeue_after: float = 10.0
+
+    def emit(self, type_: str, reason: str, message: str) -> None:
+        self.actions.append(Emit(type_, reason, message))
+
+    def of(self, kind: type) -> list[Any]:
+        return [a for a in self.actions if isinstance(a, kind)]

@@ -1,0 +1,56 @@
+"""Pure translations of what the API server and the store return into the machine's observations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkpoint.runtime.config import API_GROUP
+from sparkpoint.runtime.store import Manifest
+
+from .model import CheckpointFact, PodObs
+
+RUNTIME_CONTAINER = "runtime"
+_LOST_REASONS = ("NodeLost", "NodeShutdown", "Terminated")
+
+
+def _runtime_status(pod: dict[str, Any]) -> dict[str, Any]:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == RUNTIME_CONTAINER:
+            return cs
+    return {}
+
+
+def pod_observation(pod: dict[str, Any]) -> PodObs:
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    try:
+        attempt = int(annotations.get(f"{API_GROUP}/attempt", "0"))
+    except ValueError:
+        attempt = 0
+    cs = _runtime_status(pod)
+    state, last = cs.get("state") or {}, cs.get("lastState") or {}
+    terminated = state.get("terminated")
+    last_terminated = last.get("terminated") or terminated
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    ready = (conditions.get("Ready") or {}).get("status") == "True"
+    # A node that stopped reporting leaves Ready=Unknown on its pods (and later the pod phase).
+    node_lost = (conditions.get("Ready") or {}).get("status") == "Unknown" or status.get("reason") in _LOST_REASONS
+    return PodObs(
+        name=meta.get("name", ""),
+        attempt=attempt,
+        phase=status.get("phase") or "Pending",
+        ready=ready and not meta.get("deletionTimestamp"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        ip=status.get("podIP"),
+        restart_count=int(cs.get("restartCount") or 0),
+        last_exit_code=(last_terminated or {}).get("exitCode"),
+        exit_code=(terminated or {}).get("exitCode"),
+        reason=status.get("reason"),
+        node_lost=node_lost,
+    )
+
+
+def fact_from_manifest(manifest: Manifest) -> CheckpointFact:
+    when = manifest.completion_time.isoformat().replace("+00:00", "Z")
+    return CheckpointFact(id=manifest.id, batch=manifest.batch_id, completed_at=when,
+                          bytes=manifest.totals.bytes, new_bytes=manifest.totals.new_bytes)

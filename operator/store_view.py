@@ -1,0 +1,85 @@
+"""What the operator reads from the store: recent checkpoint manifests and the savepoints.
+
+The store is opened with the credentials of the Secret named by spec.checkpoint.storage.secretRef,
+passed as an environment mapping to open_store and never logged or copied anywhere else. All
+calls are blocking (the store clients are synchronous): run them in a thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
+from sparkpoint.runtime.config import JobSpec
+from sparkpoint.runtime.store import ENDPOINT_ENV, JobRef, Manifest, ObjectStore, open_store
+from sparkpoint.runtime.store.layout import (
+    checkpoints_prefix,
+    objects_prefix,
+    pending_prefix,
+    savepoints_prefix,
+)
+
+from .model import CheckpointFact
+from .observe import fact_from_manifest
+
+RECENT_MANIFESTS = 10
+MAX_SAVEPOINTS = 20
+
+
+def store_env(spec: JobSpec, secret: dict[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in (secret or {}).items()
+           if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", ENDPOINT_ENV, "AWS_REGION")}
+    storage = spec.checkpoint.storage
+    if storage and storage.endpoint and ENDPOINT_ENV not in env:
+        env[ENDPOINT_ENV] = storage.endpoint
+    return env
+
+
+def open_job_store(spec: JobSpec, secret: dict[str, str] | None) -> ObjectStore | None:
+    """None when the job has no shared store (the demo's directory on the pod's own disk)."""
+    storage = spec.checkpoint.storage
+    if storage is None:
+        return None
+    return open_store(storage.url, env=store_env(spec, secret), max_connections=4)
+
+
+def recent_checkpoints(store: ObjectStore, job: JobRef) -> list[CheckpointFact]:
+    """The newest completed checkpoints, oldest first (corrupt manifests are skipped: the runtime
+    and GC report those; status only lists what can be restored)."""
+    facts = []
+    for cid in list_checkpoint_ids(store, job)[-RECENT_MANIFESTS:]:
+        try:
+            facts.append(fact_from_manifest(load_manifest(store, job, cid)))
+        except Exception:  # noqa: BLE001 - deleted by GC meanwhile, or corrupt
+            continue
+    return facts
+
+
+def savepoints(store: ObjectStore, job: JobRef) -> list[dict[str, Any]]:
+    """Savepoints however they were taken (nonce, StreamingJobSavepoint, suspend, upgrade), newest
+    MAX_SAVEPOINTS, oldest first."""
+    prefix = savepoints_prefix(job)
+    keys = [o for o in store.list(prefix)
+            if o.key[len(prefix):].count("/") == 1 and o.key.endswith("/manifest.json")]
+    keys.sort(key=lambda o: o.last_modified)
+    found = []
+    for info in keys[-MAX_SAVEPOINTS:]:
+        try:
+            m = Manifest.from_json(store.get_bytes(info.key), where=info.key)
+        except Exception:  # noqa: BLE001 - being deleted, or corrupt
+            continue
+        found.append({"name": info.key[len(prefix):].split("/", 1)[0], "checkpoint": m.source_checkpoint,
+                      "batch": m.batch_id, "bytes": m.totals.bytes,
+                      "completedAt": m.completion_time.isoformat().replace("+00:00", "Z")})
+    return found
+
+
+def delete_checkpoints(store: ObjectStore, job: JobRef) -> int:
+    """gc.onDelete=delete: the job's checkpoints, pending markers and shared objects. Savepoints
+    (self-contained) and the sink's outputs are kept."""
+    deleted = 0
+    for prefix in (checkpoints_prefix(job), pending_prefix(job), objects_prefix(job)):
+        for info in list(store.list(prefix)):
+            store.delete(info.key)
+            deleted += 1
+    return deleted

@@ -1,0 +1,237 @@
+"""The state machine, table-driven: (phase, observation) -> (next phase, actions, events).
+
+Each row is one line of DESIGN.md §11 (or a case the issue names); most operator bugs are a
+missing row. Actions are written compactly: create:N, delete:POD (delete!: forced), stop:NAME,
+trigger, savepoint:NAME, result:RESULT.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sparkpoint.operator.machine import backoff_seconds, decide, spec_key
+from sparkpoint.operator.model import (
+    CheckpointFact,
+    CheckpointResult,
+    CreateAttempt,
+    DeletePod,
+    Emit,
+    Observed,
+    PodObs,
+    StopRuntime,
+    TriggerCheckpoint,
+    TriggerSavepoint,
+)
+from sparkpoint.runtime.config import parse_spec
+
+T0 = 1_800_000_000.0
+
+
+def make_spec(**over: Any):
+    doc = {"job": {"entrypoint": "m:f"}, "checkpoint": {"interval": "10s"},
+           "restart": {"maxRestarts": 3, "backoff": "10s", "maxBackoff": "40s"}}
+    for key, value in over.items():
+        doc[key] = value
+    return parse_spec(doc)
+
+
+SPEC = make_spec()
+KEY = spec_key(SPEC)
+
+
+def running(**tracking: Any) -> dict[str, Any]:
+    tr = {"runningSince": T0 - 5, "podSeen": True, "podReady": True, "stableSpec": KEY,
+          "lastTriggerAt": T0 - 5} | tracking
+    return {"phase": "Running", "attempt": 1, "pod": "job-1", "tracking": tr}
+
+
+def pod(attempt: int = 1, **kw: Any) -> PodObs:
+    base = {"phase": "Running", "ready": True, "ip": "10.0.0.1"}
+    return PodObs(name=f"job-{attempt}", attempt=attempt, **(base | kw))
+
+
+RUNTIME = {"phase": "running", "recentCheckpoints": [], "latestCheckpoint": None}
+
+
+def describe(action: Any) -> str | None:
+    match action:
+        case CreateAttempt(attempt=n):
+            return f"create:{n}"
+        case DeletePod(name=name, force=force):
+            return f"delete{'!' if force else ''}:{name}"
+        case StopRuntime(savepoint=name):
+            return f"stop:{name}"
+        case TriggerCheckpoint():
+            return "trigger"
+        case TriggerSavepoint(name=name):
+            return f"savepoint:{name}"
+        case CheckpointResult(result=r):
+            return f"result:{r}"
+    return None
+
+
+def outcome(obs: Observed):
+    d = decide(obs)
+    actions = [s for s in map(describe, d.actions) if s]
+    events = [a.reason for a in d.actions if isinstance(a, Emit)]
+    return d, actions, events
+
+
+ROWS = [
+    # id, status, pods, kwargs of Observed, expected phase, actions, events
+    ("new job -> attempt 1", {}, [], {}, "Pending", ["create:1"], ["AttemptCreated"]),
+    ("Pending, pod never created (operator died) -> create again",
+     {"phase": "Pending", "attempt": 1, "tracking": {}}, [], {}, "Pending", ["create:1"], []),
+    ("Pending, pod not ready -> wait", {"phase": "Pending", "attempt": 1, "tracking": {}},
+     [pod(ready=False)], {}, "Pending", [], []),
+    ("Pending, pod ready -> Running", {"phase": "Pending", "attempt": 1, "tracking": {}},
+     [pod()], {"runtime": RUNTIME}, "Running", [], ["Running"]),
+    ("Running, interval elapsed -> trigger", running(lastTriggerAt=T0 - 11), [pod()], {"runtime": RUNTIME},
+     "Running", ["trigger"], []),
+    ("Running, interval not elapsed -> nothing", running(lastTriggerAt=T0 - 3), [pod()], {"runtime": RUNTIME},
+     "Running", [], []),
+    ("Running, runtime unreachable -> no trigger", running(lastTriggerAt=T0 - 11), [pod()], {},
+     "Running", [], []),
+    ("Running, pending trigger completed", running(pendingTrigger={"at": T0 - 2, "id": "chk-000004"}),
+     [pod()], {"runtime": RUNTIME | {"recentCheckpoints": [{"id": "chk-000004", "status": "completed"}]}},
+     "Running", ["result:completed"], []),
+    ("Running, pending trigger past timeout", running(pendingTrigger={"at": T0 - 700, "id": "req-000001"},
+                                                     lastTriggerAt=T0 - 700, runningSince=T0 - 700),
+     [pod()], {"runtime": RUNTIME}, "Running", ["result:timed_out", "trigger"], ["CheckpointUnhealthy"]),
+    ("Running, container restarted in place -> local recovery, stay Running", running(),
+     [pod(restart_count=1, last_exit_code=137)], {"runtime": RUNTIME}, "Running", [], ["LocalRecovery"]),
+    ("Running, pod deleted -> Recovering", running(), [], {}, "Recovering", [], ["PodDeleted"]),
+    ("Running, pod being deleted -> Recovering, wait", running(), [pod(deleting=True)], {},
+     "Recovering", [], ["PodDeleted"]),
+    ("Running, pod failed -> Recovering, delete it", running(), [pod(phase="Failed", exit_code=1)], {},
+     "Recovering", ["delete:job-1"], ["PodFailed"]),
+    ("Running, pod evicted -> Recovering", running(), [pod(phase="Failed", reason="Evicted")], {},
+     "Recovering", ["delete:job-1"], ["Evicted"]),
+    ("Running, node lost -> Recovering, force delete", running(), [pod(node_lost=True, phase="Unknown")], {},
+     "Recovering", ["delete!:job-1"], ["NodeLost"]),
+    ("Running, runtime exited 0 on its own -> Finished", running(), [pod(phase="Succeeded", ready=False)], {},
+     "Finished", [], ["Finished"]),
+    ("Recovering, old pod still there -> wait, never a second pod",
+     {"phase": "Recovering", "attempt": 1, "tracking": {"nextAttemptAt": T0 - 1}}, [pod(deleting=True)], {},
+     "Recovering", [], []),
+    ("Recovering, pod gone, backoff not elapsed -> wait",
+     {"phase": "Recovering", "attempt": 1, "tracking": {"nextAttemptAt": T0 + 5}}, [], {}, "Recovering", [], []),
+    ("Recovering, pod gone, backoff elapsed -> attempt 2",
+     {"phase": "Recovering", "attempt": 1, "tracking": {"nextAttemptAt": T0 - 1}}, [], {}, "Pending",
+     ["create:2"], ["AttemptCreated"]),
+    ("Running, restart budget exhausted -> Failed", running(restartTimes=[T0 - 30, T0 - 20, T0 - 10]),
+     [pod(phase="Failed", exit_code=1)], {}, "Failed", ["delete:job-1"], ["RestartLimitExceeded"]),
+    ("crash loop in place past the budget -> Failed, pod deleted", running(restartTimes=[T0 - 30, T0 - 20],
+                                                                           containerRestarts=2),
+     [pod(restart_count=4, last_exit_code=1, ready=False)], {}, "Failed", ["delete:job-1"],
+     ["LocalRecovery", "RestartLimitExceeded"]),
+    ("old restarts outside the window do not count", running(restartTimes=[T0 - 7200] * 3),
+     [pod(phase="Failed", exit_code=1)], {}, "Recovering", ["delete:job-1"], ["PodFailed"]),
+    ("Failed stays Failed, keeps pods away", {"phase": "Failed", "attempt": 2, "tracking": {"failedGeneration": 1}},
+     [pod(2, phase="Running")], {}, "Failed", ["delete:job-2"], []),
+    ("Failed, spec edited -> a new attempt", {"phase": "Failed", "attempt": 2, "tracking": {"failedGeneration": 1}},
+     [], {"generation": 2}, "Pending", ["create:3"], ["AttemptCreated"]),
+    ("restore failed (exit 3) -> Recovering, remembered as bad", running(restoreFrom={"checkpoint": "chk-000005"}),
+     [pod(phase="Failed", exit_code=3)], {}, "Recovering", ["delete:job-1"], ["RestoreFailed"]),
+    ("savepoint nonce changed -> savepoint", running(savepointNonce=1), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(savepoint={"triggerNonce": 2})}, "Running",
+     ["savepoint:nonce-2"], ["SavepointTriggered"]),
+    ("suspend -> stop with a savepoint", running(), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(state="suspended"), "generation": 2}, "Suspended",
+     ["stop:suspend-2"], ["Suspending"]),
+    ("Suspended, drained pod exited -> delete it",
+     {"phase": "Suspended", "attempt": 1, "tracking": {"drain": {"at": T0 - 5}, "restoreTarget": "suspend-2"}},
+     [pod(phase="Succeeded", ready=False)], {"spec": make_spec(state="suspended")}, "Suspended",
+     ["delete:job-1"], []),
+    ("Suspended, drain too slow -> delete",
+     {"phase": "Suspended", "attempt": 1, "tracking": {"drain": {"at": T0 - 500}}},
+     [pod()], {"spec": make_spec(state="suspended")}, "Suspended", ["delete:job-1"], []),
+    ("resume -> attempt 2 from the suspend savepoint",
+     {"phase": "Suspended", "attempt": 1, "tracking": {"restoreTarget": "suspend-2"}}, [],
+     {"store_savepoints": [{"name": "suspend-2"}]}, "Pending", ["create:2"], ["AttemptCreated"]),
+    ("image changed -> Upgrading, stop with savepoint", running(), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(image="sparkpoint:v2"), "generation": 3}, "Upgrading",
+     ["stop:upgrade-3"], ["Upgrading"]),
+    ("image changed, stateless -> delete at once", running(), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(image="v2", upgradeMode="stateless")}, "Upgrading",
+     ["delete:job-1"], ["Upgrading"]),
+    ("Upgrading, pod gone -> new attempt without backoff",
+     {"phase": "Upgrading", "attempt": 1, "tracking": {"restoreTarget": "upgrade-3", "drain": {"at": T0}}},
+     [], {"store_savepoints": [{"name": "upgrade-3"}]}, "Pending", ["create:2"], ["AttemptCreated"]),
+    ("a pod newer than status (status write lost) is adopted, not duplicated",
+     {"phase": "Recovering", "attempt": 1, "tracking": {}}, [pod(2, ready=False)], {}, "Pending", [], []),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
+def test_row(row):
+    _, status, pods, kwargs, phase, actions, events = row
+    obs = Observed(**({"spec": SPEC, "generation": 1, "status": status, "pods": pods, "now": T0,
+                       "name": "job"} | kwargs))
+    d, got_actions, got_events = outcome(obs)
+    assert d.status["phase"] == phase
+    assert got_actions == actions
+    assert got_events == events
+
+
+def observe(status, pods, **kw) -> Observed:
+    return Observed(**({"spec": SPEC, "generation": 1, "status": status, "pods": pods, "now": T0,
+                        "name": "job"} | kw))
+
+
+def test_backoff_doubles_up_to_max():
+    assert [backoff_seconds(SPEC, n) for n in (1, 2, 3, 4, 5)] == [10, 20, 40, 40, 40]
+
+
+def test_recovering_waits_the_backoff():
+    d = decide(observe(running(restartTimes=[T0 - 100]), [pod(phase="Failed", exit_code=1)]))
+    assert d.status["tracking"]["nextAttemptAt"] == T0 + 20  # second restart in the window
+    assert d.status["restarts"] == 1 and d.status["lastFailure"]["reason"] == "PodFailed"
+
+
+def test_restore_failure_starts_next_attempt_from_an_older_checkpoint():
+    d = decide(observe(running(restoreFrom={"checkpoint": "chk-000005"}), [pod(phase="Failed", exit_code=3)]))
+    st = d.status
+    assert st["tracking"]["badRestorePoints"] == ["chk-000005"]
+    st["tracking"]["nextAttemptAt"] = T0 - 1
+    store = [CheckpointFact(f"chk-00000{i}", i, "2026-01-01T00:00:0{i}Z") for i in (3, 4, 5)]
+    d2 = decide(observe(st, [], store_checkpoints=store))
+    (create,) = d2.of(CreateAttempt)
+    assert create.attempt == 2 and create.restore_from.checkpoint == "chk-000004"
+
+
+def test_local_recovery_is_counted_once():
+    d = decide(observe(running(), [pod(restart_count=1, last_exit_code=137)], runtime=RUNTIME))
+    assert d.status["restarts"] == 1 and d.status["localRecoveries"] == 1
+    again = decide(observe(d.status, [pod(restart_count=1, last_exit_code=137)], runtime=RUNTIME, now=T0 + 1))
+    assert again.status["restarts"] == 1 and not [a for a in again.actions if isinstance(a, Emit)]
+
+
+def test_checkpoints_from_runtime_and_store_merge_bounded():
+    store = [CheckpointFact(f"chk-{i:06d}", i, f"2026-01-01T00:00:{i:02d}Z", 10, 1) for i in range(1, 13)]
+    rt = RUNTIME | {"latestCheckpoint": {"id": "chk-000013", "batchId": 20, "completed": "2026-01-01T00:01:00Z",
+                                         "bytes": 5, "newBytes": 2}}
+    d = decide(observe(running(), [pod()], runtime=rt, store_checkpoints=store))
+    assert d.status["latestCheckpoint"] == {"id": "chk-000013", "batch": 20, "completedAt": "2026-01-01T00:01:00Z",
+                                            "bytes": 5, "newBytes": 2}
+    assert [c["id"] for c in d.status["checkpoints"]] == [f"chk-{i:06d}" for i in range(4, 14)]
+
+
+def test_same_observation_same_decision_after_an_operator_restart():
+    first = decide(observe(running(lastTriggerAt=T0 - 11), [pod()], runtime=RUNTIME))
+    # The operator dies after writing status, before acting: the next decision sees the pending
+    # trigger and does not trigger twice.
+    second = decide(observe(first.status, [pod()], runtime=RUNTIME, now=T0 + 1))
+    assert [describe(a) for a in first.actions if describe(a)] == ["trigger"]
+    assert [describe(a) for a in second.actions if describe(a)] == []
+
+
+def test_runtime_restore_fallback_is_recorded_once():
+    rt = RUNTIME | {"restore": {"source": "remote", "checkpoint": "chk-000002", "fallbacks": ["chk-000003: corrupt"]}}
+    d = decide(observe(running(), [pod()], runtime=rt))
+    assert d.status["restore"]["fallbacks"] == ["chk-000003: corrupt"]
+    assert [a.reason for a in d.actions if isinstance(a, Emit)] == ["RestoreFallback"]
+    d2 = decide(observe(d.status, [pod()], runtime=rt, now=T0 + 1))
+    assert not [a for a in d2.actions if isinstance(a, Emit)]
