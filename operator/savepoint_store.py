@@ -8,7 +8,6 @@ live only in the env mapping handed to open_store, never in a message, log line 
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 from sparkpoint.operator.savepoint_model import StorageRef
 from sparkpoint.operator.savepoints import Stored
@@ -85,7 +84,3 @@ def delete_data(store: ObjectStore, job: JobRef, name: str) -> int:
     """Delete the savepoint's manifest and objects; idempotent. Returns the keys deleted."""
     return delete_savepoint(store, job, name)
 
-
-def describe(storage: StorageRef | None) -> dict[str, Any]:
-    """Where the data is, for events and logs: URL and Secret name only."""
-    return {} if storage is None else {"url": storage.url, "secret": storage.secret_name}
