@@ -56,6 +56,7 @@ test: venv minio java lint
 crd: venv
 	$(PY) -m sparkpoint.operator.crd > crds/streamingjob.yaml
 	cp crds/streamingjob.yaml charts/sparkpoint/crds/streamingjob.yaml
+	$(PY) -m sparkpoint.operator.crd_savepoint > crds/streamingjobsavepoint.yaml && cp crds/streamingjobsavepoint.yaml charts/sparkpoint/crds/
 
 # --- user-facing ---------------------------------------------------------------------------------
 demo: venv java
