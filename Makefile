@@ -8,11 +8,12 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
 
-.PHONY: help venv minio java lint test test-unit crd demo bench soak cluster-up cluster-down e2e e2e-full operator clean
+.PHONY: help venv minio java lint test test-full test-unit crd demo bench soak cluster-up cluster-down e2e e2e-full operator clean
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
-	@echo "make test    set up everything and run the tests (what CI runs)"
+	@echo "make test    set up everything and run the tests (what CI runs: slow scenarios in sample)"
+	@echo "make test-full   the same with every slow scenario (store outages, all operator e2e scenarios)"
 	@echo "make bench   run the benchmarks, write docs/benchmarks.md"
 	@echo "make soak    long fault-injection run, write docs/reliability.md"
 	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster and the e2e suite"
@@ -34,11 +35,19 @@ java:
 	@scripts/ensure-java.sh
 
 # --- checks --------------------------------------------------------------------------------------
+# Test tiers: @pytest.mark.slow scenarios (minutes each: real Spark jobs through outages and restarts)
+# run in `make test-full` / `make e2e-full`; CI (`make test`) runs the rest plus the slow tests also
+# marked @pytest.mark.ci_sample. TIER selects: `make test TIER=full` == `make test-full`.
+TIER ?= ci
+MARKS_ci := -m "not slow or ci_sample"
+MARKS_full :=
+MARKS := $(MARKS_$(TIER))
+
 lint: venv
 	$(VENV)/bin/ruff check .
 
 test-unit: venv minio java
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q $(MARKS) tests
 
 # The cluster binaries build in the background while the unit and integration tests run (a cold
 # build takes about 9 minutes on 2 cores; later runs find them cached), then the e2e suite runs on
@@ -46,10 +55,10 @@ test-unit: venv minio java
 test: venv minio java lint
 	@mkdir -p e2e/local/.state
 	@e2e/local/build.sh >e2e/local/.state/build.log 2>&1 & build=$$!; \
-	  $(PY) -m pytest -q tests; unit=$$?; \
+	  $(PY) -m pytest -q --durations=15 $(MARKS) tests; unit=$$?; \
 	  if ! wait $$build; then echo "cluster build failed:"; tail -50 e2e/local/.state/build.log; exit 1; fi; \
 	  [ $$unit -eq 0 ] || exit $$unit; \
-	  $(MAKE) --no-print-directory e2e; e2e=$$?; \
+	  $(MAKE) --no-print-directory e2e TIER=$(TIER); e2e=$$?; \
 	  $(MAKE) --no-print-directory cluster-down; exit $$e2e
 
 # The CRD is generated from the spec model (runtime/config.py); the chart ships a copy.
@@ -85,15 +94,15 @@ e2e: venv minio
 	$(PY) -m pytest -q -p no:cacheprovider e2e/local/tests
 	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \
 	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make e2e: the local cluster did not come up" >&2; exit 1;; esac; \
-	  export "$${line#export }"; $(PY) -m pytest -q -p no:cacheprovider e2e --ignore=e2e/local/tests
+	  export "$${line#export }"; $(PY) -m pytest -q -p no:cacheprovider --durations=10 $(MARKS) e2e --ignore=e2e/local/tests
+
+test-full:
+	@$(MAKE) --no-print-directory test TIER=full
 
 # Every e2e test including the slow operator scenarios (@pytest.mark.slow: each runs a real Spark
 # job through restarts, minutes each on two cores).
-e2e-full: venv minio
-	@e2e/local/build.sh >/dev/null
-	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \
-	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make e2e-full: the local cluster did not come up" >&2; exit 1;; esac; \
-	  export "$${line#export }"; $(PY) -m pytest -q -p no:cacheprovider --durations=0 e2e --ignore=e2e/local/tests
+e2e-full:
+	@$(MAKE) --no-print-directory e2e TIER=full
 
 # Run the operator against $$KUBECONFIG (after `kubectl apply -f crds/`), watching every namespace.
 operator: venv

@@ -35,6 +35,7 @@ def runtime_pid(namespace: str, job: str) -> int | None:
 
 
 @pytest.mark.slow
+@pytest.mark.ci_sample
 def test_deleted_pod_becomes_a_new_attempt_resuming_after_the_latest_checkpoint(api_client, namespace, operator,
                                                                                 store_env):
     jobs = Jobs(api_client, namespace, store_env)

@@ -49,6 +49,7 @@ def test_operator_killed_mid_checkpoint_resumes_without_duplicates_or_lost_recor
 
 
 @pytest.mark.slow
+@pytest.mark.ci_sample
 def test_operator_killed_mid_restart_starts_exactly_one_new_attempt(api_client, namespace, operator, store_env):
     jobs = Jobs(api_client, namespace, store_env)
     jobs.create("clicks")

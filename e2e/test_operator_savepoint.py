@@ -243,6 +243,7 @@ def keys_under_savepoint(env: dict, job: JobRef, name: str) -> list[str]:
     return [i.key for i in store.list(savepoint_root(job, name) + "/")]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_savepoint_resource_takes_restores_and_deletes(api_client, namespace, minio, operator) -> None:
     k = Cluster(api_client, namespace)
