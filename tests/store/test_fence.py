@@ -126,7 +126,9 @@ def test_only_the_newest_of_concurrent_starters_publishes_sink_output(store, job
                                  journal=SinkJournal(tmp_path / f"journal-{i}"))
         sink.write_batch(FakeBatch([{"attempt": attempts[i]}]), 0)
         try:
-            sink.publish(f"chk-{i + 1:06d}", sink.manifest_extra(0))
+            extra = sink.manifest_extra(0)
+            sink.upload_staged(extra)  # the checkpoint's async phase, before the manifest
+            sink.publish(f"chk-{i + 1:06d}", extra)
             return attempts[i]
         except FencedError:
             return None
