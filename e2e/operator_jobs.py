@@ -6,7 +6,7 @@ import base64
 import copy
 from typing import Any
 
-from kube_helpers import GROUP, PLURAL, REPO, VERSION, pod_logs, wait_for
+from kube_helpers import GROUP, PLURAL, VERSION, pod_logs, wait_for
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -18,7 +18,7 @@ def job_spec(namespace: str, **over: Any) -> dict[str, Any]:
     """A small windowed aggregation that checkpoints every 10 s to the cluster's MinIO."""
     spec = {
         "image": "sparkpoint:e2e",
-        "job": {"entrypoint": "windowed_aggregation:build", "pythonPath": [str(REPO / "examples")],
+        "job": {"entrypoint": "sparkpoint.examples.windowed_aggregation:build",
                 "args": {"rows_per_batch": 200, "keys": 20}, "triggerInterval": "1s"},
         "spark": {"master": "local[1]", "resources": {"cpu": "100m", "memory": "512Mi"}, "shufflePartitions": 2},
         "checkpoint": {"interval": "10s", "timeout": "2m", "retain": 3,

@@ -144,7 +144,7 @@ def operator(api_client, namespace, crds, tmp_path):
 def job_spec(namespace: str, endpoint: str) -> dict:
     return {
         "image": "sparkpoint:e2e",
-        "job": {"entrypoint": "windowed_aggregation:build", "pythonPath": [str(REPO / "examples")],
+        "job": {"entrypoint": "sparkpoint.examples.windowed_aggregation:build",
                 "args": {"rows_per_batch": 200, "keys": 50}, "triggerInterval": "1s"},
         "spark": {"master": "local[1]", "resources": {"cpu": "500m", "memory": "1Gi"}},
         "checkpoint": {"interval": "10s", "timeout": "2m",
