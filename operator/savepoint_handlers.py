@@ -46,6 +46,12 @@ DEFAULT_CHECKPOINT_TIMEOUT = 600.0
 # After this long, a deletion that cannot reach the store gives up, leaves the data and says so.
 DELETE_GIVE_UP = 600.0
 
+
+def post_event(body: Any, type_: str, reason: str, message: str) -> None:
+    """An Event on the resource. kopf.info/kopf.warn obey settings.posting.level, which the operator
+    raises to WARNING to keep kopf's own handler logs out of Events; kopf.event does not."""
+    kopf.event(body, type=type_, reason=reason, message=message[:1000])
+
 _locks: dict[tuple[str, str, str], asyncio.Lock] = {}
 _not_before: dict[tuple[str, str, str], float] = {}
 # The status each resource was last given here. kopf applies a patch after the handler returns, so
@@ -222,7 +228,7 @@ def _record(body: kopf.Body, patch: kopf.Patch, after: SavepointStatus, decision
     for field, value in doc.items():
         patch.status[field] = value  # None clears a field (merge patch)
     if changed and decision.reason != "Done":
-        (kopf.warn if after.state == FAILED else kopf.info)(body, reason=decision.reason, message=message)
+        post_event(body, "Warning" if after.state == FAILED else "Normal", decision.reason, message)
         if logger is not None:
             logger.info("savepoint %s: %s (%s)", after.state, decision.reason, message)
 
@@ -258,7 +264,7 @@ async def savepoint_deleted(body, logger, **_) -> None:
     verdict = sp.decide_delete(status, spec.retain, _now(), job.timeout)
     if verdict == "keep":
         if status.state == COMPLETED:
-            kopf.info(body, reason="DataRetained", message=f"savepoint {sp_name} stays in the store")
+            post_event(body, "Normal", "DataRetained", f"savepoint {sp_name} stays in the store")
         return
     if verdict == "wait":
         raise kopf.TemporaryError("the savepoint is still being taken; deleting its data once it settles",
@@ -270,10 +276,10 @@ async def savepoint_deleted(body, logger, **_) -> None:
         deleting_since = datetime.fromisoformat(body.metadata.deletion_timestamp.replace("Z", "+00:00"))
         if (_now() - deleting_since).total_seconds() < DELETE_GIVE_UP:
             raise kopf.TemporaryError(f"cannot delete the savepoint's data yet: {err}", delay=15) from None
-        kopf.warn(body, reason="DataLeft", message=f"gave up deleting savepoint {sp_name} from "
+        post_event(body, "Warning", "DataLeft", f"gave up deleting savepoint {sp_name} from "
                                                    f"{status.storage.url}: {err}")
         return
-    kopf.info(body, reason="DataDeleted", message=f"deleted savepoint {sp_name} ({deleted} keys)")
+    post_event(body, "Normal", "DataDeleted", f"deleted savepoint {sp_name} ({deleted} keys)")
     logger.info("deleted savepoint %s of %s/%s (%d keys)", sp_name, namespace, spec.job_name, deleted)
 
 
