@@ -151,13 +151,19 @@ def main(argv: list[str]) -> int:
     p.add_argument("--deletions", type=int, default=20)
     p.add_argument("--small", action="store_true", help="30 jobs, 60 s window")
     p.add_argument("--no-report", action="store_true", help="do not rewrite docs/benchmarks.md")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite the report from the raw results kept by earlier runs (no cluster needed)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     scales = [30] if args.small else [int(x) for x in args.jobs.split(",")]
     base = scenario.Settings(jobs=0, interval=args.interval, window=60.0 if args.small else args.window,
                              deletions=5 if args.small else args.deletions)
-    started_cluster = ensure_cluster()
     out_dir = STATE / "operator-load"
+    if args.report_only:
+        saved = [json.loads(f.read_text()) for f in out_dir.glob("result-*.json")]
+        write_report(sorted(saved, key=lambda r: r["jobs"]), replace(base, window=saved[0]["window_s"]))
+        return 0
+    started_cluster = ensure_cluster()
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         results = asyncio.run(run_all(scales, base, out_dir))
