@@ -42,13 +42,27 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "created_max": max(created) if created else float("nan"),
         "running_p50": statistics.median(running) if running else float("nan"),
         "deletions": len(created),
+        # runs before the field existed deleted 20 pods and waited 122 s
+        "deleted": r.get("deleted", 20), "wait": r.get("deletion_wait_s", 122.0),
     }
+
+
+def seconds(value: float) -> str:
+    return "-" if value != value else f"{value:.1f} s"  # NaN: nothing measured
+
+
+def recovery(s: dict[str, Any]) -> str:
+    late = s["deleted"] - s["deletions"]
+    if not s["deletions"]:
+        return f"none within {s['wait']:.0f} s (0 of {s['deleted']})"
+    text = f"{s['created_p50']:.1f} / {s['created_max']:.1f} s ({s['deletions']} of {s['deleted']})"
+    return text + (f"; {late} not within {s['wait']:.0f} s" if late else "")
 
 
 def table(results: list[dict[str, Any]]) -> str:
     rows = ["| jobs | ramp to all Running | triggers in window (expected) | trigger lag p50 / p99 / max "
             "| operator's own lag histogram p99 | operator CPU (cores) steady / ramp | harness / apiserver+etcd CPU | RSS end / peak "
-            "| pod deleted -> next pod created, p50 / max (n) | -> next pod Running, p50 | load avg start / end |",
+            "| pod deleted -> next pod created, p50 / max | -> next pod Running, p50 | load avg start / end |",
             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         s = summary(r)
@@ -57,7 +71,7 @@ def table(results: list[dict[str, Any]]) -> str:
             f"| {s['lag_p50']:.2f} / {s['lag_p99']:.2f} / {s['lag_max']:.2f} s | {s['op_p99']} "
             f"| {r['cpu_cores_steady']:.2f} / {r['cpu_cores_ramp']:.2f} "
             f"| {r['harness_cores']:.2f} / {r['apiserver_cores']:.2f} | {r['rss_mib']:.0f} / {r['peak_rss_mib']:.0f} MiB "
-            f"| {s['created_p50']:.1f} / {s['created_max']:.1f} s ({s['deletions']}) | {s['running_p50']:.1f} s "
+            f"| {recovery(s)} | {seconds(s['running_p50'])} "
             f"| {r['load_avg'][0]:.1f} / {r['load_avg'][1]:.1f} |")
     return "\n".join(rows)
 

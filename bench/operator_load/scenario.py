@@ -57,6 +57,8 @@ class Result:
     peak_rss_mib: float = 0.0
     delete_to_created: list[float] = field(default_factory=list)  # pod deleted -> next attempt's pod created
     delete_to_running: list[float] = field(default_factory=list)  # ... -> that pod Running on the node
+    deleted: int = 0  # pods deleted; those whose next attempt did not come within the wait are missing above
+    deletion_wait_s: float = 0.0
     triggers: int = 0
     errors: dict[str, float] = field(default_factory=dict)
     load_avg: tuple[float, float] = (0.0, 0.0)  # 1-min load average at the start and end
@@ -168,7 +170,8 @@ async def _delete_sample(api: KubeApi, namespace: str, settings: Settings, times
 
     async def all_back() -> bool:
         return all(pod in times.seen and f"{namespace}/{pod}" in running_at for pod in deleted)
-    await wait_until(all_back, timeout=120 + 2 * parse_duration(settings.backoff), every=1.0)
+    result.deleted, result.deletion_wait_s = len(deleted), 120 + 2 * parse_duration(settings.backoff)
+    await wait_until(all_back, timeout=result.deletion_wait_s, every=1.0)
     for pod, t0 in deleted.items():
         if pod in times.seen:
             result.delete_to_created.append(times.seen[pod] - t0)
