@@ -129,8 +129,8 @@ def write_report(results: list[dict], base: scenario.Settings) -> None:
         f"(other work ran meanwhile: see the load averages). Each job: checkpoint interval {base.interval}, "
         f"restart backoff {base.backoff}, storage on the cluster's MinIO; its pod runs on a fake node whose "
         "stand-in runtimes answer the control API at once (checkpoints complete instantly), so the numbers "
-        f"are the operator's. Steady window {base.window:.0f} s after all jobs are Running; then "
-        f"{base.deletions} pods are deleted one by one.",
+        "are the operator's. The steady window starts once all jobs are Running; after it, pods are deleted "
+        "one by one (`--small` runs 30 jobs, a 60 s window and 5 deletions).",
         "",
         report_md.table(results),
         "",

@@ -60,14 +60,14 @@ def recovery(s: dict[str, Any]) -> str:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    rows = ["| jobs | ramp to all Running | triggers in window (expected) | trigger lag p50 / p99 / max "
+    rows = ["| jobs | ramp to all Running | triggers (expected) in the steady window | trigger lag p50 / p99 / max "
             "| operator's own lag histogram p99 | operator CPU (cores) steady / ramp | harness / apiserver+etcd CPU | RSS end / peak "
             "| pod deleted -> next pod created, p50 / max | -> next pod Running, p50 | load avg start / end |",
             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         s = summary(r)
         rows.append(
-            f"| {r['jobs']} | {r['ramp_s']:.0f} s | {s['triggers']} ({s['expected']:.0f}) "
+            f"| {r['jobs']} | {r['ramp_s']:.0f} s | {s['triggers']} ({s['expected']:.0f}) in {r['window_s']:.0f} s "
             f"| {s['lag_p50']:.2f} / {s['lag_p99']:.2f} / {s['lag_max']:.2f} s | {s['op_p99']} "
             f"| {r['cpu_cores_steady']:.2f} / {r['cpu_cores_ramp']:.2f} "
             f"| {r['harness_cores']:.2f} / {r['apiserver_cores']:.2f} | {r['rss_mib']:.0f} / {r['peak_rss_mib']:.0f} MiB "
