@@ -8,13 +8,13 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
 
-.PHONY: help venv minio java lint test test-full test-unit crd demo bench soak cluster-up cluster-down e2e e2e-full operator clean
+.PHONY: help venv minio java lint test test-full test-unit crd demo bench bench-operator soak cluster-up cluster-down e2e e2e-full operator clean
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
 	@echo "make test    set up everything and run the tests (what CI runs: slow scenarios in sample)"
 	@echo "make test-full   the same with every slow scenario (store outages, all operator e2e scenarios)"
-	@echo "make bench   run the benchmarks, write docs/benchmarks.md"
+	@echo "make bench   run the benchmarks, write docs/benchmarks.md (make bench-operator: only the operator load one)"
 	@echo "make soak    long fault-injection run, write docs/reliability.md"
 	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster and the e2e suite"
 
@@ -73,6 +73,11 @@ demo: venv java
 
 bench: venv minio java
 	$(PY) bench/run_all.py
+
+# Only the operator load benchmark (also part of `make bench`): 100, 300 and 1,000 StreamingJobs
+# on the local cluster against stand-in runtimes; writes its section of docs/benchmarks.md.
+bench-operator: venv minio
+	$(PY) bench/operator_bench.py
 
 soak: venv minio java
 	$(PY) -m pytest -q tests/runtime/test_fault_injection.py --soak

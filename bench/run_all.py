@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["store_bench.py", "runtime_bench.py"]
+# operator_bench.py brings the local cluster up itself (and down again if it started it).
+BENCHES = ["store_bench.py", "runtime_bench.py", "operator_bench.py"]
 
 
 def main(argv: list[str]) -> int:

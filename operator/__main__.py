@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         clusterwide=args.all_namespaces,
         namespaces=args.namespace,
         standalone=args.standalone,
-        peering_name=PEERING_NAME,
+        # A peering name makes kopf wait for that peering object; a standalone replica has none.
+        peering_name=None if args.standalone else PEERING_NAME,
         priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
         memo=kopf.Memo(metrics_port=args.metrics_port, namespaces=None if args.all_namespaces else args.namespace,
                        upgrade_timeout=args.upgrade_timeout),
