@@ -227,7 +227,11 @@ def test_freeze_of_a_running_query_restarts_identically(spark, tmp_path, format_
     try:
         wait_until(lambda: max(original, default=-1) >= 6, 180, "batch 6")
         result = freeze(hot, tmp_path / "frozen")  # while the query keeps running
-        wait_until(lambda: max(original, default=-1) >= result.batch_id + 6, 180, "more batches")
+        # v2 also needs a snapshot zip of partition 0 for the stray-snapshot case below; RocksDB's
+        # maintenance writes it in the background, later on a loaded machine (seen in a CI run).
+        part0 = hot / "state" / "0" / "0"
+        wait_until(lambda: max(original, default=-1) >= result.batch_id + 6 and (
+            format_version == "1" or any(part0.glob("*_*.zip"))), 300, "more batches (and a v2 snapshot)")
     finally:
         q.stop()
     assert result.seconds < 0.1, result.seconds
