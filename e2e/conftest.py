@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import yaml
-from kube_helpers import CRD_FILE, exists, pod_logs, wait_crd_established, wait_for
+from kube_helpers import CRD_FILE, exists, install_crd, pod_logs, wait_for
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -78,20 +78,7 @@ def pods(core, namespace):
 @pytest.fixture(scope="session")
 def streamingjob_crd(api_client):
     """Installs (or updates) the repo's CRD; it stays installed, as the chart would leave it."""
-    extensions = client.ApiextensionsV1Api(api_client)
-    body = yaml.safe_load(CRD_FILE.read_text())
-    name = body["metadata"]["name"]
-    try:
-        existing = extensions.read_custom_resource_definition(name)
-        body["metadata"]["resourceVersion"] = existing.metadata.resource_version
-        extensions.replace_custom_resource_definition(name, body)
-    except ApiException as error:
-        if error.status != 404:
-            raise
-        extensions.create_custom_resource_definition(body)
-
-    wait_crd_established(extensions, name)
-    return name
+    return install_crd(client.ApiextensionsV1Api(api_client), yaml.safe_load(CRD_FILE.read_text()))
 
 
 # --- the operator (e2e/test_operator_*.py) ----------------------------------------------------------

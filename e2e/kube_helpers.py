@@ -75,6 +75,20 @@ PEERING_CRD_FILE = CRD_FILE.parent / "kopf-peering.yaml"
 REPO = CRD_FILE.parents[1]
 
 
+def install_crd(extensions, body: dict) -> str:
+    """Create or replace (to the repo's current version) one CRD and wait until it is established."""
+    name = body["metadata"]["name"]
+    try:
+        body["metadata"]["resourceVersion"] = extensions.read_custom_resource_definition(name).metadata.resource_version
+        extensions.replace_custom_resource_definition(name, body)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        extensions.create_custom_resource_definition(body)
+    wait_crd_established(extensions, name)
+    return name
+
+
 def apply_crds(extensions, path: Path) -> None:
     import yaml
 

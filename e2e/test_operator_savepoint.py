@@ -8,7 +8,7 @@ Who runs the job: the operator (`python -m sparkpoint.operator`, which loads the
 once it exists; until then, or with SPARKPOINT_E2E_SAVEPOINT_STANDIN=1, the test plays the operator
 core's part for the StreamingJob (its pod from operator/builders.py, status phase Running + pod)
 and runs only the savepoint handlers (`kopf run -m sparkpoint.operator.savepoint_handlers`).
-Needs the local cluster's MinIO (e2e/local/.state/minio.json).
+Uses the e2e MinIO of e2e/conftest.py `store_env` (the local cluster's, or $SPARKPOINT_E2E_MINIO on kind).
 """
 
 from __future__ import annotations
@@ -24,7 +24,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube_helpers import GROUP, LOCAL_LOGS, VERSION, exists, pod_logs, wait_crd_established, wait_for
+from kube_helpers import (
+    GROUP,
+    LOCAL_LOGS,
+    PEERING_CRD_FILE,
+    VERSION,
+    apply_crds,
+    exists,
+    install_crd,
+    pod_logs,
+    wait_for,
+)
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -43,38 +53,13 @@ STANDIN = bool(os.environ.get("SPARKPOINT_E2E_SAVEPOINT_STANDIN")) or \
 SPARK_START = 300  # a JVM start plus the first batch on a busy 2-core machine
 
 
-def install_crd(extensions: client.ApiextensionsV1Api, body: dict) -> None:
-    name = body["metadata"]["name"]
-    try:
-        body["metadata"]["resourceVersion"] = extensions.read_custom_resource_definition(name).metadata.resource_version
-        extensions.replace_custom_resource_definition(name, body)
-    except ApiException as error:
-        if error.status != 404:
-            raise
-        extensions.create_custom_resource_definition(body)
-    wait_crd_established(extensions, name)
-
-
-# kopf's namespaced peering resource. sparkpoint-operator names a peering object ("sparkpoint"),
-# which makes kopf pause every watch until the CRD and the object exist (with --standalone it stays
-# paused for good: kopf 1.45 then never looks for the CRD).
-PEERING_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "kopfpeerings.kopf.dev"},
-    "spec": {"group": "kopf.dev", "scope": "Namespaced",
-             "names": {"kind": "KopfPeering", "plural": "kopfpeerings", "singular": "kopfpeering"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
-
-
 @pytest.fixture(scope="module")
 def crds(api_client) -> None:
     extensions = client.ApiextensionsV1Api(api_client)
     for name in ("streamingjob.yaml", "streamingjobsavepoint.yaml"):
         install_crd(extensions, yaml.safe_load((REPO / "crds" / name).read_text()))
-    if not STANDIN:
-        install_crd(extensions, PEERING_CRD)
+    if not STANDIN:  # sparkpoint-operator waits for its peering object, whose CRD kopf ships
+        apply_crds(extensions, PEERING_CRD_FILE)
 
 
 class Credentials(dict):
@@ -85,15 +70,9 @@ class Credentials(dict):
 
 
 @pytest.fixture
-def minio() -> Credentials:
-    path = STATE / "minio.json"
-    if not path.exists():
-        pytest.skip(f"needs the local cluster's MinIO ({path}); on kind the test cannot reach MinIO")
-    creds = json.loads(path.read_text())
-    env = Credentials(SPARKPOINT_S3_ENDPOINT=creds["endpoint"], AWS_ACCESS_KEY_ID=creds["access_key"],
-                      AWS_SECRET_ACCESS_KEY=creds["secret_key"])
-    open_store(f"s3://{BUCKET}", env=env).create_bucket()  # idempotent
-    return env
+def minio(store_env) -> Credentials:
+    """The e2e MinIO (e2e/conftest.py `store_env`: the local cluster's, or $SPARKPOINT_E2E_MINIO on kind)."""
+    return Credentials(store_env)
 
 
 class Operator:
