@@ -26,7 +26,6 @@ import pytest
 import yaml
 from kube_helpers import (
     GROUP,
-    LOCAL_LOGS,
     PEERING_CRD_FILE,
     VERSION,
     apply_crds,
@@ -45,7 +44,6 @@ from sparkpoint.runtime.store.layout import JobRef, savepoint_manifest_key, save
 from sparkpoint.runtime.store.manifest import Manifest
 
 REPO = Path(__file__).resolve().parents[1]
-STATE = LOCAL_LOGS.parents[1]
 JOBS, SAVEPOINTS = "streamingjobs", "streamingjobsavepoints"
 BUCKET = "sparkpoint-e2e"
 STANDIN = bool(os.environ.get("SPARKPOINT_E2E_SAVEPOINT_STANDIN")) or \
