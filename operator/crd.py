@@ -139,23 +139,19 @@ def status_schema() -> dict[str, Any]:
     }
 
 
-def build_crd() -> dict[str, Any]:
-    columns = [
-        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-        {"name": "Last Checkpoint", "type": "string", "jsonPath": ".status.latestCheckpoint.id"},
-        {"name": "Checkpoint Age", "type": "date", "jsonPath": ".status.latestCheckpoint.completedAt"},
-        {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-    ]
+def crd_document(*, kind: str, plural: str, singular: str, short_names: list[str],
+                 columns: list[dict[str, Any]], name_rules: list[dict[str, Any]],
+                 spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """A namespaced sparkpoint.dev CRD with a status subresource (shared by both of our kinds)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{API_GROUP}"},
+        "metadata": {"name": f"{plural}.{API_GROUP}"},
         "spec": {
             "group": API_GROUP,
             "scope": "Namespaced",
-            "names": {"kind": KIND, "plural": PLURAL, "singular": SINGULAR,
-                      "shortNames": SHORT_NAMES, "listKind": f"{KIND}List"},
+            "names": {"kind": kind, "plural": plural, "singular": singular,
+                      "shortNames": short_names, "listKind": f"{kind}List"},
             "versions": [{
                 "name": API_VERSION,
                 "served": True,
@@ -165,19 +161,32 @@ def build_crd() -> dict[str, Any]:
                 "schema": {"openAPIV3Schema": {
                     "type": "object",
                     "required": ["spec"],
-                    # Rules on metadata.name (the only metadata CEL can see) for the names derived from it.
-                    "x-kubernetes-validations": copy.deepcopy(NAME_RULES),
+                    # Rules on metadata.name (the only metadata CEL can see).
+                    "x-kubernetes-validations": name_rules,
                     "properties": {
                         "apiVersion": {"type": "string"},
                         "kind": {"type": "string"},
                         "metadata": {"type": "object"},
-                        "spec": spec_schema(),
-                        "status": status_schema(),
+                        "spec": spec,
+                        "status": status,
                     },
                 }},
             }],
         },
     }
+
+
+def build_crd() -> dict[str, Any]:
+    columns = [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Last Checkpoint", "type": "string", "jsonPath": ".status.latestCheckpoint.id"},
+        {"name": "Checkpoint Age", "type": "date", "jsonPath": ".status.latestCheckpoint.completedAt"},
+        {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    # The name rules leave room for the names derived from it (pods, Service).
+    return crd_document(kind=KIND, plural=PLURAL, singular=SINGULAR, short_names=SHORT_NAMES, columns=columns,
+                        name_rules=copy.deepcopy(NAME_RULES), spec=spec_schema(), status=status_schema())
 
 
 def render() -> str:

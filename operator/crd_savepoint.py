@@ -11,10 +11,8 @@ from typing import Any
 
 import yaml
 
-from sparkpoint.operator.crd import to_structural
+from sparkpoint.operator.crd import crd_document, to_structural
 from sparkpoint.operator.savepoint_model import (
-    API_GROUP,
-    API_VERSION,
     KIND,
     NAME_RULE,
     PLURAL,
@@ -52,36 +50,8 @@ def build_crd() -> dict[str, Any]:
         {"name": "Size", "type": "integer", "jsonPath": ".status.sizeBytes"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{API_GROUP}"},
-        "spec": {
-            "group": API_GROUP,
-            "scope": "Namespaced",
-            "names": {"kind": KIND, "plural": PLURAL, "singular": SINGULAR,
-                      "shortNames": SHORT_NAMES, "listKind": f"{KIND}List"},
-            "versions": [{
-                "name": API_VERSION,
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": columns,
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "required": ["spec"],
-                    "x-kubernetes-validations": [NAME_RULE],
-                    "properties": {
-                        "apiVersion": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "metadata": {"type": "object"},
-                        "spec": spec_schema(),
-                        "status": status_schema(),
-                    },
-                }},
-            }],
-        },
-    }
+    return crd_document(kind=KIND, plural=PLURAL, singular=SINGULAR, short_names=SHORT_NAMES, columns=columns,
+                        name_rules=[NAME_RULE], spec=spec_schema(), status=status_schema())
 
 
 def render() -> str:
