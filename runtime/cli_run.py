@@ -11,6 +11,7 @@ from pathlib import Path
 from sparkpoint.runtime.config import SpecError, load_job_file
 
 from .cli_common import duration
+from .control_token import TokenError, check_bind, resolve_token
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,10 +21,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="restart on crash with backoff (spec.restart), from the latest checkpoint")
     p.add_argument("--work-dir", default=os.environ.get("SPARKPOINT_WORK_DIR"),
                    help="local dir for the hot checkpoint dir (default ./.work/NAMESPACE/NAME)")
-    p.add_argument("--host", default=os.environ.get("POD_IP", "127.0.0.1"),
-                   help="control API address (default $POD_IP or 127.0.0.1)")
+    p.add_argument("--host", default=None,
+                   help="control API address (default $POD_IP when a token is set, else 127.0.0.1)")
     p.add_argument("--port", type=int, default=int(os.environ.get("SPARKPOINT_PORT", "8080")),
                    help="control API port (default 8080; 0 picks a free one)")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="also serve /metrics alone on this port (9091 in a pod; default: none)")
+    p.add_argument("--token-file", default=None,
+                   help="the control API's bearer token (default $SPARKPOINT_CONTROL_TOKEN_FILE, "
+                        "then $SPARKPOINT_CONTROL_TOKEN; none: no authentication, loopback only)")
+    p.add_argument("--insecure-no-auth", action="store_true",
+                   help="allow a non-loopback --host without a token (anyone who reaches it can stop the job)")
     p.add_argument("--until-batch", type=int, default=None,
                    help="drain (final checkpoint, exit 0) once this batch has committed")
     p.add_argument("--grace", type=duration, default=25.0, help="drain time limit on stop/SIGTERM")
@@ -42,6 +50,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"sparkpoint run: invalid job file: {exc}", file=sys.stderr)
         return 2
+    try:
+        args.token = resolve_token(args.token_file, os.environ)
+        if args.host is None:
+            args.host = os.environ.get("POD_IP", "127.0.0.1") if args.token else "127.0.0.1"
+        check_bind(args.host, args.token, args.insecure_no_auth)
+    except TokenError as exc:
+        print(f"sparkpoint run: {exc}", file=sys.stderr)
+        return 2
     # job.pythonPath entries are relative to the job file, so an example runs from any directory.
     base = Path(args.job_file).absolute().parent
     spec.job.python_path = [str((base / p).resolve()) for p in spec.job.python_path]
@@ -58,6 +74,14 @@ def child_command(args: argparse.Namespace, work_dir: Path) -> list[str]:
     cmd = [sys.executable, "-m", "sparkpoint.runtime.cli", *(["-v"] * args.verbose), "run",
            str(Path(args.job_file).absolute()), "--work-dir", str(work_dir.absolute()),
            "--host", args.host, "--port", str(args.port), "--grace", str(args.grace)]
+    # The token itself never goes on a command line (visible in ps): the child reads the same
+    # file or inherits the same environment.
+    if args.token_file:
+        cmd += ["--token-file", args.token_file]
+    if args.metrics_port is not None:
+        cmd += ["--metrics-port", str(args.metrics_port)]
+    if args.insecure_no_auth:
+        cmd.append("--insecure-no-auth")
     if args.until_batch is not None:
         cmd += ["--until-batch", str(args.until_batch)]
     if args.name:
@@ -74,6 +98,7 @@ def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # t
     from .store import StoreError
 
     runtime = JobRuntime(ident, spec, RunOptions(work_dir=work_dir, host=args.host, port=args.port,
+                                                 token=args.token, metrics_port=args.metrics_port,
                                                  until_batch=args.until_batch, grace_seconds=args.grace))
     log = logging.getLogger("sparkpoint.runtime")
     try:

@@ -8,14 +8,16 @@ thread and event loop so the Spark driver thread is never blocked by HTTP.
   GET  /checkpoints/<id>   a request by checkpoint id (chk-NNNNNN) or request id (req-NNNNNN)
   POST /savepoints         body {"name": optional, "wait": ...}
   POST /stop               body {"savepoint": bool|name, "checkpoint": bool}: drain and exit 0
-  GET  /metrics            Prometheus text format
+  GET  /metrics            Prometheus text format (also alone on the metrics port, 9091 in a pod)
+
+Everything but /healthz, /readyz and /metrics needs the job's bearer token when the runtime has one;
+bodies are checked strictly (api_guard.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -26,22 +28,9 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from sparkpoint.runtime.checkpoint.coordinator import FINAL, CheckpointRequest
 
+from .api_guard import MAX_BODY_BYTES, auth_middleware, read_body
+
 log = logging.getLogger("sparkpoint.api")
-_WAIT_MODES = ("none", "id", "complete")
-
-
-async def _body(request: web.Request) -> dict[str, Any]:
-    if not request.can_read_body:
-        return {}
-    try:
-        data = await request.json()
-    except (ValueError, json.JSONDecodeError):
-        raise web.HTTPBadRequest(text=json.dumps({"error": "body is not JSON"}),
-                                 content_type="application/json") from None
-    if not isinstance(data, dict):
-        raise web.HTTPBadRequest(text=json.dumps({"error": "body must be a JSON object"}),
-                                 content_type="application/json")
-    return data
 
 
 async def _wait_for(req: CheckpointRequest, mode: str, timeout: float) -> None:
@@ -52,7 +41,17 @@ async def _wait_for(req: CheckpointRequest, mode: str, timeout: float) -> None:
         await asyncio.sleep(0.02)
 
 
-def build_app(runtime: Any) -> web.Application:
+def build_metrics_app(runtime: Any) -> web.Application:
+    """Only /metrics, for the dedicated metrics port a NetworkPolicy can open to Prometheus alone."""
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=runtime.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application(client_max_size=1024)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+def build_app(runtime: Any, token: str | None = None) -> web.Application:
     routes = web.RouteTableDef()
 
     @routes.get("/healthz")
@@ -71,15 +70,11 @@ def build_app(runtime: Any) -> web.Application:
         return web.json_response(await asyncio.to_thread(runtime.status))
 
     async def trigger(request: web.Request, kind: str) -> web.Response:
-        body = await _body(request)
+        body = await read_body(request, kind)
         mode = body.get("wait", "id")
-        if mode not in _WAIT_MODES:
-            return web.json_response({"error": f"wait must be one of {_WAIT_MODES}"}, status=400)
         if runtime.coordinator is None or runtime.phase != "running":
             return web.json_response({"error": f"runtime is {runtime.phase}, not running"}, status=409)
         name = body.get("name")
-        if name is not None and not isinstance(name, str):
-            return web.json_response({"error": "name must be a string"}, status=400)
         req = runtime.coordinator.request(kind=kind, trigger="api", savepoint_name=name)
         await _wait_for(req, mode, float(body.get("timeout", 600 if mode == "complete" else 10)))
         doc = req.to_json()
@@ -106,7 +101,7 @@ def build_app(runtime: Any) -> web.Application:
 
     @routes.post("/stop")
     async def stop(request: web.Request) -> web.Response:
-        body = await _body(request)
+        body = await read_body(request, "stop")
         runtime.request_stop(savepoint=body.get("savepoint"), checkpoint=bool(body.get("checkpoint", True)))
         return web.json_response({"stopping": True}, status=202)
 
@@ -114,37 +109,46 @@ def build_app(runtime: Any) -> web.Application:
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=runtime.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app = web.Application()
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[auth_middleware(token)])
     app.add_routes(routes)
     return app
 
 
 class ControlServer:
-    """Runs the aiohttp app on a daemon thread; `start()` returns once the port is bound."""
+    """Runs the aiohttp apps on a daemon thread; `start()` returns once the ports are bound.
+    `metrics_port` None serves no separate metrics port (a local run); 0 picks a free one."""
 
-    def __init__(self, runtime: Any, host: str, port: int):
-        self.runtime, self.host, self.port = runtime, host, port
+    def __init__(self, runtime: Any, host: str, port: int, token: str | None = None,
+                 metrics_port: int | None = None):
+        self.runtime, self.host, self.port, self.token = runtime, host, port, token
+        self.metrics_port = metrics_port
         self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
+        self._runners: list[web.AppRunner] = []
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._serve, name="control-api", daemon=True)
 
+    def _listen(self, app: web.Application, port: int) -> int:
+        runner = web.AppRunner(app, access_log=None)
+        self._loop.run_until_complete(runner.setup())
+        self._runners.append(runner)
+        site = web.TCPSite(runner, self.host, port)
+        self._loop.run_until_complete(site.start())
+        return site._server.sockets[0].getsockname()[1] if port == 0 else port  # type: ignore[union-attr]
+
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
         try:
-            self._runner = web.AppRunner(build_app(self.runtime), access_log=None)
-            self._loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, self.host, self.port)
-            self._loop.run_until_complete(site.start())
-            if self.port == 0:
-                self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self.port = self._listen(build_app(self.runtime, self.token), self.port)
+            if self.metrics_port is not None:
+                self.metrics_port = self._listen(build_metrics_app(self.runtime), self.metrics_port)
         except BaseException as exc:
             self._error = exc
             self._started.set()
             return
         self._started.set()
-        log.info("control API listening", extra={"host": self.host, "port": self.port})
+        log.info("control API listening", extra={"host": self.host, "port": self.port,
+                                                 "metricsPort": self.metrics_port, "auth": self.token is not None})
         self._loop.run_forever()
 
     def start(self) -> None:
@@ -154,9 +158,10 @@ class ControlServer:
             raise RuntimeError(f"control API cannot listen on {self.host}:{self.port}: {self._error}")
 
     def stop(self) -> None:
-        if self._runner is not None and self._loop.is_running():
-            fut = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
-            with contextlib.suppress(Exception):  # shutting down anyway
-                fut.result(timeout=5)
+        if self._runners and self._loop.is_running():
+            for runner in self._runners:
+                fut = asyncio.run_coroutine_threadsafe(runner.cleanup(), self._loop)
+                with contextlib.suppress(Exception):  # shutting down anyway
+                    fut.result(timeout=5)
             self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)

@@ -47,6 +47,8 @@ class RunOptions:
     work_dir: Path
     host: str = "127.0.0.1"
     port: int = 8080
+    token: str | None = None  # the control API's bearer token; None: no authentication (loopback)
+    metrics_port: int | None = None  # a separate /metrics-only port (9091 in a pod)
     until_batch: int | None = None  # drain once this batch has committed (demo, tests, bench)
     grace_seconds: float = 25.0
     job_uid: str | None = None
@@ -145,10 +147,11 @@ class JobRuntime:
         self.sink = self._make_sink(store)
         from .api import ControlServer
 
-        server = ControlServer(self, self.opts.host, self.opts.port)
+        server = ControlServer(self, self.opts.host, self.opts.port, self.opts.token, self.opts.metrics_port)
         server.start()
         # Where the API listens (the port may have been picked by the OS with --port 0).
         (self.work_dir / "api.json").write_text(json.dumps({"host": self.opts.host, "port": server.port,
+                                                            "metricsPort": server.metrics_port,
                                                             "pid": os.getpid(), "attempt": self.attempt}))
         try:
             return self._run_query(func)
