@@ -13,7 +13,16 @@ from typing import Any
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec, RestoreFrom
 
 CONTROL_PORT = 8080
+METRICS_PORT = 9091  # the runtime's /metrics alone, so a NetworkPolicy can open it to Prometheus only
 GC_METRICS_PORT = 9090
+# The control API's bearer token (issue 11): Secret <job>-control-token, key `token`, mounted here.
+CONTROL_TOKEN_KEY = "token"
+CONTROL_TOKEN_DIR = "/var/run/sparkpoint/control"
+CONTROL_TOKEN_FILE = f"{CONTROL_TOKEN_DIR}/{CONTROL_TOKEN_KEY}"
+# Pod Security "restricted": a non-root uid (Spark images' usual 185) and a read-only root file
+# system; Spark's scratch (spark.local.dir defaults to java.io.tmpdir) and $HOME live in /tmp.
+RUN_AS_USER = 185
+TMP_DIR = "/tmp"
 HOT_DIR = "/var/lib/sparkpoint"
 CONFIG_DIR = "/etc/sparkpoint"
 JOB_FILE = f"{CONFIG_DIR}/job.json"
@@ -63,6 +72,28 @@ def service_name(job: JobRef) -> str:
     return job.name
 
 
+def control_token_secret_name(job: JobRef) -> str:
+    return f"{job.name}-control-token"
+
+
+def build_control_token_secret(job: JobRef, token: str) -> dict[str, Any]:
+    """Created once per job (kube.create leaves an existing one alone, so the token never changes
+    under a running pod); deleted with the StreamingJob through its owner reference."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": _meta(job, control_token_secret_name(job)), "stringData": {CONTROL_TOKEN_KEY: token}}
+
+
+def container_security_context() -> dict[str, Any]:
+    return {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
+            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def pod_security_context() -> dict[str, Any]:
+    return {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def job_document(spec: JobSpec, restore_from: RestoreFrom | None) -> dict[str, Any]:
     """The spec the runtime reads (a JOB.yaml), with the restore point the operator chose for this
     attempt; None lets the runtime pick (local hot dir if valid, else the latest checkpoint)."""
@@ -103,6 +134,7 @@ def _store_env(spec: JobSpec) -> list[dict[str, Any]]:
 def _common_env(job: JobRef, spec: JobSpec) -> list[dict[str, Any]]:
     return [
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "HOME", "value": TMP_DIR},  # the root file system is read-only
         {"name": "SPARKPOINT_JOB", "value": f"{job.namespace}/{job.name}"},
         {"name": "SPARKPOINT_JOB_UID", "value": job.uid},
         *_store_env(spec),
@@ -121,15 +153,20 @@ def runtime_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
         "name": "runtime",
         "image": spec.image,
         "command": ["sparkpoint", "run", JOB_FILE, "--namespace", job.namespace, "--name", job.name,
-                    "--work-dir", f"{HOT_DIR}/work", "--port", str(CONTROL_PORT)],
-        "env": _common_env(job, spec),
-        "ports": [{"name": "control", "containerPort": CONTROL_PORT}],
+                    "--work-dir", f"{HOT_DIR}/work", "--port", str(CONTROL_PORT),
+                    "--metrics-port", str(METRICS_PORT)],
+        "env": [*_common_env(job, spec), {"name": "SPARKPOINT_CONTROL_TOKEN_FILE", "value": CONTROL_TOKEN_FILE}],
+        "ports": [{"name": "control", "containerPort": CONTROL_PORT},
+                  {"name": "metrics", "containerPort": METRICS_PORT}],
         "resources": {"requests": {"cpu": spec.spark.resources.cpu, "memory": spec.spark.resources.memory},
                       "limits": {"memory": spec.spark.resources.memory}},
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "control"}, "periodSeconds": 5},
         "livenessProbe": probe,
+        "securityContext": container_security_context(),
         "volumeMounts": [{"name": "hot", "mountPath": HOT_DIR},
-                         {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True}],
+                         {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True},
+                         {"name": "control-token", "mountPath": CONTROL_TOKEN_DIR, "readOnly": True},
+                         {"name": "tmp", "mountPath": TMP_DIR}],
     }
 
 
@@ -145,7 +182,8 @@ def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
         "env": _common_env(job, spec),
         "ports": [{"name": "gc-metrics", "containerPort": GC_METRICS_PORT}],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
-        "volumeMounts": [{"name": "hot", "mountPath": HOT_DIR}],
+        "securityContext": container_security_context(),
+        "volumeMounts": [{"name": "hot", "mountPath": HOT_DIR}, {"name": "gc-tmp", "mountPath": TMP_DIR}],
     }
 
 
@@ -162,9 +200,17 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
         "restartPolicy": "Never" if spec.restart.policy == "Never" else "OnFailure",
         "terminationGracePeriodSeconds": 60,
         "containers": containers,
+        # The runtime talks to no Kubernetes API: no service-account token in the pod.
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security_context(),
         "volumes": [{"name": "hot", "emptyDir": {}},
-                    {"name": "job", "configMap": {"name": config_map_name(job)}}],
+                    {"name": "job", "configMap": {"name": config_map_name(job)}},
+                    {"name": "control-token", "secret": {"secretName": control_token_secret_name(job),
+                                                         "defaultMode": 0o440}},
+                    {"name": "tmp", "emptyDir": {}}],
     }
+    if spec.gc.enabled:
+        pod_spec["volumes"].append({"name": "gc-tmp", "emptyDir": {"sizeLimit": "256Mi"}})
     if service_account:
         pod_spec["serviceAccountName"] = service_account
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
@@ -177,5 +223,6 @@ def build_service(job: JobRef) -> dict[str, Any]:
         "metadata": _meta(job, service_name(job)),
         "spec": {"selector": {f"{API_GROUP}/job": job.name, "app.kubernetes.io/component": "runtime"},
                  "ports": [{"name": "control", "port": CONTROL_PORT, "targetPort": "control"},
+                           {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"},
                            {"name": "gc-metrics", "port": GC_METRICS_PORT, "targetPort": "gc-metrics"}]},
     }

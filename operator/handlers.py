@@ -13,6 +13,7 @@ import kopf
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, SpecError, parse_spec
 
+from .control_token import ControlTokens, missing_is_none
 from .kube import PLURAL, Kube, load_config
 from .metrics import OperatorMetrics, serve
 from .reconcile import Draining, Reconciler
@@ -34,8 +35,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     # the operator posts its Events explicitly (kopf.event ignores this level).
     settings.posting.level = logging.WARNING
     memo.metrics = OperatorMetrics()
-    memo.client = RuntimeClient(timeout=5.0)
     kube = Kube(load_config())
+    memo.client = RuntimeClient(timeout=5.0, tokens=ControlTokens(missing_is_none(kube.secret_data)))
     memo.reconciler = Reconciler(kube, memo.client, memo.metrics, post_event,
                                  upgrade_timeout=memo.get("upgrade_timeout", 300.0))
     if not settings.peering.standalone and not await kube.ensure_peering(settings.peering.name,

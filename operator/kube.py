@@ -82,10 +82,11 @@ class Kube:
 
     # --- writes -------------------------------------------------------------------------------------
     async def create(self, body: dict[str, Any]) -> bool:
-        """Create a Pod/Service/ConfigMap; False if it already exists."""
+        """Create a Pod/Service/ConfigMap/Secret; False if it already exists."""
         ns = body["metadata"]["namespace"]
         fn = {"Pod": self.core.create_namespaced_pod, "Service": self.core.create_namespaced_service,
-              "ConfigMap": self.core.create_namespaced_config_map}[body["kind"]]
+              "ConfigMap": self.core.create_namespaced_config_map,
+              "Secret": self.core.create_namespaced_secret}[body["kind"]]
         try:
             await self._run(fn, ns, body)
             return True

@@ -19,7 +19,7 @@ from typing import Any
 from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, store_view
+from . import builders, control_token, store_view
 from .checkpoints import iso
 from .kube import Kube, merge_patch
 from .machine import DRAIN_GRACE, decide
@@ -126,7 +126,7 @@ class Reconciler:
             return 300.0
         pods = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
         current = next((p for p in pods if p.attempt == own.get("attempt")), None)
-        runtime = await self._runtime_status(current)
+        runtime = await self._runtime_status(current, namespace, name)
         cache = await self._store_facts(namespace, name, spec, blind=runtime is None,
                                         expect=_expected_savepoints(own, runtime))
         obs = Observed(spec=spec, generation=meta.get("generation", 1), status=own, pods=pods, now=self.clock(),
@@ -152,11 +152,11 @@ class Reconciler:
             self.post_event(body, "Warning", "InvalidSpec", message)
         self.metrics.job_phase(meta["namespace"], meta["name"], "Failed")
 
-    async def _runtime_status(self, pod: PodObs | None) -> dict[str, Any] | None:
+    async def _runtime_status(self, pod: PodObs | None, namespace: str, name: str) -> dict[str, Any] | None:
         if pod is None or not pod.ip or pod.deleting or pod.phase != "Running":
             return None
         try:
-            return await self.client.status(base_url(pod.ip, builders.CONTROL_PORT))
+            return await self.client.status(base_url(pod.ip, builders.CONTROL_PORT, namespace, name))
         except RuntimeApiError:
             return None
 
@@ -204,11 +204,13 @@ class Reconciler:
         meta = body["metadata"]
         ns, name = meta["namespace"], meta["name"]
         job = builders.JobRef(ns, name, meta["uid"])
-        base = base_url(pod.ip, builders.CONTROL_PORT) if pod and pod.ip else None
+        base = base_url(pod.ip, builders.CONTROL_PORT, ns, name) if pod and pod.ip else None
         match action:
             case CreateAttempt(attempt=attempt, restore_from=restore_from, spec=override):
                 run_spec = override or spec  # a rollback runs the last stable spec
                 await self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from))
+                # Created once (an existing Secret is kept): the token never changes under a pod.
+                await self.kube.create(builders.build_control_token_secret(job, control_token.new_token()))
                 await self.kube.create(builders.build_service(job))
                 await self.kube.create(builders.build_pod(job, run_spec, attempt))
             case DeletePod(name=pod_name, force=force):
@@ -261,8 +263,8 @@ class Reconciler:
             drain_at = tracking.get("deleteDrainAt")
             for pod in pods:
                 if drain_at is None and pod.can_drain:
-                    await self._call(body, "StopFailed", self.client.stop, base_url(pod.ip, builders.CONTROL_PORT),
-                                     None, True)
+                    await self._call(body, "StopFailed", self.client.stop,
+                                     base_url(pod.ip, builders.CONTROL_PORT, ns, name), None, True)
                 elif not pod.deleting and (drain_at is None or now - drain_at > DRAIN_GRACE
                                            or pod.exit_code is not None or pod.phase not in ("Running", "Pending")):
                     await self.kube.delete_pod(ns, name=pod.name, force=pod.node_lost)

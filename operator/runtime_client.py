@@ -13,12 +13,26 @@ from typing import Any
 
 import aiohttp
 
+from .control_token import ControlTokens
+
 DEFAULT_PORT = 8080
 
 
-def base_url(pod_ip: str, port: int = DEFAULT_PORT) -> str:
+class Endpoint(str):
+    """A runtime's base URL that also names its job, so the client can find the job's token."""
+
+    namespace: str | None
+    job: str | None
+
+    def __new__(cls, url: str, namespace: str | None = None, job: str | None = None) -> Endpoint:
+        self = super().__new__(cls, url)
+        self.namespace, self.job = namespace, job
+        return self
+
+
+def base_url(pod_ip: str, port: int = DEFAULT_PORT, namespace: str | None = None, job: str | None = None) -> Endpoint:
     host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip  # an IPv6 pod IP needs brackets
-    return f"http://{host}:{port}"
+    return Endpoint(f"http://{host}:{port}", namespace, job)
 
 
 class RuntimeApiError(Exception):
@@ -29,8 +43,9 @@ class RuntimeApiError(Exception):
 
 
 class RuntimeClient:
-    def __init__(self, timeout: float = 5.0):
+    def __init__(self, timeout: float = 5.0, tokens: ControlTokens | None = None):
         self.timeout = timeout
+        self.tokens = tokens
         self._session: aiohttp.ClientSession | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
@@ -44,12 +59,27 @@ class RuntimeClient:
         # timeout, so a busy runtime answers 202 with the request id instead of timing us out.
         return max(0.5, self.timeout * 0.6)
 
-    async def _call(self, method: str, url: str, body: dict[str, Any] | None = None,
+    async def _headers(self, base: str) -> dict[str, str]:
+        """The one place the bearer token is attached (issue 11)."""
+        namespace, job = getattr(base, "namespace", None), getattr(base, "job", None)
+        if self.tokens is None or namespace is None or job is None:
+            return {}
+        token = await self.tokens.get(namespace, job)
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    async def _send(self, method: str, base: str, url: str, body: dict[str, Any] | None) -> tuple[int, str]:
+        async with self._get_session().request(method, url, json=body, headers=await self._headers(base)) as resp:
+            return resp.status, await resp.text()
+
+    async def _call(self, method: str, base: str, path: str, body: dict[str, Any] | None = None,
                     request_doc_ok: bool = False) -> dict[str, Any]:
+        url = f"{base}{path}"
         try:
-            async with self._get_session().request(method, url, json=body) as resp:
-                text = await resp.text()
-                status = resp.status
+            status, text = await self._send(method, base, url, body)
+            if status in (401, 403) and self.tokens is not None and getattr(base, "job", None):
+                # A cached token from a Secret since recreated: read it again, once.
+                self.tokens.forget(base.namespace, base.job)  # type: ignore[attr-defined]
+                status, text = await self._send(method, base, url, body)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise RuntimeApiError(f"{method} {url}: runtime unreachable: {type(exc).__name__}: {exc}") from None
         try:
@@ -66,26 +96,26 @@ class RuntimeClient:
         return doc
 
     async def status(self, base: str) -> dict[str, Any]:
-        return await self._call("GET", f"{base}/status")
+        return await self._call("GET", base, "/status")
 
     async def trigger_checkpoint(self, base: str) -> dict[str, Any]:
         """Returns the request as the runtime knows it; `id` is the checkpoint id once assigned,
         else the request id (req-NNNNNN), both accepted by get_checkpoint. A request that failed
         at once comes back with status "failed" (HTTP 500 with the request document), not raised."""
-        return await self._call("POST", f"{base}/checkpoints", {"wait": "id", "timeout": self._server_wait()},
+        return await self._call("POST", base, "/checkpoints", {"wait": "id", "timeout": self._server_wait()},
                                 request_doc_ok=True)
 
     async def get_checkpoint(self, base: str, any_id: str) -> dict[str, Any]:
-        return await self._call("GET", f"{base}/checkpoints/{any_id}")
+        return await self._call("GET", base, f"/checkpoints/{any_id}")
 
     async def trigger_savepoint(self, base: str, name: str | None) -> dict[str, Any]:
         body: dict[str, Any] = {"wait": "id", "timeout": self._server_wait()}
         if name is not None:
             body["name"] = name
-        return await self._call("POST", f"{base}/savepoints", body, request_doc_ok=True)
+        return await self._call("POST", base, "/savepoints", body, request_doc_ok=True)
 
     async def stop(self, base: str, savepoint: bool | str | None = None, checkpoint: bool = True) -> dict[str, Any]:
-        return await self._call("POST", f"{base}/stop", {"savepoint": savepoint, "checkpoint": checkpoint})
+        return await self._call("POST", base, "/stop", {"savepoint": savepoint, "checkpoint": checkpoint})
 
     async def close(self) -> None:
         if self._session is not None:

@@ -9,6 +9,7 @@ savepoint's data is deleted (unless spec.retain) or kept on purpose.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,7 @@ from kubernetes.client.rest import ApiException
 
 from sparkpoint.operator import savepoint_store as sps
 from sparkpoint.operator import savepoints as sp
+from sparkpoint.operator.control_token import ControlTokens, missing_is_none
 from sparkpoint.operator.runtime_client import RuntimeApiError, RuntimeClient, base_url
 from sparkpoint.operator.savepoint_model import (
     API_GROUP,
@@ -72,10 +74,15 @@ def _kube() -> tuple[client.CoreV1Api, client.CustomObjectsApi]:
     return _apis
 
 
+async def _secret_data(namespace: str, name: str) -> dict[str, str]:
+    found = await asyncio.to_thread(_kube()[0].read_namespaced_secret, name, namespace)
+    return {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
+
+
 def _client() -> RuntimeClient:
     global _runtime
     if _runtime is None:
-        _runtime = RuntimeClient(timeout=5.0)
+        _runtime = RuntimeClient(timeout=5.0, tokens=ControlTokens(missing_is_none(_secret_data)))
     return _runtime
 
 
@@ -128,12 +135,14 @@ async def _open_store(namespace: str, storage: sps.StorageRef | None):
     return sps.open_job_store(storage, secret)
 
 
-async def _runtime_answer(job: sp.JobView | None, status: SavepointStatus) -> sp.RuntimeAnswer | None:
+async def _runtime_answer(job: sp.JobView | None, status: SavepointStatus,
+                          job_ref: JobRef) -> sp.RuntimeAnswer | None:
     if status.state != "InProgress" or not status.request_id or job is None or job.pod != status.pod \
             or not job.pod_ip:
         return None
     try:
-        doc = await _client().get_checkpoint(base_url(job.pod_ip), status.request_id)
+        doc = await _client().get_checkpoint(base_url(job.pod_ip, namespace=job_ref.namespace, job=job_ref.name),
+                                             status.request_id)
     except RuntimeApiError as err:
         return sp.RuntimeAnswer("lost" if err.status == 404 else "unreachable")
     return sp.RuntimeAnswer(str(doc.get("status")), doc.get("error"))
@@ -171,7 +180,7 @@ async def _step(body: kopf.Body, patch: kopf.Patch, logger, *, forced: bool) -> 
             store_error = str(err)
         created = datetime.fromisoformat(body.metadata.creation_timestamp.replace("Z", "+00:00"))
         observed = sp.Observed(now=_now(), created=created, status=before, job=job.view, stored=stored,
-                               store_error=store_error, runtime=await _runtime_answer(job.view, before))
+                               store_error=store_error, runtime=await _runtime_answer(job.view, before, job_ref))
         decision = sp.decide(observed)
         after = before.model_copy(deep=True)
         if storage is not None and store_error is None:
@@ -187,7 +196,8 @@ async def _act(decision: sp.Decision, after: SavepointStatus, job: sp.JobView | 
     """Carry out the decision's side effect, filling `after`; returns the decision as it turned out."""
     if decision.action == sp.TRIGGER:
         try:
-            doc = await _client().trigger_savepoint(base_url(job.pod_ip), name)
+            doc = await _client().trigger_savepoint(
+                base_url(job.pod_ip, namespace=job_ref.namespace, job=job_ref.name), name)
         except RuntimeApiError as err:  # refused (e.g. 409 not running yet) or unreachable: look again
             return sp.Decision(sp.WAIT, after.state, "TriggerRefused", str(err), sp.RETRY_LONG)
         after.request_id, after.pod = doc.get("requestId"), job.pod
