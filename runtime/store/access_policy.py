@@ -1,0 +1,81 @@
+"""Least-privilege S3/MinIO policies for one job (issue 11; docs/security.md), as pure functions.
+
+A job's keys live under <prefix>/<namespace>/<job>/ (layout.py). Roles:
+  runtime  list, read and write the job's keys; delete only its own pending markers (pending/*),
+           which a checkpoint removes once its manifest is committed; never checkpoint data
+  gc       list, read and delete the job's keys; no writes
+  job      runtime + gc in one credential (one Secret for both containers: what the operator
+           mounts today)
+Shared by every job: list the store prefix's top level (the store's reachability probe; shows
+namespace names only) and the conditional-write probe key <prefix>/.sparkpoint-check/*.
+
+  python -m sparkpoint.runtime.store.access_policy s3://bucket/prefix NAMESPACE/JOB --role runtime
+prints the policy JSON, for `mc admin policy create` or MinioAdmin.policy_add.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .layout import JobRef
+
+ROLES = ("runtime", "gc", "job")
+PROBE_DIR = ".sparkpoint-check"
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+def job_policy(bucket: str, prefix: str, job: JobRef, role: str) -> dict[str, Any]:
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+    root = _join(prefix, job.root)
+    top = _join(prefix)
+    bucket_arn, objects = f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/{root}/*"
+    statements: list[dict[str, Any]] = [
+        {"Sid": "ListTheJobsKeys", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
+         "Condition": {"StringLike": {"s3:prefix": [f"{root}/*"]}}},
+        {"Sid": "ListTheStoreTopLevel", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
+         # With the delimiter only: the names one level down (namespaces), never every job's keys.
+         "Condition": {"StringEquals": {"s3:prefix": [f"{top}/" if top else ""], "s3:delimiter": ["/"]}}},
+        {"Sid": "ReadTheJobsKeys", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [objects]},
+    ]
+    if role in ("runtime", "job"):
+        statements += [
+            {"Sid": "WriteTheJobsKeys", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [objects]},
+            {"Sid": "ConditionalWriteProbe", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+             "Resource": [f"arn:aws:s3:::{bucket}/{_join(top, PROBE_DIR)}/*"]},
+        ]
+    if role == "runtime":
+        statements.append({"Sid": "DropOwnPendingMarkers", "Effect": "Allow", "Action": ["s3:DeleteObject"],
+                           "Resource": [f"arn:aws:s3:::{bucket}/{root}/pending/*"]})
+    if role in ("gc", "job"):
+        statements.append({"Sid": "DeleteTheJobsKeys", "Effect": "Allow", "Action": ["s3:DeleteObject"],
+                           "Resource": [objects]})
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def split_url(url: str) -> tuple[str, str]:
+    if not url.startswith("s3://"):
+        raise ValueError(f"store URL must be s3://bucket[/prefix], not {url!r}")
+    bucket, _, prefix = url[len("s3://"):].partition("/")
+    return bucket, prefix.strip("/")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sparkpoint.runtime.store.access_policy",
+                                description="print a job's least-privilege S3 policy")
+    p.add_argument("store", help="s3://bucket[/prefix] (spec.checkpoint.storage.url)")
+    p.add_argument("job", help="NAMESPACE/NAME")
+    p.add_argument("--role", choices=ROLES, default="job")
+    args = p.parse_args(argv)
+    bucket, prefix = split_url(args.store)
+    print(json.dumps(job_policy(bucket, prefix, JobRef.parse(args.job), args.role), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,128 @@
+"""Per-job least-privilege storage (issue 11) against a real MinIO: users made with MinioAdmin and
+the policies of access_policy.py. A job's credentials reach its own keys only; the runtime's
+credential takes checkpoints (the real writer) but cannot delete checkpoint data; GC's can."""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import uuid
+
+import pytest
+from minio import Minio, MinioAdmin
+from minio.credentials import StaticProvider
+from minio.error import S3Error
+
+from sparkpoint.runtime.checkpoint import CheckpointWriter, gc_pass, list_checkpoint_ids, write_fence
+from sparkpoint.runtime.store import JobRef, open_store
+from sparkpoint.runtime.store.access_policy import job_policy, main, split_url
+from sparkpoint.runtime.store.layout import objects_prefix
+
+from .trees import change_files, write_tree
+
+TEST_BUCKET = "sparkpoint-test"  # the session bucket of tests/conftest.py
+
+pytestmark = [pytest.mark.minio]
+JOB_A, JOB_B = JobRef("team-a", "clicks"), JobRef("team-b", "orders")
+
+
+@pytest.fixture(scope="module")
+def users(minio_server):
+    """(access key, secret key) per (job, role), each with its own policy."""
+    host = minio_server.endpoint.split("://", 1)[1]
+    admin = MinioAdmin(endpoint=host, credentials=StaticProvider(minio_server.access_key, minio_server.secret_key),
+                       secure=False)
+    prefix = f"acl-{uuid.uuid4().hex[:8]}"
+    made = {}
+    for job, role in ((JOB_A, "runtime"), (JOB_A, "gc"), (JOB_B, "job")):
+        name = f"{prefix}-{job.name}-{role}"
+        admin.policy_add(name, policy=job_policy(TEST_BUCKET, prefix, job, role))
+        access, secret = f"{job.name}{role}{secrets.token_hex(4)}", secrets.token_urlsafe(24)
+        admin.user_add(access, secret)
+        admin.policy_set(name, user=access)
+        made[(job, role)] = (access, secret)
+    return {"prefix": prefix, "keys": made, "host": host, "endpoint": minio_server.endpoint}
+
+
+def _store(users, job, role):
+    access, secret = users["keys"][(job, role)]
+    return open_store(f"s3://{TEST_BUCKET}/{users['prefix']}",
+                      env={"SPARKPOINT_S3_ENDPOINT": users["endpoint"], "AWS_ACCESS_KEY_ID": access,
+                           "AWS_SECRET_ACCESS_KEY": secret})
+
+
+def _client(users, job, role) -> Minio:
+    access, secret = users["keys"][(job, role)]
+    return Minio(users["host"], access_key=access, secret_key=secret, secure=False, region="us-east-1")
+
+
+def _denied(fn) -> bool:
+    try:
+        fn()
+    except S3Error as err:
+        return err.code == "AccessDenied"
+    return False
+
+
+def test_runtime_checkpoints_and_gc_deletes_with_their_own_credentials(users, tmp_path):
+    runtime, gc = _store(users, JOB_A, "runtime"), _store(users, JOB_A, "gc")
+    runtime.check(writes=True)  # the runtime's start-up probe, including the conditional write
+    paths = write_tree(tmp_path / "hot", 6)
+    writer = CheckpointWriter(runtime, JOB_A, attempt=write_fence(runtime, JOB_A), job_uid="uid-a",
+                              reuse_window_seconds=0)
+    for batch in range(1, 5):  # each drops its own pending marker once committed
+        writer.take_checkpoint(tmp_path / "hot", batch_id=batch)
+        change_files(paths, 3, seed=batch)
+    assert len(list_checkpoint_ids(runtime, JOB_A)) == 4
+    gc.check()
+    result = gc_pass(gc, JOB_A, retain=1, grace_seconds=0)
+    assert len(list_checkpoint_ids(gc, JOB_A)) == 1, result
+
+
+def test_the_runtime_credential_cannot_delete_checkpoint_data(users):
+    client, prefix = _client(users, JOB_A, "runtime"), users["prefix"]
+    key = f"{prefix}/{JOB_A.root}/objects/aa/{'a' * 64}"
+    client.put_object(TEST_BUCKET, key, io.BytesIO(b"x"), 1)
+    assert _denied(lambda: client.remove_object(TEST_BUCKET, key))
+    assert _denied(lambda: client.remove_object(TEST_BUCKET, f"{prefix}/{JOB_A.root}/fence.json"))
+    assert not _denied(lambda: client.remove_object(TEST_BUCKET, f"{prefix}/{JOB_A.root}/pending/x.json"))
+    assert not _denied(lambda: _client(users, JOB_A, "gc").remove_object(TEST_BUCKET, key))
+    assert _denied(lambda: _client(users, JOB_A, "gc").put_object(
+        TEST_BUCKET, f"{prefix}/{JOB_A.root}/fence.json", io.BytesIO(b"{}"), 2))
+
+
+def test_a_job_cannot_read_or_write_another_jobs_prefix(users, tmp_path):
+    prefix = users["prefix"]
+    b_store = _store(users, JOB_B, "job")
+    b_store.check(writes=True)
+    b_key = f"{prefix}/{JOB_B.root}/fence.json"
+    write_fence(b_store, JOB_B)
+    for role in ("runtime", "gc"):
+        a = _client(users, JOB_A, role)
+        assert _denied(lambda a=a: a.get_object(TEST_BUCKET, b_key))
+        assert _denied(lambda a=a: a.stat_object(TEST_BUCKET, b_key))
+        assert _denied(lambda a=a: a.put_object(TEST_BUCKET, f"{prefix}/{JOB_B.root}/x", io.BytesIO(b"x"), 1))
+        assert _denied(lambda a=a: a.remove_object(TEST_BUCKET, b_key))
+        assert _denied(lambda a=a: list(a.list_objects(TEST_BUCKET, prefix=f"{prefix}/{JOB_B.root}/",
+                                                       recursive=True)))
+        assert _denied(lambda a=a: list(a.list_objects(TEST_BUCKET, prefix=f"{prefix}/", recursive=True)))
+        # nor anything outside the store's prefix
+        assert _denied(lambda a=a: a.put_object(TEST_BUCKET, "elsewhere/x", io.BytesIO(b"x"), 1))
+    # The job's own store API (what the runtime and the operator use) fails the same way.
+    a_store = _store(users, JOB_A, "runtime")
+    assert _denied(lambda: a_store.client.get_object(TEST_BUCKET, b_key))
+    assert list(a_store.list(objects_prefix(JOB_A)))  # its own keys are listed
+    with pytest.raises(Exception, match="(?i)denied"):
+        list(a_store.list(objects_prefix(JOB_B)))
+
+
+def test_policy_document_shape_and_cli(capsys):
+    with pytest.raises(ValueError, match="role"):
+        job_policy("b", "p", JOB_A, "admin")
+    assert split_url("s3://bucket/a/b/") == ("bucket", "a/b")
+    assert main(["s3://ckpt/prod", "team-a/clicks", "--role", "gc"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    resources = {r for s in doc["Statement"] for r in s["Resource"]}
+    assert "arn:aws:s3:::ckpt/prod/team-a/clicks/*" in resources
+    assert not any("s3:PutObject" in s["Action"] for s in doc["Statement"])
