@@ -200,8 +200,6 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
         "restartPolicy": "Never" if spec.restart.policy == "Never" else "OnFailure",
         "terminationGracePeriodSeconds": 60,
         "containers": containers,
-        # The runtime talks to no Kubernetes API: no service-account token in the pod.
-        "automountServiceAccountToken": False,
         "securityContext": pod_security_context(),
         "volumes": [{"name": "hot", "emptyDir": {}},
                     {"name": "job", "configMap": {"name": config_map_name(job)}},
@@ -211,8 +209,10 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
     }
     if spec.gc.enabled:
         pod_spec["volumes"].append({"name": "gc-tmp", "emptyDir": {"sizeLimit": "256Mi"}})
-    if service_account:
+    if service_account:  # scale-out: the driver starts executor pods with this account's token
         pod_spec["serviceAccountName"] = service_account
+    else:  # the runtime and the GC talk to no Kubernetes API: no token in the pod
+        pod_spec["automountServiceAccountToken"] = False
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
 
 

@@ -63,3 +63,8 @@ def test_pod_meets_the_restricted_pod_security_profile() -> None:
             tmp = next(m for m in c["volumeMounts"] if m["mountPath"] == "/tmp")
             assert "emptyDir" in volumes[tmp["name"]]
             assert {e["name"]: e.get("value") for e in c["env"]}["HOME"] == "/tmp"
+
+
+def test_a_service_account_token_only_when_an_account_is_named() -> None:
+    pod = builders.build_pod(JOB, SPEC, attempt=1, service_account="clicks-driver")["spec"]
+    assert pod["serviceAccountName"] == "clicks-driver" and "automountServiceAccountToken" not in pod
