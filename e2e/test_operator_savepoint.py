@@ -13,6 +13,7 @@ Uses the e2e MinIO of e2e/conftest.py `store_env` (the local cluster's, or $SPAR
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
@@ -38,6 +39,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from sparkpoint.operator import builders
+from sparkpoint.operator.control_token import new_token
 from sparkpoint.runtime import config
 from sparkpoint.runtime.store import open_store
 from sparkpoint.runtime.store.layout import JobRef, savepoint_manifest_key, savepoint_root
@@ -162,8 +164,13 @@ class Cluster:
         return [e.reason for e in found]
 
     def runtime_status(self, pod: str) -> dict:
-        ip = self.core.read_namespaced_pod(pod, self.ns).status.pod_ip
-        with urllib.request.urlopen(f"http://{ip}:{builders.CONTROL_PORT}/status", timeout=10) as answer:
+        found = self.core.read_namespaced_pod(pod, self.ns)
+        job = builders.JobRef(self.ns, found.metadata.labels[f"{GROUP}/job"], "")
+        secret = self.core.read_namespaced_secret(builders.control_token_secret_name(job), self.ns)
+        token = base64.b64decode(secret.data[builders.CONTROL_TOKEN_KEY]).decode()
+        request = urllib.request.Request(f"http://{found.status.pod_ip}:{builders.CONTROL_PORT}/status",
+                                         headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
             return json.loads(answer.read())
 
     # --- the operator core's part, played by the test (stand-in mode) ----------------------------
@@ -175,6 +182,8 @@ class Cluster:
             self.core.replace_namespaced_config_map(cm["metadata"]["name"], self.ns, cm)
         else:
             self.core.create_namespaced_config_map(self.ns, cm)
+        if not exists(lambda: self.core.read_namespaced_secret(builders.control_token_secret_name(ref), self.ns)):
+            self.core.create_namespaced_secret(self.ns, builders.build_control_token_secret(ref, new_token()))
         pod = self.core.create_namespaced_pod(self.ns, builders.build_pod(ref, spec, attempt)).metadata.name
         self.wait_ready(pod)
         self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, self.ns, JOBS, ref.name, {
