@@ -47,7 +47,8 @@ def test_cluster_wide_install_grants_exactly_the_operator_rules(render) -> None:
     assert not objs.of("Role") and not objs.of("RoleBinding")
     role, binding = objs.one("ClusterRole"), objs.one("ClusterRoleBinding")
     assert grants(role) == NAMESPACED | CLUSTER_ONLY
-    sa = objs.one("ServiceAccount", RELEASE_NS)["metadata"]["name"]
+    sa = objs.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    assert sa in [o["metadata"]["name"] for o in objs.of("ServiceAccount", RELEASE_NS)]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": role["metadata"]["name"]}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": RELEASE_NS}]

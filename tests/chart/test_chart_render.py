@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import CHART, RELEASE_NS, ROOT, operator_container
+from conftest import CHART, RELEASE_NS, ROOT, helm_template, operator_container
 
 NAMESPACES = ["team-a", "team-b"]
 
@@ -39,7 +39,9 @@ def test_operator_deployment_is_hardened_and_probed(render) -> None:
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert mounts == {"tmp": "/tmp"} and "emptyDir" in volumes["tmp"]
-    assert spec["serviceAccountName"] == objs.one("ServiceAccount", RELEASE_NS)["metadata"]["name"]
+    accounts = {o["metadata"]["name"]: o for o in objs.of("ServiceAccount", RELEASE_NS)}
+    assert set(accounts) == {spec["serviceAccountName"], "sparkpoint-runtime"}
+    assert accounts["sparkpoint-runtime"]["automountServiceAccountToken"] is False
     svc = objs.one("Service", RELEASE_NS)
     assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9100, "targetPort": "metrics", "protocol": "TCP"}]
     assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
@@ -86,7 +88,8 @@ def test_monitoring_objects_are_off_by_default_and_render_when_enabled(render) -
 
 def test_network_policy_limits_the_control_port_to_the_operator(render) -> None:
     objs = render(watchNamespaces=NAMESPACES, networkPolicy={
-        "enabled": True, "prometheusNamespaceSelector": {"matchLabels": {"team": "observability"}}})
+        "enabled": True, "prometheusNamespaces": ["prom"],
+        "prometheusNamespaceSelector": {"matchLabels": {"team": "observability"}}})
     for ns in NAMESPACES:
         policy = objs.one("NetworkPolicy", ns)["spec"]
         assert policy["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "sparkpoint",
@@ -97,7 +100,10 @@ def test_network_policy_limits_the_control_port_to_the_operator(render) -> None:
         assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": RELEASE_NS}
         assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
         assert sorted(p["port"] for p in scrape["ports"]) == [9090, 9091]
-        assert scrape["from"] == [{"namespaceSelector": {"matchLabels": {"team": "observability"}}}]
+        assert scrape["from"] == [
+            {"namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["prom"]}]}},
+            {"namespaceSelector": {"matchLabels": {"team": "observability"}}}]
     operator_policy = objs.one("NetworkPolicy", RELEASE_NS)["spec"]
     assert [p["port"] for p in operator_policy["ingress"][0]["ports"]] == [9100]
 
@@ -107,3 +113,9 @@ def test_chart_crds_equal_the_repository_crds() -> None:
     repo = {p.name: p.read_text() for p in (ROOT / "crds").glob("*.yaml")}
     chart = {p.name: p.read_text() for p in (CHART / "crds").glob("*.yaml")}
     assert chart == repo, "charts/sparkpoint/crds drifted from crds/: run `make crd`"
+
+
+def test_network_policy_refuses_to_admit_every_scraper(helm) -> None:
+    """An empty `from` would let anyone reach the metrics ports: rendering fails instead."""
+    out = helm_template(helm, {"networkPolicy": {"enabled": True, "prometheusNamespaces": []}})
+    assert out.returncode != 0 and "networkPolicy.prometheusNamespaces" in out.stderr
