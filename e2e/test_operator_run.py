@@ -17,6 +17,11 @@ def test_job_runs_and_checkpoints_appear_in_status(api_client, namespace, helm_o
     jobs.create("clicks")
     st = jobs.wait_status("clicks", "Running", lambda s: s.get("phase") == "Running", operator=operator)
     assert st["attempt"] == 1 and st["pod"] == "clicks-1"
+    # The job pod runs as the chart's runtime ServiceAccount, which mounts no API token.
+    pod = client.CoreV1Api(api_client).read_namespaced_pod("clicks-1", namespace)
+    assert pod.spec.service_account_name == "sparkpoint-runtime"
+    assert not [v for v in pod.spec.volumes if v.projected and any(
+        s.service_account_token for s in v.projected.sources or [])]
     wait = subprocess.run(["kubectl", "wait", "--for=condition=Ready", "streamingjob/clicks", "-n", namespace,
                            "--timeout=60s"], capture_output=True, text=True, env=dict(os.environ), timeout=90)
     assert wait.returncode == 0, wait.stderr

@@ -51,7 +51,9 @@ def test_namespaced_operator_watches_exactly_the_given_namespaces(render) -> Non
     objs = render(watchNamespaces=NAMESPACES)
     assert [a for a in operator_container(objs)["args"] if "namespace" in a] == [
         "--namespace=team-a", "--namespace=team-b"]
-    # The job pods' ServiceAccount goes where the jobs run, without an API token.
+    # The job pods' ServiceAccount goes where the jobs run, without an API token, and they run as it.
+    assert "--job-service-account=sparkpoint-runtime" in operator_container(objs)["args"]
+    assert not [a for a in operator_container(render())["args"] if a.startswith("--job-service-account")]
     for ns in NAMESPACES:
         sa = objs.one("ServiceAccount", ns)
         assert sa["metadata"]["name"] == "sparkpoint-runtime" and sa["automountServiceAccountToken"] is False
