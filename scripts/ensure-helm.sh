@@ -18,7 +18,8 @@ if [ ! -x "$bin" ]; then
   start=$(date +%s)
   # Build to a temp name and rename, so an interrupted build never leaves a half-written binary.
   (cd "$(mktemp -d)" && GOBIN="$dir/bin.tmp" GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 \
-    nice go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION") >&2
+    nice go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION") >&2
   mv "$dir/bin.tmp/helm" "$bin" && rmdir "$dir/bin.tmp"
   echo "$(( $(date +%s) - start ))" >"$dir/build-seconds"
   echo "helm built in $(cat "$dir/build-seconds")s" >&2
