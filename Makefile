@@ -60,7 +60,7 @@ test: venv minio java lint
 	@mkdir -p e2e/local/.state
 	@{ scripts/ensure-helm.sh && e2e/local/build.sh; } >e2e/local/.state/build.log 2>&1 & build=$$!; \
 	  $(PY) -m pytest -q --durations=15 $(MARKS) tests; unit=$$?; \
-	  if ! wait $$build; then echo "cluster build failed:"; tail -50 e2e/local/.state/build.log; exit 1; fi; \
+	  if ! wait $$build; then echo "helm or cluster build failed:"; tail -50 e2e/local/.state/build.log; exit 1; fi; \
 	  [ $$unit -eq 0 ] || exit $$unit; \
 	  $(MAKE) --no-print-directory e2e TIER=$(TIER); e2e=$$?; \
 	  $(MAKE) --no-print-directory cluster-down; exit $$e2e
