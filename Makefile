@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
 
-.PHONY: help venv minio java lint test test-full test-unit crd demo bench bench-operator soak cluster-up cluster-down e2e e2e-full operator clean
+.PHONY: help venv minio java helm lint test test-full test-unit crd demo bench bench-operator soak cluster-up cluster-down e2e e2e-full operator clean
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -34,6 +34,9 @@ minio:
 java:
 	@scripts/ensure-java.sh
 
+helm:
+	@scripts/ensure-helm.sh
+
 # --- checks --------------------------------------------------------------------------------------
 # Test tiers: @pytest.mark.slow scenarios (minutes each: real Spark jobs through outages and restarts)
 # run in `make test-full` / `make e2e-full`; CI (`make test`) runs the rest plus the slow tests also
@@ -49,14 +52,15 @@ lint: venv
 test-unit: venv minio java
 	$(PY) -m pytest -q $(MARKS) tests
 
-# The cluster binaries build in the background while the unit and integration tests run (a cold
-# build takes about 9 minutes on 2 cores; later runs find them cached), then the e2e suite runs on
-# the local cluster, which is stopped again whatever the outcome.
+# The helm CLI and the cluster binaries build in the background while the unit and integration
+# tests run (a cold build takes about 9 minutes on 2 cores; later runs find them cached; the chart
+# tests, which need helm, wait for it on its lock), then the e2e suite runs on the local cluster,
+# which is stopped again whatever the outcome.
 test: venv minio java lint
 	@mkdir -p e2e/local/.state
-	@e2e/local/build.sh >e2e/local/.state/build.log 2>&1 & build=$$!; \
+	@{ scripts/ensure-helm.sh && e2e/local/build.sh; } >e2e/local/.state/build.log 2>&1 & build=$$!; \
 	  $(PY) -m pytest -q --durations=15 $(MARKS) tests; unit=$$?; \
-	  if ! wait $$build; then echo "cluster build failed:"; tail -50 e2e/local/.state/build.log; exit 1; fi; \
+	  if ! wait $$build; then echo "helm or cluster build failed:"; tail -50 e2e/local/.state/build.log; exit 1; fi; \
 	  [ $$unit -eq 0 ] || exit $$unit; \
 	  $(MAKE) --no-print-directory e2e TIER=$(TIER); e2e=$$?; \
 	  $(MAKE) --no-print-directory cluster-down; exit $$e2e
@@ -64,8 +68,8 @@ test: venv minio java lint
 # The CRD is generated from the spec model (runtime/config.py); the chart ships a copy.
 crd: venv
 	$(PY) -m sparkpoint.operator.crd > crds/streamingjob.yaml
-	cp crds/streamingjob.yaml charts/sparkpoint/crds/streamingjob.yaml
-	$(PY) -m sparkpoint.operator.crd_savepoint > crds/streamingjobsavepoint.yaml && cp crds/streamingjobsavepoint.yaml charts/sparkpoint/crds/
+	$(PY) -m sparkpoint.operator.crd_savepoint > crds/streamingjobsavepoint.yaml
+	cp crds/*.yaml charts/sparkpoint/crds/
 
 # --- user-facing ---------------------------------------------------------------------------------
 demo: venv java
@@ -95,6 +99,7 @@ cluster-down:
 	@$(PY) e2e/local/cluster.py down
 
 e2e: venv minio
+	@scripts/ensure-helm.sh >/dev/null
 	@e2e/local/build.sh >/dev/null
 	$(PY) -m pytest -q -p no:cacheprovider e2e/local/tests
 	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \

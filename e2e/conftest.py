@@ -135,3 +135,22 @@ def operator(api_client, namespace, streamingjob_crd, peering_crds, store_env):
             GROUP, VERSION, namespace, PLURAL)["items"], timeout=180)
     finally:
         proc.stop()
+
+
+@pytest.fixture
+def helm_operator(api_client, namespace, streamingjob_crd, peering_crds, store_env):
+    """The operator installed by `helm install` of charts/sparkpoint, watching the test namespace
+    (e2e/helm_operator.py); uninstalled after the test's StreamingJobs are gone."""
+    from helm_operator import HelmOperator
+    from kube_helpers import GROUP, PLURAL, VERSION
+
+    op = HelmOperator(api_client, namespace)
+    op.install()
+    yield op
+    custom = client.CustomObjectsApi(api_client)
+    try:
+        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+        wait_for("the test's StreamingJobs deleted", lambda: not custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL)["items"], timeout=180)
+    finally:
+        op.uninstall()

@@ -1,4 +1,5 @@
-"""The operator runs a StreamingJob: Running, checkpoints in status, `kubectl wait` on Ready."""
+"""The operator, installed with the Helm chart, runs a StreamingJob: Running, checkpoints in status,
+`kubectl wait` on Ready; and it does so as the chart's ServiceAccount, under the chart's RBAC."""
 
 from __future__ import annotations
 
@@ -6,14 +7,21 @@ import os
 import subprocess
 
 from kube_helpers import wait_for
+from kubernetes import client
 from operator_jobs import Jobs, condition
 
 
-def test_job_runs_and_checkpoints_appear_in_status(api_client, namespace, operator, store_env):
+def test_job_runs_and_checkpoints_appear_in_status(api_client, namespace, helm_operator, store_env):
+    operator = helm_operator
     jobs = Jobs(api_client, namespace, store_env)
     jobs.create("clicks")
     st = jobs.wait_status("clicks", "Running", lambda s: s.get("phase") == "Running", operator=operator)
     assert st["attempt"] == 1 and st["pod"] == "clicks-1"
+    # The job pod runs as the chart's runtime ServiceAccount, which mounts no API token.
+    pod = client.CoreV1Api(api_client).read_namespaced_pod("clicks-1", namespace)
+    assert pod.spec.service_account_name == "sparkpoint-runtime"
+    assert not [v for v in pod.spec.volumes if v.projected and any(
+        s.service_account_token for s in v.projected.sources or [])]
     wait = subprocess.run(["kubectl", "wait", "--for=condition=Ready", "streamingjob/clicks", "-n", namespace,
                            "--timeout=60s"], capture_output=True, text=True, env=dict(os.environ), timeout=90)
     assert wait.returncode == 0, wait.stderr
@@ -31,3 +39,34 @@ def test_job_runs_and_checkpoints_appear_in_status(api_client, namespace, operat
     printed = subprocess.run(["kubectl", "get", "sj", "clicks", "-n", namespace], capture_output=True, text=True,
                              timeout=30).stdout
     assert "Running" in printed and latest["id"][:4] in printed
+    assert_runs_as_its_service_account(api_client, namespace, operator)
+
+
+def assert_runs_as_its_service_account(api_client, namespace: str, operator) -> None:
+    """Revoke the operator's RoleBinding: its next API call is refused, and the API server's message
+    names the chart's ServiceAccount, so that is the identity it uses (not an admin kubeconfig)."""
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    name = operator.service_account  # the Role and RoleBinding share the operator's name
+    binding = rbac.read_namespaced_role_binding(name, namespace)
+    user = f"system:serviceaccount:{namespace}:{operator.service_account}"
+    rbac.delete_namespaced_role_binding(name, namespace)
+    try:
+        wait_for(f"the operator refused as {user}", lambda: user in operator.log(tail=200), timeout=90)
+    finally:
+        binding.metadata = client.V1ObjectMeta(name=name, namespace=namespace, labels=binding.metadata.labels)
+        rbac.create_namespaced_role_binding(namespace, binding)
+    # Least privilege as the API server sees it: what the operator may and may not do.
+    review = client.AuthorizationV1Api(api_client)
+
+    def allowed(verb: str, resource: str, ns: str = namespace, group: str = "", subresource: str = "") -> bool:
+        body = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+            user=user, groups=["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
+            resource_attributes=client.V1ResourceAttributes(namespace=ns, verb=verb, resource=resource, group=group,
+                                                            subresource=subresource)))
+        return review.create_subject_access_review(body).status.allowed
+
+    assert allowed("create", "pods") and allowed("get", "secrets")
+    assert allowed("patch", "streamingjobs", group="sparkpoint.dev", subresource="status")
+    assert not allowed("list", "secrets") and not allowed("delete", "secrets")
+    assert not allowed("create", "pods", ns="default") and not allowed("get", "secrets", ns="kube-system")
+    assert not allowed("create", "clusterroles", ns="", group="rbac.authorization.k8s.io")

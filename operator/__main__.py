@@ -1,6 +1,7 @@
 """`sparkpoint-operator` / `python -m sparkpoint.operator`: run the operator.
 
   sparkpoint-operator [--namespace NS ... | --all-namespaces] [--metrics-port 9100] [--upgrade-timeout 5m]
+                      [--job-service-account NAME]
 
 Talks to the API server of $KUBECONFIG (or the in-cluster service account). Replicas peer
 through kopf's peering object `sparkpoint`: the one with the highest priority works, the others
@@ -32,6 +33,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--metrics-port", type=int, default=9100, help="serves /metrics and /healthz (default 9100)")
     p.add_argument("--upgrade-timeout", type=parse_duration, default=300.0, metavar="DURATION",
                    help="an upgraded job not Ready within this rolls back (default 5m)")
+    p.add_argument("--job-service-account", default=None, metavar="NAME",
+                   help="ServiceAccount of the job pods (it must exist in each job's namespace; "
+                        "default: the namespace's `default`)")
     p.add_argument("--priority", type=int, default=None, help="peering priority (default: random)")
     p.add_argument("--standalone", action="store_true", help="no peering (a single replica)")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         peering_name=None if args.standalone else PEERING_NAME,
         priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
         memo=kopf.Memo(metrics_port=args.metrics_port, namespaces=None if args.all_namespaces else args.namespace,
-                       upgrade_timeout=args.upgrade_timeout),
+                       upgrade_timeout=args.upgrade_timeout, job_service_account=args.job_service_account),
     )
     return 0
 

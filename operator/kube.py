@@ -21,11 +21,13 @@ PLURAL = "streamingjobs"
 
 
 def load_config() -> client.ApiClient:
-    """$KUBECONFIG (or ~/.kube/config) when present, else the in-cluster service account."""
+    """The in-cluster service account when running in a pod, else $KUBECONFIG (or ~/.kube/config).
+    In-cluster first, as kopf logs in: a kubeconfig that happens to be in the image or $HOME must
+    not replace the identity whose RBAC the chart grants."""
     try:
-        config.load_kube_config()
-    except config.ConfigException:
         config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
     return client.ApiClient()
 
 

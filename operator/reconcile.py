@@ -78,9 +78,11 @@ EventFn = Callable[[dict[str, Any], str, str, str], None]
 
 class Reconciler:
     def __init__(self, kube: Kube, client: RuntimeClient, metrics: OperatorMetrics, post_event: EventFn,
-                 clock: Callable[[], float] = time.time, upgrade_timeout: float = 300.0):
+                 clock: Callable[[], float] = time.time, upgrade_timeout: float = 300.0,
+                 job_service_account: str | None = None):
         self.kube, self.client, self.metrics, self.post_event, self.clock = kube, client, metrics, post_event, clock
         self.upgrade_timeout = upgrade_timeout
+        self.job_service_account = job_service_account
         self._store: dict[tuple[str, str], _StoreCache] = {}
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
 
@@ -212,7 +214,7 @@ class Reconciler:
                 # Created once (an existing Secret is kept): the token never changes under a pod.
                 await self.kube.create(builders.build_control_token_secret(job, control_token.new_token()))
                 await self.kube.create(builders.build_service(job))
-                await self.kube.create(builders.build_pod(job, run_spec, attempt))
+                await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account))
             case DeletePod(name=pod_name, force=force):
                 await self.kube.delete_pod(ns, pod_name, force)
             case TriggerCheckpoint(lag=lag):

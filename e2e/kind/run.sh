@@ -39,10 +39,7 @@ kubectl -n sparkpoint-e2e-minio rollout status deployment/minio --timeout=180s
 
 IMAGE=$image "$here/provision-example.sh"  # the bucket and Secret examples/streamingjob.yaml names
 
-if [ -f "$repo/charts/sparkpoint/Chart.yaml" ]; then
-  command -v helm >/dev/null || { echo "the chart exists but helm is not on PATH" >&2; exit 1; }
-  helm upgrade --install sparkpoint "$repo/charts/sparkpoint" --namespace sparkpoint-system \
-    --create-namespace --set image.repository="${image%%:*}" --set image.tag="${image##*:}" --wait
-fi
+# No cluster-wide operator here: each operator test starts its own, watching only its namespace
+# (e2e/test_operator_run.py installs the chart that way, with scripts/ensure-helm.sh's helm).
 
-SPARKPOINT_E2E_IMAGE=$image "$python" -m pytest -q -p no:cacheprovider "$repo/e2e" --ignore="$repo/e2e/local"
+SPARKPOINT_E2E_IMAGE=$image SPARKPOINT_E2E_OPERATOR_IMAGE=$image "$python" -m pytest -q -p no:cacheprovider "$repo/e2e" --ignore="$repo/e2e/local"
