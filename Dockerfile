@@ -15,6 +15,8 @@ ARG BASE=python:3.11-slim-bookworm
 
 # --- builder: wheels for every dependency and for sparkpoint itself --------------------------------
 FROM ${BASE} AS builder
+# Builds behind a TLS-intercepting proxy pass its CA bundle (mounted into the build) as PIP_CERT.
+ARG PIP_CERT
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 # Dependencies first, from pyproject.toml alone: source changes do not rebuild the pyspark wheel.

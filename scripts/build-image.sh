@@ -21,6 +21,12 @@ hash=$(inputs_hash)
 revision=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 pip_cache="${PIP_CACHE_DIR:-$HOME/.cache/pip}"
 mkdir -p "$pip_cache"
+# The host's CA bundle (it may trust a TLS-intercepting egress proxy) for pip inside the build.
+tls=()
+host_ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
+if [ -f "$host_ca" ]; then
+  tls=(--volume "$host_ca:/run/sparkpoint-host-ca.crt:ro" --build-arg PIP_CERT=/run/sparkpoint-host-ca.crt)
+fi
 
 for target in operator runtime; do
   tag="sparkpoint/$target:dev"
@@ -35,7 +41,7 @@ for target in operator runtime; do
   buildah build --isolation=chroot --layers --target "$target" \
     --build-arg "BASE=$base" --build-arg "REVISION=$revision" \
     --label "io.sparkpoint.inputs=$hash" \
-    --volume "$pip_cache:/root/.cache/pip" \
+    --volume "$pip_cache:/root/.cache/pip" "${tls[@]}" \
     --tag "$tag" .
   echo "built $tag in $((SECONDS - start)) s"
 done
