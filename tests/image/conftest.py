@@ -35,7 +35,9 @@ class ImageContainer:
 
     def run(self, argv: list[str], env: dict[str, str] | None = None, volumes: dict[Path, str] | None = None,
             user: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-        cmd = ["buildah", "run", "--isolation=chroot", "--terminal=false"]
+        # The host's UTS namespace: buildah's /etc/hosts then names the hostname, which Java's
+        # InetAddress.getLocalHost (Spark's driver) must resolve, as a pod's /etc/hosts does.
+        cmd = ["buildah", "run", "--isolation=chroot", "--terminal=false", "--uts=host"]
         if user:
             cmd += ["--user", user]
         for key, value in (env or {}).items():

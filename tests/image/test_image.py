@@ -80,7 +80,7 @@ def test_runtime_job_to_checkpoints_then_gc_dry_run(runtime_image, minio_env, sc
 
     gc = runtime_image.run(
         ["sparkpoint", "gc", "--store", prefix, "--job", f"{job.namespace}/{job.name}", "--retain", "1",
-         "--grace", "0s", "--once", "--dry-run", "--json", "--no-progress"],
+         "--grace", "10m", "--once", "--dry-run", "--json", "--no-progress"],
         env=minio_env, volumes={scratch: "/tmp"})
     assert gc.returncode == 0, gc.stderr
     report = json.loads(gc.stdout)
