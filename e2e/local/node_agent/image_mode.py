@@ -105,6 +105,30 @@ def read_only_root(container: dict) -> bool:
     return bool((container.get("securityContext") or {}).get("readOnlyRootFilesystem"))
 
 
+def resolve_in_root(lower: Path, target: str, hops: int = 40) -> str:
+    """`target` with the image's symlinks followed inside the image (Debian's /var/run -> /run):
+    a mount point resolved on the host side would otherwise land on the host's /run."""
+    parts = [p for p in Path(target).parts if p != "/"]
+    resolved: list[str] = []
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            resolved = resolved[:-1]
+            continue
+        candidate = lower.joinpath(*resolved, part)
+        if candidate.is_symlink():
+            hops -= 1
+            if hops < 0:
+                raise ConfigError("CreateContainerConfigError", f"too many symlinks in {target!r}")
+            link = Path(candidate.readlink())
+            if link.is_absolute():
+                resolved = []
+            parts = [p for p in link.parts if p != "/"] + parts
+            continue
+        resolved.append(part)
+    return "/" + "/".join(resolved)
+
+
 def chroot_script(lower: Path, layer: Path, mounts: list[Mount], working_dir: str, uid: int, gid: int,
                   read_only: bool) -> str:
     """The shell prologue (run by unshare in a new mount namespace) that assembles the container's
@@ -116,8 +140,8 @@ def chroot_script(lower: Path, layer: Path, mounts: list[Mount], working_dir: st
              f"mount -t overlay overlay -o lowerdir={q(str(lower))},upperdir={q(str(layer / 'upper'))},"
              f"workdir={q(str(layer / 'work'))} {q(str(root))}"]
     binds = [(Path(p), p.lstrip("/"), False, "--rbind") for p in ("/proc", "/dev", "/sys")]
-    binds += [(Path(p), p.lstrip("/"), True, "--bind") for p in HOST_FILES]
-    binds += [(m.source, m.target.lstrip("/"), m.read_only, "--bind") for m in mounts]
+    binds += [(Path(p), resolve_in_root(lower, p).lstrip("/"), True, "--bind") for p in HOST_FILES]
+    binds += [(m.source, resolve_in_root(lower, m.target).lstrip("/"), m.read_only, "--bind") for m in mounts]
     for source, target, _, _ in binds:
         path = q(str(root / target))
         if source.is_file():

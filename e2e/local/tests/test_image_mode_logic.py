@@ -6,7 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from image_mode import ImageConfig, chroot_script, container_argv, is_local_image, parse_inspect, run_as
+from image_mode import (
+    ImageConfig,
+    chroot_script,
+    container_argv,
+    is_local_image,
+    parse_inspect,
+    resolve_in_root,
+    run_as,
+)
 from podspec import ConfigError, Mount
 
 IMAGE = ImageConfig(image_id="abc123", env={"PATH": "/opt/venv/bin:/usr/bin", "HOME": "/tmp"},
@@ -79,3 +87,24 @@ def test_chroot_script_makes_mount_points_before_a_read_only_remount(tmp_path):
     assert script[-1].startswith(f"exec chroot --userspec=185:185 --groups=185 {root} ")
     writable = chroot_script(Path("/lower"), tmp_path / "layer", [], "/", 0, 0, read_only=False)
     assert "remount,ro " + str(root) not in writable
+
+
+def test_mount_targets_follow_the_images_symlinks_not_the_hosts(tmp_path):
+    """Debian images link /var/run -> /run: the service-account token must land in the image's
+    /run, not (resolved on the host side) in the host's."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "run").symlink_to("/run")
+    (tmp_path / "opt").mkdir()
+    (tmp_path / "opt" / "current").symlink_to("../srv/app")
+    assert resolve_in_root(tmp_path, "/var/run/secrets/kubernetes.io/serviceaccount") == \
+        "/run/secrets/kubernetes.io/serviceaccount"
+    assert resolve_in_root(tmp_path, "/opt/current/conf") == "/srv/app/conf"
+    assert resolve_in_root(tmp_path, "/var/lib/sparkpoint") == "/var/lib/sparkpoint"
+    (tmp_path / "loop").symlink_to("/loop")
+    with pytest.raises(ConfigError, match="too many symlinks"):
+        resolve_in_root(tmp_path, "/loop/x")
+    token = Mount(tmp_path / "run", "/var/run/secrets/kubernetes.io/serviceaccount", True)
+    script = chroot_script(tmp_path, tmp_path / "layer", [token], "/", 185, 185, read_only=False)
+    assert f"{tmp_path}/layer/root/run/secrets/kubernetes.io/serviceaccount" in script
+    assert "root/var/run/secrets" not in script
