@@ -39,6 +39,8 @@ def proc_ids(pid: int) -> tuple[int, int]:
     return int(fields["Uid"].split()[1]), int(fields["Gid"].split()[1])
 
 
+# The operator test below covers this too (with the operator from its image): full tier only.
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_job_from_the_runtime_image_reaches_checkpoints(api_client, core, namespace, operator, store_env):
     require_image(RUNTIME_IMAGE)
