@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
 
-.PHONY: help venv minio java helm lint test test-full test-unit crd demo bench bench-operator soak cluster-up cluster-down e2e e2e-full operator clean
+.PHONY: help venv minio java helm lint test test-full test-unit crd demo bench bench-operator soak cluster-up cluster-down e2e e2e-full operator clean image test-image
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench   run the benchmarks, write docs/benchmarks.md (make bench-operator: only the operator load one)"
 	@echo "make soak    long fault-injection run, write docs/reliability.md"
 	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster and the e2e suite"
+	@echo "make image   build sparkpoint/operator:dev and sparkpoint/runtime:dev with buildah (make test-image tests them)"
 
 # --- setup ---------------------------------------------------------------------------------------
 $(VENV)/.installed: pyproject.toml setup.py
@@ -48,20 +49,27 @@ MARKS := $(MARKS_$(TIER))
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/hadolint Dockerfile
 
 test-unit: venv minio java
 	$(PY) -m pytest -q $(MARKS) tests
 
-# The helm CLI and the cluster binaries build in the background while the unit and integration
-# tests run (a cold build takes about 9 minutes on 2 cores; later runs find them cached; the chart
-# tests, which need helm, wait for it on its lock), then the e2e suite runs on the local cluster,
-# which is stopped again whatever the outcome.
+# The helm CLI, the cluster binaries and the two images build in the background while the unit
+# and integration tests run (cold: about 9 minutes for the cluster, see docs/image.md for the
+# images; later runs find all of them cached; the chart tests, which need helm, wait for it on its
+# lock), then the image tests run, then the e2e suite on the local cluster, which is stopped again
+# whatever the outcome. SPARKPOINT_REQUIRE_IMAGES=1: a missing image fails the image tests instead
+# of skipping them.
 test: venv minio java lint
 	@mkdir -p e2e/local/.state
 	@{ scripts/ensure-helm.sh && e2e/local/build.sh; } >e2e/local/.state/build.log 2>&1 & build=$$!; \
-	  $(PY) -m pytest -q --durations=15 $(MARKS) tests; unit=$$?; \
+	  scripts/build-image.sh >e2e/local/.state/image.log 2>&1 & image=$$!; \
+	  $(PY) -m pytest -q --durations=15 $(MARKS) tests --ignore=tests/image; unit=$$?; \
 	  if ! wait $$build; then echo "helm or cluster build failed:"; tail -50 e2e/local/.state/build.log; exit 1; fi; \
+	  if ! wait $$image; then echo "image build failed:"; tail -50 e2e/local/.state/image.log; exit 1; fi; \
 	  [ $$unit -eq 0 ] || exit $$unit; \
+	  export SPARKPOINT_REQUIRE_IMAGES=1; \
+	  $(PY) -m pytest -q --durations=5 $(MARKS) tests/image || exit $$?; \
 	  $(MAKE) --no-print-directory e2e TIER=$(TIER); e2e=$$?; \
 	  $(MAKE) --no-print-directory cluster-down; exit $$e2e
 
@@ -70,6 +78,14 @@ crd: venv
 	$(PY) -m sparkpoint.operator.crd > crds/streamingjob.yaml
 	$(PY) -m sparkpoint.operator.crd_savepoint > crds/streamingjobsavepoint.yaml
 	cp crds/*.yaml charts/sparkpoint/crds/
+
+# Both Dockerfile targets, built with buildah on a debootstrapped Debian base and tagged
+# sparkpoint/operator:dev and sparkpoint/runtime:dev in buildah's store (docs/image.md).
+image:
+	@scripts/build-image.sh
+
+test-image: venv minio java image
+	SPARKPOINT_REQUIRE_IMAGES=1 $(PY) -m pytest -q tests/image
 
 # --- user-facing ---------------------------------------------------------------------------------
 demo: venv java

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ sys.path.insert(0, str(HERE))  # the agent's modules import each other by plain 
 sys.path.insert(0, str(HERE.parent))  # jsonlog
 
 from agent import Agent  # noqa: E402
+from image_mode import LocalImages  # noqa: E402
 from jsonlog import setup_logging  # noqa: E402
 from kube import KubeClient  # noqa: E402
 from podspec import PASSTHROUGH_ENV, SYSTEM_PATH  # noqa: E402
@@ -52,6 +54,8 @@ def main() -> int:
         pods_dir=args.state_dir / "pods", logs_dir=args.state_dir / "logs", venv_bin=args.venv_bin,
         apiserver_port=args.apiserver_port, ca_bundle=Path(client.ca_file).read_bytes(),
         backoff_base=args.backoff_base, backoff_cap=args.backoff_cap, base_env=base_env,
+        # Image mode (image_mode.py) needs buildah; without it every container uses the virtualenv.
+        images=LocalImages() if shutil.which("buildah") else None,
     )
     agent = Agent(ctx, client.get("/version")["gitVersion"])
     if args.serving_cert:

@@ -38,11 +38,12 @@ def in_container_view(mounts: list[Mount], working_dir: str) -> list[str]:
 
 
 class ContainerProcess:
-    def __init__(self, argv: list[str], env: dict[str, str], mounts: list[Mount], working_dir: str,
-                 log_file: Path, pid_file: Path):
+    def __init__(self, argv: list[str], env: dict[str, str], view: list[str], log_file: Path, pid_file: Path):
+        """`view`: the argv prefix that builds the container's file system view (in_container_view,
+        or image_mode.in_image_view) and execs the command."""
         log_file.parent.mkdir(parents=True, exist_ok=True)
         pid_file.parent.mkdir(parents=True, exist_ok=True)
-        wrapper = [*in_container_view(mounts, working_dir), *argv]
+        wrapper = [*view, *argv]
         with open(log_file, "ab") as out:
             # unshare and sh exec in place: the pid we hold is the container's main process.
             self.popen = subprocess.Popen(wrapper, env=env, stdout=out, stderr=subprocess.STDOUT,

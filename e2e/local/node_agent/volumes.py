@@ -99,6 +99,7 @@ class VolumeBuilder:
             target = volumes_dir / volume["name"]
             if "emptyDir" in volume:
                 target.mkdir(parents=True, exist_ok=True)
+                target.chmod(0o777)  # as the kubelet makes it: writable by a non-root runAsUser
             elif "hostPath" in volume:
                 target = Path(volume["hostPath"]["path"])
                 if volume["hostPath"].get("type") in ("DirectoryOrCreate", None, ""):

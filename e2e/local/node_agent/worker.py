@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import image_mode
 import podspec
 import status as st
 from kube import ApiError, KubeClient
@@ -45,6 +46,7 @@ class AgentContext:
     backoff_base: float
     backoff_cap: float
     base_env: dict[str, str]
+    images: image_mode.LocalImages | None = None  # None: every container runs from the virtualenv
 
 
 class PodWorker(threading.Thread):
@@ -134,20 +136,24 @@ class PodWorker(threading.Thread):
     def start_container(self, record: st.ContainerRecord) -> None:
         spec, pod = self.specs[record.name], self.snapshot()
         base = dict(self.ctx.base_env, HOSTNAME=self.pod_name, POD_IP=self.pod_ip)
+        log_file = self.log_root / record.name / f"{record.restart_count}.log"
+        pid_file = self.dir / "containers" / f"{record.name}.pid"
         try:
-            env = podspec.build_env(pod, spec, self.lookup, base, self.pod_ip, self.ctx.host_ip)
-            argv = podspec.resolve_argv(spec, env, self.ctx.venv_bin,
-                                        lambda p: shutil.which(p, path=env.get("PATH")))
-            mounts = podspec.mounts_for(spec, self.volume_dirs or {})
+            if self.ctx.images is not None and image_mode.is_local_image(spec.get("image", "")):
+                argv, env, view, probe_view = self.image_container(record, spec, pod, base)
+            else:
+                env = podspec.build_env(pod, spec, self.lookup, base, self.pod_ip, self.ctx.host_ip)
+                argv = podspec.resolve_argv(spec, env, self.ctx.venv_bin,
+                                            lambda p: shutil.which(p, path=env.get("PATH")))
+                mounts = podspec.mounts_for(spec, self.volume_dirs or {})
+                working_dir = spec.get("workingDir") or str(self.dir)
+                view = probe_view = in_container_view(mounts, working_dir)
         except podspec.ConfigError as error:
             record.waiting_reason, record.waiting_message = error.reason, str(error)
             self.not_before[record.name] = time.monotonic() + 2
             return
-        log_file = self.log_root / record.name / f"{record.restart_count}.log"
-        working_dir = spec.get("workingDir") or str(self.dir)
-        process = ContainerProcess(argv, env, mounts, working_dir,
-                                   log_file, self.dir / "containers" / f"{record.name}.pid")
-        self.exec_views[record.name] = (in_container_view(mounts, working_dir), env)
+        process = ContainerProcess(argv, env, view, log_file, pid_file)
+        self.exec_views[record.name] = (probe_view(process.pid) if callable(probe_view) else probe_view, env)
         self.processes[record.name] = process
         record.running_since, record.terminated, record.ever_started = now_iso(), None, True
         record.waiting_reason, record.waiting_message = "", ""
@@ -161,6 +167,29 @@ class PodWorker(threading.Thread):
             if probe:
                 trackers[record.name] = ProbeTracker(probe, started)
         self.ctx_log("container started", container=record.name, pid=process.pid, argv=argv[:3])
+
+    def image_container(self, record: st.ContainerRecord, spec: dict, pod: dict, base: dict[str, str]):
+        """argv, env and views of a container that runs in its locally built image (image_mode)."""
+        images = self.ctx.images
+        assert images is not None
+        config = images.config(spec["image"])
+        lower = images.rootfs(spec["image"], config)
+        passwd_file = lower / "etc" / "passwd"
+        passwd = passwd_file.read_text() if passwd_file.exists() else ""
+        uid, gid = image_mode.run_as(pod["spec"], spec, config, passwd)
+        # The image's environment, not the agent's: only the in-cluster API settings carry over.
+        kube_env = {k: v for k, v in base.items() if k.startswith("KUBERNETES_") or k in ("HOSTNAME", "POD_IP")}
+        env = podspec.build_env(pod, spec, self.lookup, {**config.env, **kube_env}, self.pod_ip, self.ctx.host_ip)
+        argv = [podspec.expand(part, env) for part in image_mode.container_argv(spec, config)]
+        if not argv:
+            raise podspec.ConfigError("CreateContainerConfigError", "no command specified")
+        mounts = podspec.mounts_for(spec, self.volume_dirs or {})
+        working_dir = spec.get("workingDir") or config.working_dir
+        layer = self.dir / "layers" / record.name
+        shutil.rmtree(layer, ignore_errors=True)  # each start gets a fresh writable layer
+        view = image_mode.in_image_view(lower, layer, mounts, working_dir, uid, gid,
+                                        image_mode.read_only_root(spec))
+        return argv, env, view, lambda pid: image_mode.exec_view(pid, layer, working_dir, uid, gid)
 
     def reap(self, record: st.ContainerRecord, restartable: bool) -> None:
         """Notices an exited process; schedules a restart when the policy asks for one
