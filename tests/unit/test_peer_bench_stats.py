@@ -98,3 +98,39 @@ def test_delta_per_hour_and_monthly_cost():
     assert store_requests.monthly_cost(hourly, stored_bytes=10e9) == pytest.approx(expected)
     with pytest.raises(ValueError, match="positive"):
         store_requests.per_hour(d, 0)
+
+
+def _run(setup, latency, durations, checkpoints=(), requests=None):  # type: ignore[no-untyped-def]
+    return {"setup": setup, "latency_ms": latency, "durations": list(durations), "active_seconds": 60.0,
+            "checkpoints": list(checkpoints), "command": "", "note": "", "bucket_bytes": 0,
+            "requests": requests or {"PUT": 60, "GET": 6, "LIST": 0, "HEAD": 0, "DELETE": 0, "OTHER": 0}}
+
+
+def test_render_reports_ratios_goals_and_costs_from_raw_results():
+    from peers import render
+
+    cp = {"bytes": 4 * 1024 * 1024, "new_bytes": 1024 * 1024, "sync_s": 0.01, "async_s": 0.5}
+    raw = {"size": "small", "rounds": 2, "loads": ["9.0 8.0 7.0"], "command": "python bench/peer_bench.py --small",
+           "skipped": {"vanilla-v2": "RuntimeError: boom"}, "bucket_bytes_end": 0,
+           "workload": {"rows_per_batch": 1000, "keys": 1000, "batches": 10, "payload_bytes": 0,
+                        "trigger": "100ms", "warmup_batches": 3},
+           "versions": {"pyspark": "4.3.0"},
+           "limits": {"sha256_mib_s": 800, "disk_write_mib_s": 200, "store_put_mib_s": 100, "store_get_mib_s": 300},
+           "restore": {"files": 8, "file_mib": 8, "burners": 2, "raw_get_mib_s": 100, "restore_mib_s": 80,
+                       "fraction": 0.8, "repeats": 2},
+           "results": [_run("floor", 0, [1.0] * 10), _run("sparkpoint-10s", 0, [1.02] * 10, [cp]),
+                       _run("vanilla-changelog", 0, [2.0] * 10, [{"sync_s": 0.4, "async_s": 0.0}]),
+                       _run("floor", 20, [1.0] * 10), _run("sparkpoint-10s", 20, [1.2] * 10, [cp]),
+                       _run("vanilla-changelog", 20, [3.0] * 10)]}
+    plots = []
+    text = render.render(raw, lambda name, title, draw, size=None: plots.append(name) or f"![{title}]({name})")
+    assert text.startswith(render.START) and text.endswith(render.END)
+    assert "| 0 ms | sparkpoint-10s | 1 | 10 | 1.020 |" in text
+    assert "sparkpoint-10s/floor at 0 ms: 1.020 [1.020, 1.020], goal <= 1.05: **met**" in text
+    assert "sparkpoint-10s/floor at 20 ms: 1.200 [1.200, 1.200], goal <= 1.05: **not met**" in text
+    assert "sparkpoint-10s/vanilla-changelog at 20 ms: 0.400 [0.400, 0.400], goal <= 0.5: **met**" in text
+    assert "**vanilla-v2**: RuntimeError: boom" in text
+    assert "80% of raw GET" in text and "9.0 8.0 7.0" in text
+    # 60 PUT + 6 GET per minute -> 3600 PUT/h, 360 GET/h.
+    assert "| 0 ms | floor | 3600 | 360 | 0 | 0 | 0 |" in text
+    assert plots == ["peers-batch-duration", "peers-ratio-to-floor"]
