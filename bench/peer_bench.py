@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,8 +37,8 @@ from sparkpoint.runtime.store.minio_server import MinioServer
 REPO = Path(__file__).resolve().parents[1]
 BUCKET = "bench"
 # Round order interleaves Sparkpoint and its peers.
-ALL_SETUPS = ["floor", "vanilla-changelog", "sparkpoint-10s", "vanilla-v2", "sparkpoint-full-10s", "vanilla",
-              "sparkpoint-60s", "flink"]
+ALL_SETUPS = ["floor", "vanilla-changelog", "sparkpoint-10s", "sparkpoint-full-10s", "vanilla-v2", "flink",
+              "vanilla", "sparkpoint-60s"]
 # At 20 ms only the setups whose batches can pay the latency (the floor is the reference).
 LATENCY_SETUPS = ["floor", "sparkpoint-10s", "vanilla-changelog"]
 SIZES = {  # rows per batch, keys, batches, payload bytes per key
@@ -45,6 +46,14 @@ SIZES = {  # rows per batch, keys, batches, payload bytes per key
     "medium": Workload(rows_per_batch=10000, keys=50000, batches=60, payload_bytes=512),
     "full": Workload(rows_per_batch=20000, keys=100000, batches=120, payload_bytes=1024),
 }
+
+
+class Interrupted(BaseException):
+    """SIGTERM: finish with the runs done so far (BaseException: per-setup error handling lets it pass)."""
+
+
+def _interrupt(signum, frame) -> None:  # type: ignore[no-untyped-def]
+    raise Interrupted()
 
 
 def scrape(endpoint: str) -> dict[str, int]:
@@ -109,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     minio, proxy = MinioServer().start(), Toxiproxy().start()
     skipped: dict[str, str] = {}
     results: list[RunResult] = []
+    partial = base / "peer-results.partial.json"
+    print(f"scratch dir {base} (per-run logs; partial results in {partial.name})", flush=True)
     try:
         minio.make_bucket(BUCKET)
         listen = proxy.proxy("minio", f"127.0.0.1:{minio.port}")
@@ -119,35 +130,40 @@ def main(argv: list[str] | None = None) -> int:
         print("limits", flush=True)
         limit = limits.measure(store, base, args.small)
         print(json.dumps(limit), flush=True)
+        print("restore under CPU load", flush=True)
+        restore = restore_load.measure(store, base, files=8 if args.small else 32,
+                                       file_mib=8 if args.small else 32, repeats=2 if args.small else 3)
+        print(json.dumps(restore), flush=True)
         jar_list = vanilla.jars() if any(s.startswith("vanilla") for s in setups) else ""
         if "flink" in setups:
             why = flink.unavailable()
             if why:
                 skipped["flink"] = why
                 setups.remove("flink")
-        for latency in latencies:
-            proxy.set_latency("minio", latency)
-            ctx = Context(base=base, bucket=BUCKET, endpoint=endpoint, env=env, latency_ms=latency)
-            here = [s for s in setups if latency == 0 or s in LATENCY_SETUPS]
-            for rnd in range(rounds):
-                for setup in here:
-                    tag = f"{setup}-{latency}ms-r{rnd}"
-                    print(f"== {tag} (load {load_average()})", flush=True)
-                    try:
-                        r = run_one(setup, w, ctx, tag, minio, jar_list)
-                    except Exception as exc:  # one broken setup must not lose the others' numbers
-                        skipped[setup] = f"{type(exc).__name__}: {exc}"[:300]
-                        print(f"   FAILED: {skipped[setup]}", flush=True)
-                        continue
-                    results.append(r)
-                    med = sorted(r.durations)[len(r.durations) // 2] if r.durations else float("nan")
-                    print(f"   median batch {med:.3f} s over {len(r.durations)} batches; "
-                          f"requests {r.requests}", flush=True)
-                loads.append(load_average())
-        print("restore under CPU load", flush=True)
-        restore = restore_load.measure(store, base, files=8 if args.small else 32,
-                                       file_mib=8 if args.small else 32, repeats=2 if args.small else 3)
-        print(json.dumps(restore), flush=True)
+        signal.signal(signal.SIGTERM, _interrupt)  # `kill <pid>`: abandon the current run, report the others
+        try:
+            for rnd in range(rounds):  # each round visits every latency, so a cut-short run keeps both
+                for latency in latencies:
+                    proxy.set_latency("minio", latency)
+                    ctx = Context(base=base, bucket=BUCKET, endpoint=endpoint, env=env, latency_ms=latency)
+                    for setup in [s for s in setups if latency == 0 or s in LATENCY_SETUPS]:
+                        tag = f"{setup}-{latency}ms-r{rnd}"
+                        print(f"== {tag} (load {load_average()})", flush=True)
+                        try:
+                            r = run_one(setup, w, ctx, tag, minio, jar_list)
+                        except Exception as exc:  # one broken setup must not lose the others' numbers
+                            skipped[setup] = f"{type(exc).__name__}: {exc}"[:300]
+                            print(f"   FAILED: {skipped[setup]}", flush=True)
+                            continue
+                        results.append(r)
+                        med = sorted(r.durations)[len(r.durations) // 2] if r.durations else float("nan")
+                        print(f"   median batch {med:.3f} s over {len(r.durations)} batches; "
+                              f"requests {r.requests}", flush=True)
+                        partial.write_text(json.dumps([asdict(x) for x in results]))
+                    loads.append(load_average())
+        except Interrupted:
+            print("interrupted: reporting the runs that finished", flush=True)
+            skipped["(run)"] = f"stopped early by SIGTERM after {len(results)} runs"
         bucket_bytes = sum(o.size for o in store.list(""))
     finally:
         proxy.stop()

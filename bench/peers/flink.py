@@ -42,7 +42,7 @@ def run(w: Workload, ctx: Context, tag: str) -> RunResult:
     prefix = f"{tag}-{uuid.uuid4().hex[:8]}"
     args = ["--checkpoint", f"s3://{ctx.bucket}/{prefix}", "--endpoint", ctx.endpoint,
             "--rows", str(w.rows_per_batch), "--keys", str(w.keys), "--batches", str(w.batches),
-            "--payload-bytes", str(w.payload_bytes), "--interval", CHECKPOINT_INTERVAL]
+            "--payload-bytes", str(w.payload_bytes), "--interval", CHECKPOINT_INTERVAL, "--timeout", "300"]
     log = ctx.base / f"{tag}.log"
     env = {**os.environ, **ctx.env, "FLINK_PLUGINS_DIR": str(d / "plugins"), "TZ": "UTC"}
     with open(log, "wb") as out:

@@ -29,7 +29,11 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
     log = ctx.base / f"{tag}.log"
     env = {**ctx.env, **({"SPARKPOINT_BENCH_FULL_UPLOAD": "1"} if full else {})}
     p = RuntimeProcess(job_file, ctx.base / f"{tag}-pod", log, until_batch=w.until_batch, env=env).start()
-    code = p.wait(3600)
+    try:
+        code = p.wait(3600)
+    except BaseException:  # interrupted: take the JVM down with us
+        p.kill()
+        raise
     if code != 0:
         raise RuntimeError(f"{tag} exited {code}; see {log}")
     events = json_lines(log)
