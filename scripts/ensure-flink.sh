@@ -25,4 +25,7 @@ if [ ! -s "$plugin" ]; then
   curl -fsSL --retry 3 "$url.sha1" | awk '{print $1 "  '"$plugin.part"'"}' | sha1sum -c --quiet - >&2
   mv "$plugin.part" "$plugin"
 fi
+# PyFlink's local MiniCluster loads no plugins: the S3 filesystem must be on its classpath (pyflink/lib).
+lib=$("$dir/venv/bin/python" -c 'import os, pyflink; print(os.path.join(os.path.dirname(pyflink.__file__), "lib"))')
+ln -sf "$plugin" "$lib/"
 echo "$dir"

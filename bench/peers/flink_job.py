@@ -61,6 +61,15 @@ def main(argv: list[str]) -> int:
     for k, v in conf.items():
         c.set_string(k, v)
     t_env = TableEnvironment.create(EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(c).build())
+    # The local MiniCluster runs inside the gateway's JVM and loads no plugins: register the S3
+    # filesystem (its jar is on the classpath, see scripts/ensure-flink.sh) with our options ourselves.
+    from pyflink.java_gateway import get_gateway
+
+    jvm = get_gateway().jvm
+    jconf = jvm.org.apache.flink.configuration.Configuration()
+    for k, v in conf.items():
+        jconf.setString(k, v)
+    jvm.org.apache.flink.core.fs.FileSystem.initialize(jconf, None)
     payload = ""
     if args.payload_bytes:
         parts = " || ".join(f"SHA256(CAST(`value` AS STRING) || '#{i}')" for i in range(max(1, args.payload_bytes // 64)))
