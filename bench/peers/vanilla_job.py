@@ -77,8 +77,9 @@ def main(argv: list[str]) -> int:
     def write_batch(batch_df, batch_id: int) -> None:
         batch_df.write.mode("overwrite").json(os.path.join(args.output, f"batch-{batch_id}"))
 
+    trigger = args.trigger.replace("ms", " milliseconds") if args.trigger.endswith("ms") else args.trigger
     query = (df.writeStream.outputMode("append").option("checkpointLocation", args.checkpoint)
-             .trigger(processingTime=args.trigger).foreachBatch(write_batch).start())
+             .trigger(processingTime=trigger).foreachBatch(write_batch).start())
     print(json.dumps({"event": "started", "seconds": round(time.monotonic() - started, 3)}), flush=True)
     seen: set[int] = set()
     while query.isActive:
