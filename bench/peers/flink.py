@@ -54,6 +54,10 @@ def run(w: Workload, ctx: Context, tag: str) -> RunResult:
     done = next(e for e in events if e.get("event") == "finished")
     cps = [{"bytes": c["fullSize"], "new_bytes": c["checkpointedSize"], "sync_s": c["syncMs"] / 1000,
             "async_s": c["asyncMs"] / 1000} for c in events if c.get("event") == "checkpoint"]
+    if not done["rows_per_s"] or not cps:
+        raise RuntimeError(f"Flink processed {done['rows']} rows and completed {len(cps)} checkpoints in "
+                           f"{done['seconds']:.0f} s (job {done.get('state', '?')}, submitted after "
+                           f"{next((e['seconds'] for e in events if e.get('event') == 'started'), '?')} s); see {log}")
     # No micro-batches in Flink: one "batch" = rows_per_batch rows at the sustained rate.
     per_batch = w.rows_per_batch / done["rows_per_s"]
     return RunResult(setup="flink", latency_ms=ctx.latency_ms, durations=[per_batch],

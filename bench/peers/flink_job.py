@@ -115,7 +115,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"event": "checkpoint", "id": cp["id"], "durationMs": cp["end_to_end_duration"],
                           "checkpointedSize": cp.get("checkpointed_size", cp.get("state_size", 0)),
                           "fullSize": cp.get("state_size", 0), "syncMs": sync, "asyncMs": asyn}), flush=True)
-    print(json.dumps({"event": "finished", "rows": rows, "seconds": round(elapsed, 2),
+    print(json.dumps({"event": "finished", "rows": rows, "state": job["state"], "seconds": round(elapsed, 2),
                       "rows_per_s": rows / elapsed if elapsed > 0 else 0,
                       "completed": len([h for h in history if h["status"] == "COMPLETED"])}), flush=True)
     result.get_job_client().cancel()
