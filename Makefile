@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
 
-.PHONY: help venv minio java helm lint test test-full test-unit crd demo bench bench-operator soak cluster-up cluster-down e2e e2e-full operator clean image test-image
+.PHONY: help venv minio java helm lint test test-full test-unit crd demo bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full operator clean image test-image
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -93,6 +93,11 @@ demo: venv java
 
 bench: venv minio java
 	$(PY) bench/run_all.py
+
+# Only the peer benchmark (also part of `make bench`): Sparkpoint vs vanilla Spark on s3a, Flink, the
+# floor. Its peers (hadoop-aws, toxiproxy, PyFlink) are fetched into ~/.cache/sparkpoint on first use.
+bench-peers: venv minio java
+	$(PY) bench/peer_bench.py $(ARGS)
 
 # Only the operator load benchmark (also part of `make bench`): 100, 300 and 1,000 StreamingJobs
 # on the local cluster against stand-in runtimes; writes its section of docs/benchmarks.md.

@@ -2,6 +2,7 @@
 
     python bench/run_all.py            # full runs (tens of minutes on 2 cores)
     python bench/run_all.py --small    # quick passes, same code paths
+    python bench/run_all.py --only peer_bench.py --small   # one of them
 Benchmarks run one after the other, never side by side, so they do not share the two cores.
 """
 
@@ -14,13 +15,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # operator_bench.py brings the local cluster up itself (and down again if it started it).
-BENCHES = ["store_bench.py", "runtime_bench.py", "operator_bench.py"]
+# peer_bench.py: Sparkpoint vs vanilla Spark on s3a, Flink and the floor (fetches its peers on first use).
+BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py"]
 
 
 def main(argv: list[str]) -> int:
     small = "--small" in argv
+    only = argv[argv.index("--only") + 1].split(",") if "--only" in argv else BENCHES
     failed = []
-    for name in BENCHES:
+    for name in [b for b in BENCHES if b in only]:
         started = time.monotonic()
         print(f"== {name}{' (small)' if small else ''}", flush=True)
         code = subprocess.call([sys.executable, str(HERE / name), *(["--small"] if small else [])])

@@ -140,7 +140,7 @@ class CheckpointOperation:
             info = held.get(sha)
             return (info is not None and info.size == self.source_stats[sha].st_size
                     and (sha in base or now - info.last_modified < self.writer.reuse_window_seconds))
-        self.to_upload = [sha for sha in self.sources if not reusable(sha)]
+        self.to_upload = [sha for sha in self.sources if self.writer.full_upload or not reusable(sha)]
         self.planned = True
         return self.to_upload
 
@@ -240,6 +240,9 @@ def _latest_readable(store: ObjectStore, job: JobRef) -> Manifest | None:
     return None
 
 
+FULL_UPLOAD_ENV = "SPARKPOINT_BENCH_FULL_UPLOAD"
+
+
 class CheckpointWriter:
     """Takes checkpoints for one attempt of one job; operations may overlap (ids are claimed in
     ticket order, see tickets.py)."""
@@ -257,8 +260,12 @@ class CheckpointWriter:
         reuse_window_seconds: float = 300.0,
         pending_timeout_seconds: float = 3600.0,  # GC's (gc --pending-timeout, spec.gc.pendingTimeout)
         clock: Callable[[], float] = time.time,
+        full_upload: bool | None = None,
     ):
         self.store, self.job, self.attempt, self.job_uid = store, job, attempt, job_uid
+        # Benchmark baseline only (bench/peer_bench.py "Sparkpoint full"): every checkpoint uploads
+        # every file, as a non-incremental design would. Off unless asked for.
+        self.full_upload = (os.environ.get(FULL_UPLOAD_ENV) == "1") if full_upload is None else full_upload
         self.hash_cache = hash_cache if hash_cache is not None else HashCache(None)
         self.upload_workers = max(1, upload_workers)
         self.hash_workers = hash_workers or min(4, os.cpu_count() or 1)

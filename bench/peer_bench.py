@@ -1,0 +1,190 @@
+"""Peer benchmark (issue 10): Sparkpoint next to what users run today, on one machine, in one run.
+
+Setups (same query, same synthetic data, same MinIO behind a toxiproxy on loopback; each run a fresh
+process): the floor (hot dir only), Sparkpoint incremental (10 s, 60 s), Sparkpoint full (every
+checkpoint uploads everything), vanilla Spark on s3a:// (plain, changelog, format v2) and, when it
+can run here, Flink (bench/peers/flink.py). Rounds alternate the setups (A B C .. A B C ..) so drift
+hits all alike; ratios to the floor carry bootstrap confidence intervals.
+
+    python bench/peer_bench.py --small     # minutes: every setup at tiny size, 2 rounds
+    python bench/peer_bench.py             # medium state
+    python bench/peer_bench.py --full      # ~100 MB state, 5 rounds (pending a quiet machine)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from dataclasses import asdict
+from pathlib import Path
+
+import report  # bench/report.py
+from peers import flink, limits, restore_load, sparkpoint_setup, store_requests, vanilla
+from peers.common import Context, RunResult, Workload
+from peers.render import END, START, render
+from peers.toxiproxy import Toxiproxy
+
+from sparkpoint.runtime.store import open_store
+from sparkpoint.runtime.store.minio_server import MinioServer
+
+REPO = Path(__file__).resolve().parents[1]
+BUCKET = "bench"
+# Round order interleaves Sparkpoint and its peers.
+ALL_SETUPS = ["floor", "vanilla-changelog", "sparkpoint-10s", "sparkpoint-full-10s", "vanilla-v2", "flink",
+              "vanilla", "sparkpoint-60s"]
+# At 20 ms only the setups whose batches can pay the latency (the floor is the reference).
+LATENCY_SETUPS = ["floor", "sparkpoint-10s", "vanilla-changelog"]
+SIZES = {  # rows per batch, keys, batches, payload bytes per key
+    "small": Workload(rows_per_batch=2000, keys=2000, batches=10, warmup_batches=3),
+    "medium": Workload(rows_per_batch=10000, keys=50000, batches=60, payload_bytes=512),
+    "full": Workload(rows_per_batch=20000, keys=100000, batches=120, payload_bytes=1024),
+}
+
+
+class Interrupted(BaseException):
+    """SIGTERM: finish with the runs done so far (BaseException: per-setup error handling lets it pass)."""
+
+
+def _interrupt(signum, frame) -> None:  # type: ignore[no-untyped-def]
+    raise Interrupted()
+
+
+def scrape(endpoint: str) -> dict[str, int]:
+    with urllib.request.urlopen(f"{endpoint}/minio/v2/metrics/cluster", timeout=10) as resp:
+        return store_requests.parse_requests(resp.read().decode())
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def run_one(setup: str, w: Workload, ctx: Context, tag: str, minio: MinioServer, jar_list: str) -> RunResult:
+    before = scrape(minio.endpoint)
+    if setup in sparkpoint_setup.SETUPS:
+        result = sparkpoint_setup.run(setup, w, ctx, tag)
+    elif setup in vanilla.SETUPS:
+        result = vanilla.run(setup, w, ctx, tag, jar_list)
+    else:
+        result = flink.run(w, ctx, tag)
+    result.requests = store_requests.delta(before, scrape(minio.endpoint))
+    return result
+
+
+def versions() -> dict[str, str]:
+    env = dict(line.split("=", 1) for line in (REPO / "versions.env").read_text().splitlines()
+               if "=" in line and not line.startswith("#"))
+    import pyspark
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO).stdout.strip()
+    return {"pyspark": pyspark.__version__, "java": java, "commit": commit, "python": sys.version.split()[0],
+            **{k: env[k] for k in ("MINIO_VERSION", "HADOOP_AWS_VERSION", "AWS_SDK_BUNDLE_VERSION",
+                                   "TOXIPROXY_VERSION", "FLINK_VERSION")}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--small", action="store_true", help="tiny state, 2 rounds (minutes)")
+    size.add_argument("--full", action="store_true", help="large state, 5 rounds (an hour or more)")
+    p.add_argument("--rounds", type=int, default=None)
+    p.add_argument("--setups", default=",".join(ALL_SETUPS), help="comma-separated subset")
+    p.add_argument("--latencies", default="0,20", help="injected round-trip ms, comma-separated")
+    p.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
+    p.add_argument("--render-only", metavar="JSON", help="rewrite the section from saved raw results")
+    args = p.parse_args(argv)
+    if args.render_only:
+        write(json.loads(Path(args.render_only).read_text()), args.no_write)
+        return 0
+    size_name = "small" if args.small else "full" if args.full else "medium"
+    w = SIZES[size_name]
+    rounds = args.rounds or {"small": 2, "medium": 3, "full": 5}[size_name]
+    setups = [s for s in args.setups.split(",") if s]
+    unknown = set(setups) - set(ALL_SETUPS)
+    if unknown:
+        p.error(f"--setups: unknown {sorted(unknown)}; choose from {ALL_SETUPS}")
+    latencies = [int(x) for x in args.latencies.split(",") if x]
+    command = "python bench/peer_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    loads = [load_average()]
+    base = Path(tempfile.mkdtemp(prefix="sparkpoint-peers-"))
+    os.environ["MINIO_PROMETHEUS_AUTH_TYPE"] = "public"  # request counters without a bearer token
+    minio, proxy = MinioServer().start(), Toxiproxy().start()
+    skipped: dict[str, str] = {}
+    results: list[RunResult] = []
+    partial = base / "peer-results.partial.json"
+    print(f"scratch dir {base} (per-run logs; partial results in {partial.name})", flush=True)
+    try:
+        minio.make_bucket(BUCKET)
+        listen = proxy.proxy("minio", f"127.0.0.1:{minio.port}")
+        endpoint = f"http://{listen}"
+        env = {**minio.env(), "SPARKPOINT_S3_ENDPOINT": endpoint}
+        os.environ.update(minio.env())  # this process's own store client talks to MinIO directly
+        store = open_store(minio.store_url(BUCKET))
+        print("limits", flush=True)
+        limit = limits.measure(store, base, args.small)
+        print(json.dumps(limit), flush=True)
+        print("restore under CPU load", flush=True)
+        restore = restore_load.measure(store, base, files=8 if args.small else 32,
+                                       file_mib=8 if args.small else 32, repeats=2 if args.small else 3)
+        print(json.dumps(restore), flush=True)
+        jar_list = vanilla.jars() if any(s.startswith("vanilla") for s in setups) else ""
+        if "flink" in setups:
+            why = flink.unavailable()
+            if why:
+                skipped["flink"] = why
+                setups.remove("flink")
+        signal.signal(signal.SIGTERM, _interrupt)  # `kill <pid>`: abandon the current run, report the others
+        try:
+            for rnd in range(rounds):  # each round visits every latency, so a cut-short run keeps both
+                for latency in latencies:
+                    proxy.set_latency("minio", latency)
+                    ctx = Context(base=base, bucket=BUCKET, endpoint=endpoint, env=env, latency_ms=latency)
+                    for setup in [s for s in setups if latency == 0 or s in LATENCY_SETUPS]:
+                        tag = f"{setup}-{latency}ms-r{rnd}"
+                        print(f"== {tag} (load {load_average()})", flush=True)
+                        try:
+                            r = run_one(setup, w, ctx, tag, minio, jar_list)
+                        except Exception as exc:  # one broken setup must not lose the others' numbers
+                            skipped[setup] = f"{type(exc).__name__}: {exc}"[:300]
+                            print(f"   FAILED: {skipped[setup]}", flush=True)
+                            continue
+                        results.append(r)
+                        med = sorted(r.durations)[len(r.durations) // 2] if r.durations else float("nan")
+                        print(f"   median batch {med:.3f} s over {len(r.durations)} batches; "
+                              f"requests {r.requests}", flush=True)
+                        partial.write_text(json.dumps([asdict(x) for x in results]))
+                    loads.append(load_average())
+        except Interrupted:
+            print("interrupted: reporting the runs that finished", flush=True)
+            skipped["(run)"] = f"stopped early by SIGTERM after {len(results)} runs"
+        bucket_bytes = sum(o.size for o in store.list(""))
+    finally:
+        proxy.stop()
+        minio.stop()
+    raw = {"size": size_name, "workload": asdict(w), "rounds": rounds, "limits": limit, "restore": restore, "loads": loads,
+           "versions": versions(), "command": command, "skipped": skipped, "bucket_bytes_end": bucket_bytes,
+           "results": [asdict(r) for r in results]}
+    (base / "peer-results.json").write_text(json.dumps(raw))
+    print(f"raw results: {base / 'peer-results.json'}", flush=True)
+    write(raw, args.no_write)
+    shutil.rmtree(base, ignore_errors=True)
+    return 0 if results else 1
+
+
+def write(raw: dict, no_write: bool) -> None:
+    section = render(raw, report.plot)
+    print(section)
+    if not no_write:
+        report.write_section(START, END, section)
+        (REPO / "docs" / "img" / "peer-results.json").write_text(json.dumps(raw, indent=0))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

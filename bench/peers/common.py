@@ -1,0 +1,57 @@
+"""What every setup shares: the workload, the run context and the result of one run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The windowed keyed aggregation of sparkpoint/examples/windowed_aggregation.py over the
+    deterministic rate-micro-batch source; `payload_bytes` per key sets the state size."""
+    rows_per_batch: int
+    keys: int
+    batches: int
+    payload_bytes: int = 0
+    trigger: str = "100ms"
+    warmup_batches: int = 5  # JIT, first RocksDB files: not measured
+
+    @property
+    def until_batch(self) -> int:
+        return self.batches + 3
+
+
+@dataclass
+class Context:
+    base: Path  # scratch dir for this benchmark run
+    bucket: str
+    endpoint: str  # what the jobs talk to: the toxiproxy listener in front of MinIO
+    env: dict[str, str]  # store credentials (+ SPARKPOINT_S3_ENDPOINT = endpoint)
+    latency_ms: int = 0
+
+
+@dataclass
+class RunResult:
+    setup: str
+    latency_ms: int
+    durations: list[float]  # measured micro-batch durations (s), warm-up excluded
+    active_seconds: float  # from the first to the last measured batch (request rates use it)
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)  # bytes, new_bytes, sync_s, async_s
+    command: str = ""
+    note: str = ""
+    requests: dict[str, int] = field(default_factory=dict)
+    bucket_bytes: int = 0
+
+
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out

@@ -1,0 +1,66 @@
+"""Flink, the design Sparkpoint follows: PyFlink (local MiniCluster, own venv from
+scripts/ensure-flink.sh) runs the same keyed windowed aggregation with the RocksDB state backend and
+incremental checkpoints to the same MinIO (s3:// through the flink-s3-fs-hadoop plugin)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import uuid
+from pathlib import Path
+
+from .common import Context, RunResult, Workload, json_lines
+
+REPO = Path(__file__).resolve().parents[2]
+JOB = Path(__file__).with_name("flink_job.py")
+CHECKPOINT_INTERVAL = "10s"
+
+
+def flink_dir() -> Path | None:
+    versions = dict(line.split("=", 1) for line in (REPO / "versions.env").read_text().splitlines()
+                    if "=" in line and not line.startswith("#"))
+    cache = Path(os.environ.get("SPARKPOINT_CACHE", Path.home() / ".cache" / "sparkpoint"))
+    d = cache / f"flink-{versions['FLINK_VERSION']}"
+    return d if (d / "venv" / ".installed").exists() else None
+
+
+def unavailable() -> str | None:
+    """Why Flink cannot run here, or None. Fetches it (scripts/ensure-flink.sh) if it is missing."""
+    if flink_dir() is None:
+        done = subprocess.run([str(REPO / "scripts" / "ensure-flink.sh")], capture_output=True, text=True)
+        if done.returncode != 0:
+            return f"scripts/ensure-flink.sh failed: {done.stderr.strip()[-300:]}"
+    if not JOB.exists():
+        return "bench/peers/flink_job.py is not written yet"
+    return None
+
+
+def run(w: Workload, ctx: Context, tag: str) -> RunResult:
+    d = flink_dir()
+    assert d is not None
+    prefix = f"{tag}-{uuid.uuid4().hex[:8]}"
+    args = ["--checkpoint", f"s3://{ctx.bucket}/{prefix}", "--endpoint", ctx.endpoint,
+            "--rows", str(w.rows_per_batch), "--keys", str(w.keys), "--batches", str(w.batches),
+            "--payload-bytes", str(w.payload_bytes), "--interval", CHECKPOINT_INTERVAL, "--timeout", "300"]
+    log = ctx.base / f"{tag}.log"
+    env = {**os.environ, **ctx.env, "FLINK_PLUGINS_DIR": str(d / "plugins"), "TZ": "UTC"}
+    with open(log, "wb") as out:
+        code = subprocess.call([str(d / "venv" / "bin" / "python"), str(JOB), *args], stdout=out,
+                               stderr=subprocess.STDOUT, env=env, timeout=3600)
+    if code != 0:
+        raise RuntimeError(f"{tag} exited {code}; see {log}")
+    events = json_lines(log)
+    done = next(e for e in events if e.get("event") == "finished")
+    cps = [{"bytes": c["fullSize"], "new_bytes": c["checkpointedSize"], "sync_s": c["syncMs"] / 1000,
+            "async_s": c["asyncMs"] / 1000} for c in events if c.get("event") == "checkpoint"]
+    if not done["rows_per_s"] or not cps:
+        raise RuntimeError(f"Flink processed {done['rows']} rows and completed {len(cps)} checkpoints in "
+                           f"{done['seconds']:.0f} s (job {done.get('state', '?')}, submitted after "
+                           f"{next((e['seconds'] for e in events if e.get('event') == 'started'), '?')} s); see {log}")
+    # No micro-batches in Flink: one "batch" = rows_per_batch rows at the sustained rate.
+    per_batch = w.rows_per_batch / done["rows_per_s"]
+    return RunResult(setup="flink", latency_ms=ctx.latency_ms, durations=[per_batch],
+                     active_seconds=done["seconds"], checkpoints=cps,
+                     command=f"FLINK_PLUGINS_DIR=... {d}/venv/bin/python bench/peers/flink_job.py " + shlex.join(args),
+                     note="sustained rows/s of a bounded run; no micro-batches")

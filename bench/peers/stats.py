@@ -1,0 +1,73 @@
+"""Statistics for alternating (A B A B) benchmark rounds: percentiles, ratios of medians and their
+bootstrap confidence intervals. Pure functions; a seeded RNG makes reports reproducible."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile, q in [0, 100]."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile q={q} outside [0, 100]")
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    value: float  # median(b) / median(a)
+    low: float  # bootstrap confidence interval
+    high: float
+    confidence: float
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval relative to the value (0.03 = resolved to about +-3%)."""
+        return (self.high - self.low) / 2 / self.value if self.value else math.inf
+
+    def fmt(self) -> str:
+        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+
+def ratio_of_medians(a: Sequence[float], b: Sequence[float]) -> float:
+    ma = statistics.median(a)
+    if ma <= 0:
+        raise ValueError("the baseline median must be positive")
+    return statistics.median(b) / ma
+
+
+def bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95,
+                    resamples: int = 2000, seed: int = 0) -> Ratio:
+    """median(b)/median(a) with a percentile-bootstrap interval: both samples are resampled with
+    replacement, independently. Pass per-run medians (one value per round) when batches within a run
+    are correlated, per-batch durations otherwise."""
+    if not a or not b:
+        raise ValueError("bootstrap needs at least one value on each side")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence} outside (0, 1)")
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(resamples):
+        ra = [a[rng.randrange(len(a))] for _ in a]
+        rb = [b[rng.randrange(len(b))] for _ in b]
+        ma = statistics.median(ra)
+        if ma > 0:
+            ratios.append(statistics.median(rb) / ma)
+    tail = (1 - confidence) / 2 * 100
+    return Ratio(ratio_of_medians(a, b), percentile(ratios, tail), percentile(ratios, 100 - tail), confidence)
+
+
+def summary(durations: Sequence[float], rows_per_batch: int) -> dict[str, float]:
+    """Median and p95 batch duration, and rows/s sustained at the median duration."""
+    med = statistics.median(durations)
+    return {"median_s": med, "p95_s": percentile(durations, 95), "batches": len(durations),
+            "rows_per_s": rows_per_batch / med if med > 0 else math.inf}

@@ -1,0 +1,104 @@
+"""Vanilla Spark, the status quo: the same windowed aggregation with checkpointLocation=s3a://...
+and the RocksDB state store. Runs in its own process (one JVM per run); prints one JSON line per
+micro-batch (from the query's progress) and exits after `--until-batch`.
+
+    python vanilla_job.py --checkpoint s3a://bench/x --endpoint http://127.0.0.1:9000 --jars a.jar,b.jar \
+        --rows 5000 --keys 5000 --batches 25 [--changelog] [--format-version 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def session(args: argparse.Namespace):  # -> SparkSession
+    from pyspark.sql import SparkSession
+
+    conf = {
+        "spark.jars": args.jars,
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.driver.memory": os.environ.get("SPARKPOINT_DRIVER_MEMORY", "1g"),
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": str(args.changelog).lower(),
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "5",
+        "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
+        "spark.hadoop.fs.s3a.endpoint": args.endpoint,
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.access.key": os.environ["AWS_ACCESS_KEY_ID"],
+        "spark.hadoop.fs.s3a.secret.key": os.environ["AWS_SECRET_ACCESS_KEY"],
+        "spark.hadoop.fs.s3a.aws.credentials.provider":
+            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    }
+    if args.format_version:
+        conf["spark.sql.streaming.stateStore.checkpointFormatVersion"] = str(args.format_version)
+    builder = SparkSession.builder.master("local[2]").appName("vanilla-bench")
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--endpoint", required=True)
+    p.add_argument("--jars", required=True)
+    p.add_argument("--output", required=True, help="local dir: each batch's rows as JSON (like the floor's sink)")
+    p.add_argument("--rows", type=int, required=True)
+    p.add_argument("--keys", type=int, required=True)
+    p.add_argument("--batches", type=int, required=True)
+    p.add_argument("--payload-bytes", type=int, default=0)
+    p.add_argument("--window-seconds", type=int, default=10)
+    p.add_argument("--watermark-seconds", type=int, default=5)
+    p.add_argument("--trigger", default="100ms")
+    p.add_argument("--until-batch", type=int, required=True)
+    p.add_argument("--changelog", action="store_true")
+    p.add_argument("--format-version", type=int, default=0)
+    args = p.parse_args(argv)
+
+    from sparkpoint.examples.windowed_aggregation import build
+
+    started = time.monotonic()
+    spark = session(args)
+    df = build(spark, rows_per_batch=args.rows, keys=args.keys, window=f"{args.window_seconds} seconds",
+               watermark=f"{args.watermark_seconds} seconds", total_batches=args.batches,
+               payload_bytes=args.payload_bytes)
+
+    def write_batch(batch_df, batch_id: int) -> None:
+        batch_df.write.mode("overwrite").json(os.path.join(args.output, f"batch-{batch_id}"))
+
+    trigger = args.trigger.replace("ms", " milliseconds") if args.trigger.endswith("ms") else args.trigger
+    query = (df.writeStream.outputMode("append").option("checkpointLocation", args.checkpoint)
+             .trigger(processingTime=trigger).foreachBatch(write_batch).start())
+    print(json.dumps({"event": "started", "seconds": round(time.monotonic() - started, 3)}), flush=True)
+    seen: set[int] = set()
+    while query.isActive:
+        for prog in query.recentProgress:
+            if prog["batchId"] in seen:
+                continue
+            seen.add(prog["batchId"])
+            ops = prog.get("stateOperators") or [{}]
+            print(json.dumps({"event": "batch", "batchId": prog["batchId"], "rows": prog["numInputRows"],
+                              "durationMs": prog["durationMs"], "stateCommitMs": ops[0].get("commitTimeMs"),
+                              "stateRows": ops[0].get("numRowsTotal"),
+                              "seconds": round(time.monotonic() - started, 3)}), flush=True)
+        if seen and max(seen) >= args.until_batch:
+            query.stop()
+            break
+        time.sleep(0.2)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,136 @@
+"""Pure parts of the peer benchmarks (bench/peers): percentiles, ratio of medians with its bootstrap
+interval, MinIO request-count parsing and the monthly cost estimate."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from peers import stats, store_requests  # noqa: E402
+
+durations = st.lists(st.floats(min_value=0.01, max_value=100, allow_nan=False), min_size=1, max_size=30)
+
+
+def test_percentile_interpolates_between_ranks():
+    assert stats.percentile([1, 2, 3, 4], 50) == 2.5
+    assert stats.percentile([5], 95) == 5
+    assert stats.percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], 95) == pytest.approx(10.5)
+    with pytest.raises(ValueError, match="no values"):
+        stats.percentile([], 50)
+    with pytest.raises(ValueError, match="outside"):
+        stats.percentile([1], 101)
+
+
+@given(durations, durations)
+@settings(max_examples=40, deadline=None)
+def test_bootstrap_interval_contains_the_point_estimate(a, b):
+    r = stats.bootstrap_ratio(a, b, resamples=200)
+    assert r.value == pytest.approx(statistics.median(b) / statistics.median(a))
+    assert r.low <= r.value * (1 + 1e-9) and r.value <= r.high * (1 + 1e-9)
+
+
+def test_bootstrap_interval_narrows_with_more_samples():
+    a_small, b_small = [1.0, 1.2, 0.9, 1.1], [2.0, 2.5, 1.8, 2.2]
+    narrow = stats.bootstrap_ratio(a_small * 25, b_small * 25)
+    wide = stats.bootstrap_ratio(a_small, b_small)
+    assert narrow.half_width < wide.half_width
+    assert 1.6 < narrow.low < narrow.high < 2.6
+
+
+def test_identical_samples_give_ratio_one_exactly():
+    r = stats.bootstrap_ratio([2.0] * 5, [2.0] * 7)
+    assert (r.value, r.low, r.high) == (1.0, 1.0, 1.0)
+    assert r.fmt() == "1.000 [1.000, 1.000]"
+
+
+def test_bootstrap_is_reproducible_and_rejects_bad_input():
+    a, b = [1.0, 2.0, 3.0], [2.0, 3.0, 5.0]
+    assert stats.bootstrap_ratio(a, b, seed=3) == stats.bootstrap_ratio(a, b, seed=3)
+    with pytest.raises(ValueError, match="at least one"):
+        stats.bootstrap_ratio([], b)
+    with pytest.raises(ValueError, match="positive"):
+        stats.ratio_of_medians([0.0], b)
+
+
+def test_summary_reports_rows_per_second_at_the_median():
+    s = stats.summary([1.0, 2.0, 4.0], rows_per_batch=1000)
+    assert (s["median_s"], s["rows_per_s"], s["batches"]) == (2.0, 500.0, 3)
+
+
+METRICS = """\
+# HELP minio_s3_requests_total Total number of S3 requests in the current MinIO server instance
+# TYPE minio_s3_requests_total counter
+minio_s3_requests_total{api="putobject",server="127.0.0.1:9000"} 7
+minio_s3_requests_total{api="putobject",server="127.0.0.1:9001"} 3
+minio_s3_requests_total{api="getobject",server="127.0.0.1:9000"} 1.2e+01
+minio_s3_requests_total{api="listobjectsv2",server="127.0.0.1:9000"} 4
+minio_s3_requests_total{api="headobject",server="127.0.0.1:9000"} 5
+minio_s3_requests_total{api="deletemultipleobjects",server="127.0.0.1:9000"} 2
+minio_s3_requests_total{api="putobjectpart",server="127.0.0.1:9000"} 6
+minio_s3_requests_errors_total{api="getobject",server="127.0.0.1:9000"} 99
+minio_s3_requests_total{api="getbucketlocation",server="127.0.0.1:9000"} 1
+minio_s3_requests_total{server="127.0.0.1:9000",api="headbucket"} 2
+"""
+
+
+def test_parse_requests_groups_apis_by_billing_kind():
+    counts = store_requests.parse_requests(METRICS)
+    # Servers add up; APIs a bill does not list separately (getbucketlocation) count as OTHER.
+    assert counts == {"PUT": 16, "GET": 12, "LIST": 4, "HEAD": 7, "DELETE": 2, "OTHER": 1}
+
+
+def test_delta_per_hour_and_monthly_cost():
+    before = {"PUT": 10, "GET": 5}
+    after = {"PUT": 1010, "GET": 2005, "LIST": 100}
+    d = store_requests.delta(before, after)
+    assert d == {"PUT": 1000, "GET": 2000, "LIST": 100, "HEAD": 0, "DELETE": 0, "OTHER": 0}
+    hourly = store_requests.per_hour(d, 1800)
+    assert hourly["PUT"] == 2000
+    # 2000 PUT + 200 LIST at $0.005/1000, 4000 GET at $0.0004/1000 per hour, 730 hours; 10 GB stored.
+    expected = (2.2 * 0.005 + 4 * 0.0004) * 730 + 10 * 0.023
+    assert store_requests.monthly_cost(hourly, stored_bytes=10e9) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="positive"):
+        store_requests.per_hour(d, 0)
+
+
+def _run(setup, latency, durations, checkpoints=(), requests=None):  # type: ignore[no-untyped-def]
+    return {"setup": setup, "latency_ms": latency, "durations": list(durations), "active_seconds": 60.0,
+            "checkpoints": list(checkpoints), "command": "", "note": "", "bucket_bytes": 0,
+            "requests": requests or {"PUT": 60, "GET": 6, "LIST": 0, "HEAD": 0, "DELETE": 0, "OTHER": 0}}
+
+
+def test_render_reports_ratios_goals_and_costs_from_raw_results():
+    from peers import render
+
+    cp = {"bytes": 4 * 1024 * 1024, "new_bytes": 1024 * 1024, "sync_s": 0.01, "async_s": 0.5}
+    raw = {"size": "small", "rounds": 2, "loads": ["9.0 8.0 7.0"], "command": "python bench/peer_bench.py --small",
+           "skipped": {"vanilla-v2": "RuntimeError: boom"}, "bucket_bytes_end": 0,
+           "workload": {"rows_per_batch": 1000, "keys": 1000, "batches": 10, "payload_bytes": 0,
+                        "trigger": "100ms", "warmup_batches": 3},
+           "versions": {"pyspark": "4.3.0"},
+           "limits": {"sha256_mib_s": 800, "disk_write_mib_s": 200, "store_put_mib_s": 100, "store_get_mib_s": 300},
+           "restore": {"files": 8, "file_mib": 8, "burners": 2, "raw_get_mib_s": 100, "restore_mib_s": 80,
+                       "fraction": 0.8, "repeats": 2},
+           "results": [_run("floor", 0, [1.0] * 10), _run("sparkpoint-10s", 0, [1.02] * 10, [cp]),
+                       _run("vanilla-changelog", 0, [2.0] * 10, [{"sync_s": 0.4, "async_s": 0.0}]),
+                       _run("floor", 20, [1.0] * 10), _run("sparkpoint-10s", 20, [1.2] * 10, [cp]),
+                       _run("vanilla-changelog", 20, [3.0] * 10)]}
+    plots = []
+    text = render.render(raw, lambda name, title, draw, size=None: plots.append(name) or f"![{title}]({name})")
+    assert text.startswith(render.START) and text.endswith(render.END)
+    assert "| 0 ms | sparkpoint-10s | 1 | 10 | 1.020 |" in text
+    assert "sparkpoint-10s/floor at 0 ms: 1.020 [1.020, 1.020], goal <= 1.05: **met**" in text
+    assert "sparkpoint-10s/floor at 20 ms: 1.200 [1.200, 1.200], goal <= 1.05: **not met**" in text
+    assert "sparkpoint-10s/vanilla-changelog at 20 ms: 0.400 [0.400, 0.400], goal <= 0.5: **met**" in text
+    assert "**vanilla-v2**: RuntimeError: boom" in text
+    assert "80% of raw GET" in text and "9.0 8.0 7.0" in text
+    # 60 PUT + 6 GET per minute -> 3600 PUT/h, 360 GET/h.
+    assert "| 0 ms | floor | 3600 | 360 | 0 | 0 | 0 |" in text
+    assert plots == ["peers-batch-duration", "peers-ratio-to-floor"]
