@@ -121,7 +121,8 @@ def runtime_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
         "name": "runtime",
         "image": spec.image,
         "command": ["sparkpoint", "run", JOB_FILE, "--namespace", job.namespace, "--name", job.name,
-                    "--work-dir", f"{HOT_DIR}/work", "--port", str(CONTROL_PORT)],
+                    "--work-dir", f"{HOT_DIR}/work", "--port", str(CONTROL_PORT),
+                    "--external-triggers"],  # the operator triggers; the runtime's timer is its fallback
         "env": _common_env(job, spec),
         "ports": [{"name": "control", "containerPort": CONTROL_PORT}],
         "resources": {"requests": {"cpu": spec.spark.resources.cpu, "memory": spec.spark.resources.memory},
