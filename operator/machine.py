@@ -159,7 +159,7 @@ def _attempt_running(run: Step) -> None:
 
 def _restore_from_tracking(run: Step) -> RestoreFrom | None:
     chosen = run.tr.get("restoreFrom")
-    return RestoreFrom.model_validate(chosen) if chosen else run.spec.restore_from
+    return RestoreFrom.model_validate(chosen) if chosen else run.lineage_point()
 
 
 def _pod_lost(run: Step, pod: PodObs) -> bool:

@@ -99,12 +99,27 @@ class Step:
                     "containerRestarts", "nextAttemptAt", "fallbackReported"):
             self.tr.pop(key, None)
         self.tr["restoreFrom"] = restore_from.model_dump(by_alias=True, exclude_none=True) if restore_from else None
+        if restore_from:  # the runtime's history now descends from it: later attempts name it too
+            self.tr["lineage"] = {"point": self.tr["restoreFrom"], "over": self._spec_restore_doc()}
         self.set_phase("Pending", "AttemptCreated", f"attempt {self.attempt}"
                        + (f" restoring from {self.tr['restoreFrom']}" if restore_from else ""))
         if self.tr.pop("upgrade", None) is not None:
             self.tr["upgradeDeadline"] = self.now + self.obs.upgrade_timeout
-        self.d.actions.append(self.create_action(restore_from or self.spec.restore_from))
+        self.d.actions.append(self.create_action(restore_from or self.lineage_point()))
         self.requeue(POLL)
+
+    def _spec_restore_doc(self) -> dict[str, Any] | None:
+        rf = self.spec.restore_from
+        return rf.model_dump(by_alias=True, exclude_none=True) if rf else None
+
+    def lineage_point(self) -> RestoreFrom | None:
+        """The restoreFrom an attempt without a new restore point passes to the runtime: the last one
+        the operator chose (a savepoint, a fresh start, a fallback checkpoint), so the runtime keeps to
+        the history that started there; the spec's restoreFrom once the user has changed it since."""
+        lineage = self.tr.get("lineage")
+        if lineage and lineage.get("over") == self._spec_restore_doc():
+            return RestoreFrom.model_validate(lineage["point"])
+        return self.spec.restore_from
 
     def create_action(self, restore_from: RestoreFrom | None) -> CreateAttempt:
         return CreateAttempt(self.attempt, restore_from, self.spec if self.rolled_back else None)
@@ -150,8 +165,11 @@ class Step:
         return self.now - drain_at < DRAIN_GRACE + SAVEPOINT_LISTING_WAIT
 
     def restore_point(self) -> RestoreFrom | None:
-        """Where the next attempt starts: a drain's savepoint, else past a restore that failed,
-        the newest checkpoint not known to be bad, else what the spec says (None: the latest)."""
+        """Where the next attempt starts: empty after a stateless upgrade, a drain's savepoint, else past
+        a restore that failed, the newest checkpoint not known to be bad, else None (lineage_point)."""
+        fresh = self.tr.pop("freshStart", None)
+        if fresh:  # upgradeMode stateless
+            return RestoreFrom(fresh=fresh)
         target = self.tr.pop("restoreTarget", None)
         saved = self.obs.store_savepoints
         if target and (saved is None or target in [s["name"] for s in saved]):

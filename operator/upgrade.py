@@ -1,7 +1,8 @@
 """Upgrades (a spec change that needs a new pod) and their rollback. Pure.
 
 upgradeMode savepoint drains with a savepoint the new attempt restores; last-checkpoint drains
-with a final checkpoint; stateless deletes the pod at once. If the new attempt is not Ready within
+with a final checkpoint; stateless deletes the pod at once and starts the new attempt without state
+(restoreFrom.fresh). If the new attempt is not Ready within
 the upgrade timeout, the job rolls back to the last spec that ran (kept in status.tracking) and the
 restore point the upgrade started from, and that failed spec is not tried again until edited.
 """
@@ -16,6 +17,9 @@ from .step import DRAIN_GRACE, Step, drain_then_remove, spec_key, stable_doc
 def begin_upgrade(run: Step, pod: PodObs) -> None:
     mode = run.spec.upgrade_mode
     run.tr.pop("restoreTarget", None)
+    run.tr.pop("freshStart", None)
+    if mode == "stateless":  # the new attempt starts without state, not from the latest checkpoint
+        run.tr["freshStart"] = f"upgrade-{run.obs.generation}"
     if pod.can_drain and mode in ("savepoint", "last-checkpoint"):
         name = f"upgrade-{run.obs.generation}" if mode == "savepoint" else None
         run.d.actions.append(StopRuntime(savepoint=name))
@@ -28,8 +32,6 @@ def begin_upgrade(run: Step, pod: PodObs) -> None:
     run.tr["upgrade"] = {"restore": run.tr.get("restoreTarget")}
     run.set_phase("Upgrading", "Upgrading", f"spec changed (generation {run.obs.generation}); upgradeMode {mode}")
     drain_then_remove(run)
-
-
 
 
 def roll_back_if_late(run: Step, pod: PodObs) -> bool:

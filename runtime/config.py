@@ -191,15 +191,18 @@ class RestartSection(SpecModel):
 class RestoreFrom(SpecModel):
     checkpoint: Annotated[str, StringConstraints(pattern=r"^chk-[0-9]{6,}$")] | None = None
     savepoint: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
+    # Start once without any state (upgradeMode stateless sets it); the name marks that start, so the
+    # attempts after it continue its history and a new name starts afresh again.
+    fresh: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
-        "rule": "!(has(self.checkpoint) && has(self.savepoint))",
-        "message": "set at most one of checkpoint and savepoint"}]})
+        "rule": "(has(self.checkpoint) ? 1 : 0) + (has(self.savepoint) ? 1 : 0) + (has(self.fresh) ? 1 : 0) <= 1",
+        "message": "set at most one of checkpoint, savepoint and fresh"}]})
 
     @model_validator(mode="after")
     def _one_source(self) -> RestoreFrom:
-        if self.checkpoint and self.savepoint:
-            raise ValueError("set at most one of checkpoint and savepoint")
+        if sum(1 for v in (self.checkpoint, self.savepoint, self.fresh) if v) > 1:
+            raise ValueError("set at most one of checkpoint, savepoint and fresh")
         return self
 
 

@@ -287,6 +287,22 @@ def test_upgrade_not_ready_in_time_rolls_back_to_the_stable_spec_and_its_savepoi
     assert d.status["phase"] == "Upgrading"
 
 
+def test_stateless_upgrade_starts_the_new_attempt_fresh_and_keeps_that_history():
+    old, new = make_spec(image="v1", upgradeMode="stateless"), make_spec(image="v2", upgradeMode="stateless")
+    d = decide(observe(running(stableSpec=spec_key(old)), [pod()], runtime=RUNTIME, spec=new, generation=4))
+    assert d.status["phase"] == "Upgrading" and not d.of(StopRuntime)  # no drain, no savepoint
+    d = decide(observe(d.status, [], spec=new, generation=4, now=T0 + 5, store_savepoints=[]))
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 2 and create.restore_from.fresh == "upgrade-4"  # not the latest checkpoint
+    # The fresh attempt's pod is deleted: attempt 3 continues the new history, not the old one.
+    d = decide(observe(d.status, [pod(2)], runtime=RUNTIME, spec=new, generation=4, now=T0 + 20))
+    d = decide(observe(d.status, [], spec=new, generation=4, now=T0 + 30))
+    d.status["tracking"]["nextAttemptAt"] = T0
+    d = decide(observe(d.status, [], spec=new, generation=4, now=T0 + 40))
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 3 and create.restore_from.fresh == "upgrade-4"
+
+
 def test_rolled_back_job_still_follows_suspend():
     old, new = make_spec(image="v1"), make_spec(image="v2")
     from sparkpoint.operator.step import effective_spec, stable_doc

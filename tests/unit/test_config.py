@@ -43,7 +43,7 @@ def test_every_error_is_reported_with_its_field(tmp_path) -> None:
     message = str(err.value)
     assert "spec.job.entrypoint: 'nope' is not of the form module:function" in message
     assert "spec.job.sink: keyColumns must name at least one column" in message
-    assert "spec.restoreFrom: set at most one of checkpoint and savepoint" in message
+    assert "spec.restoreFrom: set at most one of checkpoint, savepoint and fresh" in message
 
 
 def test_unreadable_and_non_yaml_files_fail_clearly(tmp_path) -> None:
