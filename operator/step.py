@@ -13,13 +13,12 @@ from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_duration
 from . import checkpoints as cp
 from .model import CreateAttempt, Decision, DeletePod, Observed, PodObs
 
-RESTART_WINDOW = 3600.0  # restart.maxRestarts counts restarts within this many seconds
 DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
 SAVEPOINTS_SHOWN = 20
 POLL = 2.0  # requeue while waiting for a pod to come or go
 SAVEPOINT_LISTING_WAIT = 30.0  # beyond DRAIN_GRACE: how long a drain's savepoint may take to be listed
 # Spec sections whose change needs a new pod (an upgrade); the rest is read by the operator only.
-_NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom")
+_NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout")
 
 
 def spec_key(spec: JobSpec) -> str:
@@ -35,8 +34,9 @@ def backoff_seconds(spec: JobSpec, restarts_in_window: int) -> float:
     return min(cap, base * 2 ** max(0, restarts_in_window - 1))
 
 
-def restarts_in_window(tracking: dict[str, Any], now: float) -> int:
-    return sum(1 for t in tracking.get("restartTimes", []) if now - t <= RESTART_WINDOW)
+def restarts_in_window(tracking: dict[str, Any], now: float, window: float) -> int:
+    """Restarts within the last `window` seconds (spec.restart.window): what maxRestarts limits."""
+    return sum(1 for t in tracking.get("restartTimes", []) if now - t <= window)
 
 
 def effective_spec(spec: JobSpec, tracking: dict[str, Any]) -> JobSpec:
@@ -104,7 +104,7 @@ class Step:
         self.set_phase("Pending", "AttemptCreated", f"attempt {self.attempt}"
                        + (f" restoring from {self.tr['restoreFrom']}" if restore_from else ""))
         if self.tr.pop("upgrade", None) is not None:
-            self.tr["upgradeDeadline"] = self.now + self.obs.upgrade_timeout
+            self.tr["upgradeDeadline"] = self.now + self.upgrade_timeout()
         self.d.actions.append(self.create_action(restore_from or self.lineage_point()))
         self.requeue(POLL)
 
@@ -121,6 +121,14 @@ class Step:
             return RestoreFrom.model_validate(lineage["point"])
         return self.spec.restore_from
 
+    def restart_window(self) -> float:
+        return parse_duration(self.spec.restart.window)
+
+    def upgrade_timeout(self) -> float:
+        """spec.upgradeTimeout, else the operator's --upgrade-timeout."""
+        own = self.obs.spec.upgrade_timeout  # the CR's: it also bounds a rolled-back spec's attempt
+        return parse_duration(own) if own else self.obs.upgrade_timeout
+
     def create_action(self, restore_from: RestoreFrom | None) -> CreateAttempt:
         return CreateAttempt(self.attempt, restore_from, self.spec if self.rolled_back else None)
 
@@ -133,7 +141,7 @@ class Step:
         self.count_restart(1)
         if self.st.get("phase") == "Failed":
             return
-        n = restarts_in_window(self.tr, self.now)
+        n = restarts_in_window(self.tr, self.now, self.restart_window())
         wait = backoff_seconds(self.spec, n)
         self.tr["nextAttemptAt"] = self.now + wait
         self.set_phase("Recovering", reason, f"{message}; next attempt in {wait:g}s", warning=True)
@@ -144,9 +152,9 @@ class Step:
         times = self.tr.setdefault("restartTimes", [])
         times.extend([self.now] * n)
         del times[: max(0, len(times) - (self.spec.restart.max_restarts + 2))]  # bounded
-        over = restarts_in_window(self.tr, self.now) > self.spec.restart.max_restarts
+        over = restarts_in_window(self.tr, self.now, self.restart_window()) > self.spec.restart.max_restarts
         if over or self.spec.restart.policy == "Never":
-            why = (f"{self.spec.restart.max_restarts} restarts within {RESTART_WINDOW:g}s exceeded" if over
+            why = (f"{self.spec.restart.max_restarts} restarts within {self.spec.restart.window} exceeded" if over
                    else "restart.policy is Never")
             last = self.st.get("lastFailure") or {}
             self.st["lastFailure"] = {"reason": last.get("reason", "RestartLimit"),

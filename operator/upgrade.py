@@ -46,7 +46,7 @@ def roll_back_if_late(run: Step, pod: PodObs) -> bool:
     restore = (run.tr.get("restoreFrom") or {}).get("savepoint")
     if restore:
         run.tr["restoreTarget"] = restore
-    message = (f"attempt {run.attempt} with the new spec was not Ready within {run.obs.upgrade_timeout:g}s; "
+    message = (f"attempt {run.attempt} with the new spec was not Ready within {run.upgrade_timeout():g}s; "
                f"rolling back to the last stable spec" + (f" from savepoint {restore}" if restore else ""))
     run.st["lastFailure"] = {"reason": "UpgradeTimeout", "message": message, "at": cp.iso(run.now)}
     run.set_phase("Upgrading", "UpgradeRolledBack", message, warning=True)

@@ -163,7 +163,11 @@ class CheckpointSection(SpecModel):
 class SavepointSection(SpecModel):
     # Changing the nonce asks the operator for a new savepoint (as in Flink's operator).
     trigger_nonce: int | None = None
+    # How many periodic savepoints (periodic-<unix time>) the operator keeps (0: all); other
+    # savepoints are never pruned.
     retain: Annotated[int, Field(ge=0, le=1000)] = 5
+    # The operator takes a savepoint this often (none if unset).
+    interval: duration_at_least("1m") | None = None
 
 
 class RestartSection(SpecModel):
@@ -172,6 +176,8 @@ class RestartSection(SpecModel):
     # Between attempts (new pods); 0s would replace a crashing pod in a tight loop.
     backoff: duration_at_least("1s") = "10s"
     max_backoff: Duration = "5m"
+    # maxRestarts counts the restarts within this window.
+    window: duration_at_least("1m") = "1h"
 
     # has(): the API server also checks this rule against the section's `default: {}`, before the
     # fields' own defaults fill it in; a real object always has both by then.
@@ -223,6 +229,8 @@ class JobSpec(SpecModel):
     savepoint: SavepointSection = Field(default_factory=SavepointSection)
     restart: RestartSection = Field(default_factory=RestartSection)
     upgrade_mode: Literal["stateless", "savepoint", "last-checkpoint"] = "savepoint"
+    # An upgraded attempt not Ready within this rolls back; unset: the operator's --upgrade-timeout.
+    upgrade_timeout: duration_at_least("30s") | None = None
     state: Literal["running", "suspended"] = "running"
     restore_from: RestoreFrom | None = None
     gc: GcSection = Field(default_factory=GcSection)
