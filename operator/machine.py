@@ -211,8 +211,10 @@ def _report_restore(run: Step) -> None:
     run.st["restore"] = restore
     if restore.get("fallbacks") and run.tr.get("fallbackReported") != run.attempt:
         run.tr["fallbackReported"] = run.attempt
-        run.d.emit("Warning", "RestoreFallback", f"attempt {run.attempt} restored from {restore.get('checkpoint')} "
-                                                 f"after failing: {restore['fallbacks']}")
+        failed = "; ".join(f"{f.get('checkpoint') or f.get('savepoint')}: {f.get('error')}" if isinstance(f, dict)
+                           else str(f) for f in restore["fallbacks"])
+        run.d.emit("Warning", "RestoreFallback", f"attempt {run.attempt} restored from "
+                                                 f"{restore.get('checkpoint') or restore.get('source')} after failing: {failed}")
 
 
 def _checkpoints(run: Step, pod: PodObs) -> None:

@@ -262,10 +262,13 @@ def test_same_observation_same_decision_after_an_operator_restart():
 
 
 def test_runtime_restore_fallback_is_recorded_once():
-    rt = RUNTIME | {"restore": {"source": "remote", "checkpoint": "chk-000002", "fallbacks": ["chk-000003: corrupt"]}}
+    fallbacks = [{"checkpoint": "chk-000003", "error": "object x is corrupt"}]  # as GET /status has them
+    rt = RUNTIME | {"restore": {"source": "remote", "checkpoint": "chk-000002", "fallbacks": fallbacks}}
     d = decide(observe(running(), [pod()], runtime=rt))
-    assert d.status["restore"]["fallbacks"] == ["chk-000003: corrupt"]
-    assert [a.reason for a in d.actions if isinstance(a, Emit)] == ["RestoreFallback"]
+    assert d.status["restore"]["fallbacks"] == fallbacks
+    (event,) = [a for a in d.actions if isinstance(a, Emit)]
+    assert event.reason == "RestoreFallback"
+    assert event.message == "attempt 1 restored from chk-000002 after failing: chk-000003: object x is corrupt"
     d2 = decide(observe(d.status, [pod()], runtime=rt, now=T0 + 1))
     assert not [a for a in d2.actions if isinstance(a, Emit)]
 
