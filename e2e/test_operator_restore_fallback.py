@@ -11,17 +11,20 @@ from test_operator_recovery import _number, runtime_pid
 
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.store import JobRef, open_store
-from sparkpoint.runtime.store.layout import object_key
+from sparkpoint.runtime.store.layout import checkpoint_key, object_key
 
 
 def corrupt_newest(store, job: JobRef) -> tuple[str, str]:
-    """Overwrite an object only the newest checkpoint references (same size, wrong bytes).
-    Returns (newest, previous) checkpoint ids."""
+    """Overwrite an object only the newest checkpoint references (same size, wrong bytes); when it
+    has none (no batch between the two, as under load), its manifest. Returns (newest, previous)."""
     ids = list_checkpoint_ids(store, job)
     newest, previous = load_manifest(store, job, ids[-1]), load_manifest(store, job, ids[-2])
     shared = {f.sha256 for f in previous.files}
-    unique = next(f for f in newest.files if f.sha256 not in shared and f.size > 0)
-    store.put_bytes(object_key(job, unique.sha256), b"\0" * unique.size)
+    unique = next((f for f in newest.files if f.sha256 not in shared and f.size > 0), None)
+    if unique is not None:
+        store.put_bytes(object_key(job, unique.sha256), b"\0" * unique.size)
+    else:
+        store.put_bytes(checkpoint_key(job, newest.id), b'{"truncated')
     return newest.id, previous.id
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import threading
 
@@ -50,7 +51,9 @@ def cmd_gc(args: argparse.Namespace) -> int:
     if args.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port)
+        # The pod's own address, as the runtime's control API: pods that share the host's network
+        # (the local cluster) then never contend for the port.
+        start_http_server(args.metrics_port, addr=os.environ.get("POD_IP", "0.0.0.0"))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
