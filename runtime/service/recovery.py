@@ -263,7 +263,8 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
 def _restore_point(store: ObjectStore, job: JobRef, hot_dir: Path, point: RestorePoint,
                    plan: RestorePlan) -> Manifest | None:
     """Restore `point` into the hot dir; None when it predates the applied restoreFrom."""
-    kwargs = {"checkpoint_id": point.id} if point.kind == "checkpoint" else {"savepoint": point.id}
+    kwargs = {"checkpoint_id": point.id if point.kind == "checkpoint" else None,
+              "savepoint": point.id if point.kind == "savepoint" else None}
     if plan.lineage_tag and not plan.explicit and point.tag != plan.lineage_tag:
         manifest, _ = choose_manifest(store, job, **kwargs)
         if manifest.extra.get("restoredFrom") != plan.lineage_tag:
