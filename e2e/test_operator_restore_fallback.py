@@ -36,7 +36,7 @@ def test_corrupt_newest_checkpoint_restores_the_previous_one_and_is_recorded(api
     jobs.create("clicks", **{"restart.backoff": "30s", "restart.maxBackoff": "1m"})
     jobs.wait_status("clicks", "Running with two checkpoints",
                      lambda s: s.get("phase") == "Running" and len(s.get("checkpoints") or []) >= 2,
-                     timeout=300, operator=operator)
+                     timeout=600, operator=operator)  # a loaded machine took over 5 min for the first batch
     # Force-deleted: no drain, so no final checkpoint comes after the corruption.
     jobs.core.delete_namespaced_pod("clicks-1", namespace, grace_period_seconds=0)
     wait_for("the runtime process gone", lambda: runtime_pid(namespace, "clicks") is None and not jobs.pods("clicks"),
