@@ -86,12 +86,20 @@ class Chaos:
                                   lambda s: s.get("phase") == "Running" and s.get("latestCheckpoint"),
                                   timeout=600, operator=self.operator)
 
+    def start_operator(self) -> None:
+        """Start it again; on a loaded machine /healthz may take longer than start() waits."""
+        try:
+            self.operator.start()
+        except AssertionError:
+            wait_for("the operator's /healthz", lambda: self.operator.get("/healthz") is not None
+                     or self.operator._died(), timeout=600, interval=2.0)
+
     def kill_one(self) -> None:
         kind = self.rng.choice(KILLS)
         if kind == "operator":
             self.operator.kill()
             time.sleep(self.rng.uniform(0, 20))
-            self.operator.start()
+            self.start_operator()
         elif kind == "container":
             pid = runtime_pid(self.ns, "chaos")
             if pid is None:
@@ -113,7 +121,7 @@ class Chaos:
             if time.monotonic() < deadline:
                 self.kill_one()
         if self.operator.process.poll() is not None:
-            self.operator.start()
+            self.start_operator()
 
     def finish(self, timeout: float) -> dict[str, Counter]:
         """Both jobs past the last input batch plus the batches that close its window."""
