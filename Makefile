@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
 
-.PHONY: help venv minio java helm lint test test-full test-unit crd demo bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full operator clean image test-image
+.PHONY: help venv minio java helm lint test test-full test-unit crd demo bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full chaos operator clean image test-image
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -126,6 +126,15 @@ e2e: venv minio
 	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \
 	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make e2e: the local cluster did not come up" >&2; exit 1;; esac; \
 	  export "$${line#export }"; $(PY) -m pytest -q -p no:cacheprovider --durations=10 $(MARKS) e2e --ignore=e2e/local/tests
+
+# Chaos (not in CI): kill job pods, runtime containers and the operator at random for CHAOS_MINUTES
+# (default 20; CHAOS_SEED to replay), then committed output must equal a failure-free run's
+# (0 missing, 0 duplicates); the tally goes into docs/reliability.md ("Chaos run").
+chaos: venv minio
+	@e2e/local/build.sh >/dev/null
+	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \
+	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make chaos: the local cluster did not come up" >&2; exit 1;; esac; \
+	  export "$${line#export }"; $(PY) e2e/chaos.py
 
 test-full:
 	@$(MAKE) --no-print-directory test TIER=full

@@ -57,7 +57,7 @@ def test_minimal_job_is_accepted_with_defaults(api_client, namespace, streamingj
     (with_fields(job={"entrypoint": "m:f", "sink": {"kind": "upsert"}}), "spec.job.sink",
      "keycolumns must name at least one column"),
     (with_fields(restoreFrom={"checkpoint": "chk-000001", "savepoint": "sp"}), "spec.restoreFrom",
-     "at most one of checkpoint and savepoint"),
+     "at most one of checkpoint, savepoint and fresh"),
     (with_fields(checkpoint={"timeout": "2h"}), "spec.gc.pendingTimeout",
      "pendingtimeout must be longer than checkpoint.timeout"),
     # Issue 8, item 9: manifests a new user could apply that nothing can run.

@@ -154,7 +154,8 @@ def runtime_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
         "image": spec.image,
         "command": ["sparkpoint", "run", JOB_FILE, "--namespace", job.namespace, "--name", job.name,
                     "--work-dir", f"{HOT_DIR}/work", "--port", str(CONTROL_PORT),
-                    "--metrics-port", str(METRICS_PORT)],
+                    "--metrics-port", str(METRICS_PORT),
+                    "--external-triggers"],  # the operator triggers; the runtime's timer is its fallback
         "env": [*_common_env(job, spec), {"name": "SPARKPOINT_CONTROL_TOKEN_FILE", "value": CONTROL_TOKEN_FILE}],
         "ports": [{"name": "control", "containerPort": CONTROL_PORT},
                   {"name": "metrics", "containerPort": METRICS_PORT}],

@@ -15,12 +15,14 @@ from .model import (
     RESTORE_FAILED_EXIT,
     CheckpointResult,
     Decision,
+    DeleteSavepoint,
     Observed,
     PodObs,
     StopRuntime,
     TriggerCheckpoint,
     TriggerSavepoint,
 )
+from .periodic import periodic_due, periodic_name, to_prune
 from .status import apply_conditions
 from .step import (  # noqa: F401  (spec_key, backoff_seconds, DRAIN_GRACE: used by reconcile and tests)
     DRAIN_GRACE,
@@ -159,7 +161,7 @@ def _attempt_running(run: Step) -> None:
 
 def _restore_from_tracking(run: Step) -> RestoreFrom | None:
     chosen = run.tr.get("restoreFrom")
-    return RestoreFrom.model_validate(chosen) if chosen else run.spec.restore_from
+    return RestoreFrom.model_validate(chosen) if chosen else run.lineage_point()
 
 
 def _pod_lost(run: Step, pod: PodObs) -> bool:
@@ -209,8 +211,10 @@ def _report_restore(run: Step) -> None:
     run.st["restore"] = restore
     if restore.get("fallbacks") and run.tr.get("fallbackReported") != run.attempt:
         run.tr["fallbackReported"] = run.attempt
-        run.d.emit("Warning", "RestoreFallback", f"attempt {run.attempt} restored from {restore.get('checkpoint')} "
-                                                 f"after failing: {restore['fallbacks']}")
+        failed = "; ".join(f"{f.get('checkpoint') or f.get('savepoint')}: {f.get('error')}" if isinstance(f, dict)
+                           else str(f) for f in restore["fallbacks"])
+        run.d.emit("Warning", "RestoreFallback", f"attempt {run.attempt} restored from "
+                                                 f"{restore.get('checkpoint') or restore.get('source')} after failing: {failed}")
 
 
 def _checkpoints(run: Step, pod: PodObs) -> None:
@@ -239,6 +243,7 @@ def _checkpoints(run: Step, pod: PodObs) -> None:
             run.d.emit("Normal", "SavepointTriggered", f"savepoint nonce-{nonce} (triggerNonce {nonce})")
         else:
             _follow_savepoint(run)
+            _periodic_savepoints(run)
     run.requeue(max(POLL, cp.next_trigger_in(tr, interval, now)))
     healthy, reason = cp.checkpoint_healthy(latest_at, tr.get("runningSince"), interval, now)
     was = tr.get("checkpointHealthy", True)
@@ -248,6 +253,32 @@ def _checkpoints(run: Step, pod: PodObs) -> None:
                    f"no completed checkpoint for {cp.UNHEALTHY_INTERVALS} intervals of {spec.checkpoint.interval}")
     elif healthy and not was:
         run.d.emit("Normal", "CheckpointHealthy", "checkpoints complete again")
+
+
+PRUNE_RETRY = 300.0  # a periodic savepoint still listed this long after its deletion is deleted again
+
+
+def _periodic_savepoints(run: Step) -> None:
+    """spec.savepoint.interval: one savepoint per interval (one request at a time), and the periodic
+    ones beyond savepoint.retain deleted, never one a restore may still need."""
+    sp, tr, now = run.spec.savepoint, run.tr, run.now
+    if periodic_due(tr, parse_duration(sp.interval) if sp.interval else None, now) and not tr.get("pendingSavepoint"):
+        name = periodic_name(now)
+        tr["periodicSavepointAt"] = now
+        tr["pendingSavepoint"] = {"name": name, "at": now, "tries": 1}
+        run.d.actions.append(TriggerSavepoint(name))
+        run.d.emit("Normal", "SavepointTriggered", f"savepoint {name} (savepoint.interval {sp.interval})")
+    lineage = ((tr.get("lineage") or {}).get("point") or {}).get("savepoint")
+    keep = {n for n in (run.spec.restore_from and run.spec.restore_from.savepoint, lineage,
+                        tr.get("restoreTarget")) if n}
+    listed = {s["name"] for s in run.obs.store_savepoints or []}
+    pruned = {n: at for n, at in (tr.get("prunedSavepoints") or {}).items() if n in listed}
+    for name in to_prune(run.obs.store_savepoints, sp.retain, keep):
+        if now - pruned.get(name, -PRUNE_RETRY) >= PRUNE_RETRY:
+            pruned[name] = now
+            run.d.actions.append(DeleteSavepoint(name))
+    if pruned or "prunedSavepoints" in tr:
+        tr["prunedSavepoints"] = pruned
 
 
 SAVEPOINT_TRIES = 5

@@ -71,7 +71,7 @@ class Observed:
     store_checkpoints: list[CheckpointFact] | None = None  # newest last; None: store not read
     store_savepoints: list[dict[str, Any]] | None = None  # {name, completedAt, ...}, oldest first
     deleting: bool = False
-    upgrade_timeout: float = 300.0  # a new attempt after an upgrade must be Ready within this
+    upgrade_timeout: float = 300.0  # the operator's default; spec.upgradeTimeout wins
 
 
 # --- actions (each small and idempotent) --------------------------------------------------------
@@ -97,6 +97,13 @@ class TriggerCheckpoint:
 
 @dataclass(frozen=True)
 class TriggerSavepoint:
+    name: str
+
+
+@dataclass(frozen=True)
+class DeleteSavepoint:
+    """Delete a periodic savepoint's data from the store (beyond savepoint.retain)."""
+
     name: str
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sparkpoint.runtime.checkpoint.savepoint import delete_savepoint
 from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
@@ -28,6 +29,7 @@ from .model import (
     CheckpointResult,
     CreateAttempt,
     DeletePod,
+    DeleteSavepoint,
     Emit,
     Observed,
     PodObs,
@@ -224,6 +226,8 @@ class Reconciler:
                 await self._call(body, "SavepointFailed", self.client.trigger_savepoint, base, sp_name)
             case StopRuntime(savepoint=sp_name):
                 await self._call(body, "StopFailed", self.client.stop, base, sp_name, True)
+            case DeleteSavepoint(name=sp_name):
+                await self._delete_savepoint(body, spec, sp_name)
             case CheckpointResult(result=result):
                 self.metrics.triggers.labels(result).inc()
             case Emit(type=type_, reason=reason, message=message):
@@ -242,6 +246,17 @@ class Reconciler:
             log.warning("checkpoint trigger failed", extra={"job": f"{ns}/{name}", "error": str(exc)})
             pending = None  # the next interval tries again
         await self.kube.patch_status(ns, name, {"tracking": {"pendingTrigger": pending}})
+
+    async def _delete_savepoint(self, body: dict[str, Any], spec: JobSpec, sp_name: str) -> None:
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            store = await self._open_store(ns, spec)
+            if store is not None:
+                await asyncio.to_thread(delete_savepoint, store, StoreJob(ns, name), sp_name)
+                self.post_event(body, "Normal", "SavepointPruned", f"periodic savepoint {sp_name} deleted "
+                                                                   f"(savepoint.retain {spec.savepoint.retain})")
+        except Exception as exc:  # retried after PRUNE_RETRY while still listed
+            self.post_event(body, "Warning", "SavepointPruneFailed", f"{sp_name}: {type(exc).__name__}")
 
     async def _call(self, body: dict[str, Any], failure: str, fn: Any, base: str | None, *args: Any) -> None:
         try:

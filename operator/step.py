@@ -13,13 +13,12 @@ from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_duration
 from . import checkpoints as cp
 from .model import CreateAttempt, Decision, DeletePod, Observed, PodObs
 
-RESTART_WINDOW = 3600.0  # restart.maxRestarts counts restarts within this many seconds
 DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
 SAVEPOINTS_SHOWN = 20
 POLL = 2.0  # requeue while waiting for a pod to come or go
 SAVEPOINT_LISTING_WAIT = 30.0  # beyond DRAIN_GRACE: how long a drain's savepoint may take to be listed
 # Spec sections whose change needs a new pod (an upgrade); the rest is read by the operator only.
-_NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom")
+_NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout")
 
 
 def spec_key(spec: JobSpec) -> str:
@@ -35,8 +34,9 @@ def backoff_seconds(spec: JobSpec, restarts_in_window: int) -> float:
     return min(cap, base * 2 ** max(0, restarts_in_window - 1))
 
 
-def restarts_in_window(tracking: dict[str, Any], now: float) -> int:
-    return sum(1 for t in tracking.get("restartTimes", []) if now - t <= RESTART_WINDOW)
+def restarts_in_window(tracking: dict[str, Any], now: float, window: float) -> int:
+    """Restarts within the last `window` seconds (spec.restart.window): what maxRestarts limits."""
+    return sum(1 for t in tracking.get("restartTimes", []) if now - t <= window)
 
 
 def effective_spec(spec: JobSpec, tracking: dict[str, Any]) -> JobSpec:
@@ -99,12 +99,35 @@ class Step:
                     "containerRestarts", "nextAttemptAt", "fallbackReported"):
             self.tr.pop(key, None)
         self.tr["restoreFrom"] = restore_from.model_dump(by_alias=True, exclude_none=True) if restore_from else None
+        if restore_from:  # the runtime's history now descends from it: later attempts name it too
+            self.tr["lineage"] = {"point": self.tr["restoreFrom"], "over": self._spec_restore_doc()}
         self.set_phase("Pending", "AttemptCreated", f"attempt {self.attempt}"
                        + (f" restoring from {self.tr['restoreFrom']}" if restore_from else ""))
         if self.tr.pop("upgrade", None) is not None:
-            self.tr["upgradeDeadline"] = self.now + self.obs.upgrade_timeout
-        self.d.actions.append(self.create_action(restore_from or self.spec.restore_from))
+            self.tr["upgradeDeadline"] = self.now + self.upgrade_timeout()
+        self.d.actions.append(self.create_action(restore_from or self.lineage_point()))
         self.requeue(POLL)
+
+    def _spec_restore_doc(self) -> dict[str, Any] | None:
+        rf = self.spec.restore_from
+        return rf.model_dump(by_alias=True, exclude_none=True) if rf else None
+
+    def lineage_point(self) -> RestoreFrom | None:
+        """The restoreFrom an attempt without a new restore point passes to the runtime: the last one
+        the operator chose (a savepoint, a fresh start, a fallback checkpoint), so the runtime keeps to
+        the history that started there; the spec's restoreFrom once the user has changed it since."""
+        lineage = self.tr.get("lineage")
+        if lineage and lineage.get("over") == self._spec_restore_doc():
+            return RestoreFrom.model_validate(lineage["point"])
+        return self.spec.restore_from
+
+    def restart_window(self) -> float:
+        return parse_duration(self.spec.restart.window)
+
+    def upgrade_timeout(self) -> float:
+        """spec.upgradeTimeout, else the operator's --upgrade-timeout."""
+        own = self.obs.spec.upgrade_timeout  # the CR's: it also bounds a rolled-back spec's attempt
+        return parse_duration(own) if own else self.obs.upgrade_timeout
 
     def create_action(self, restore_from: RestoreFrom | None) -> CreateAttempt:
         return CreateAttempt(self.attempt, restore_from, self.spec if self.rolled_back else None)
@@ -118,7 +141,7 @@ class Step:
         self.count_restart(1)
         if self.st.get("phase") == "Failed":
             return
-        n = restarts_in_window(self.tr, self.now)
+        n = restarts_in_window(self.tr, self.now, self.restart_window())
         wait = backoff_seconds(self.spec, n)
         self.tr["nextAttemptAt"] = self.now + wait
         self.set_phase("Recovering", reason, f"{message}; next attempt in {wait:g}s", warning=True)
@@ -129,9 +152,9 @@ class Step:
         times = self.tr.setdefault("restartTimes", [])
         times.extend([self.now] * n)
         del times[: max(0, len(times) - (self.spec.restart.max_restarts + 2))]  # bounded
-        over = restarts_in_window(self.tr, self.now) > self.spec.restart.max_restarts
+        over = restarts_in_window(self.tr, self.now, self.restart_window()) > self.spec.restart.max_restarts
         if over or self.spec.restart.policy == "Never":
-            why = (f"{self.spec.restart.max_restarts} restarts within {RESTART_WINDOW:g}s exceeded" if over
+            why = (f"{self.spec.restart.max_restarts} restarts within {self.spec.restart.window} exceeded" if over
                    else "restart.policy is Never")
             last = self.st.get("lastFailure") or {}
             self.st["lastFailure"] = {"reason": last.get("reason", "RestartLimit"),
@@ -150,8 +173,11 @@ class Step:
         return self.now - drain_at < DRAIN_GRACE + SAVEPOINT_LISTING_WAIT
 
     def restore_point(self) -> RestoreFrom | None:
-        """Where the next attempt starts: a drain's savepoint, else past a restore that failed,
-        the newest checkpoint not known to be bad, else what the spec says (None: the latest)."""
+        """Where the next attempt starts: empty after a stateless upgrade, a drain's savepoint, else past
+        a restore that failed, the newest checkpoint not known to be bad, else None (lineage_point)."""
+        fresh = self.tr.pop("freshStart", None)
+        if fresh:  # upgradeMode stateless
+            return RestoreFrom(fresh=fresh)
         target = self.tr.pop("restoreTarget", None)
         saved = self.obs.store_savepoints
         if target and (saved is None or target in [s["name"] for s in saved]):

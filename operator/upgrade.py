@@ -1,7 +1,8 @@
 """Upgrades (a spec change that needs a new pod) and their rollback. Pure.
 
 upgradeMode savepoint drains with a savepoint the new attempt restores; last-checkpoint drains
-with a final checkpoint; stateless deletes the pod at once. If the new attempt is not Ready within
+with a final checkpoint; stateless deletes the pod at once and starts the new attempt without state
+(restoreFrom.fresh). If the new attempt is not Ready within
 the upgrade timeout, the job rolls back to the last spec that ran (kept in status.tracking) and the
 restore point the upgrade started from, and that failed spec is not tried again until edited.
 """
@@ -16,6 +17,9 @@ from .step import DRAIN_GRACE, Step, drain_then_remove, spec_key, stable_doc
 def begin_upgrade(run: Step, pod: PodObs) -> None:
     mode = run.spec.upgrade_mode
     run.tr.pop("restoreTarget", None)
+    run.tr.pop("freshStart", None)
+    if mode == "stateless":  # the new attempt starts without state, not from the latest checkpoint
+        run.tr["freshStart"] = f"upgrade-{run.obs.generation}"
     if pod.can_drain and mode in ("savepoint", "last-checkpoint"):
         name = f"upgrade-{run.obs.generation}" if mode == "savepoint" else None
         run.d.actions.append(StopRuntime(savepoint=name))
@@ -30,8 +34,6 @@ def begin_upgrade(run: Step, pod: PodObs) -> None:
     drain_then_remove(run)
 
 
-
-
 def roll_back_if_late(run: Step, pod: PodObs) -> bool:
     """The upgraded attempt is not Ready in time: go back to the last stable spec and the restore
     point the upgrade started from. True if a rollback began."""
@@ -44,7 +46,7 @@ def roll_back_if_late(run: Step, pod: PodObs) -> bool:
     restore = (run.tr.get("restoreFrom") or {}).get("savepoint")
     if restore:
         run.tr["restoreTarget"] = restore
-    message = (f"attempt {run.attempt} with the new spec was not Ready within {run.obs.upgrade_timeout:g}s; "
+    message = (f"attempt {run.attempt} with the new spec was not Ready within {run.upgrade_timeout():g}s; "
                f"rolling back to the last stable spec" + (f" from savepoint {restore}" if restore else ""))
     run.st["lastFailure"] = {"reason": "UpgradeTimeout", "message": message, "at": cp.iso(run.now)}
     run.set_phase("Upgrading", "UpgradeRolledBack", message, warning=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
+import sys
 import threading
 
 from sparkpoint.runtime.checkpoint import gc_pass
@@ -50,7 +52,14 @@ def cmd_gc(args: argparse.Namespace) -> int:
     if args.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port)
+        # The pod's own address, as the runtime's control API: pods that share the host's network
+        # (the local cluster) then never contend for the port. GC goes on without its metrics
+        # rather than crash-loop (a crash-looping sidecar keeps the job's pod from being Ready).
+        try:
+            start_http_server(args.metrics_port, addr=os.environ.get("POD_IP", "0.0.0.0"))
+        except OSError as exc:
+            print(json.dumps({"warning": f"gc metrics not served on port {args.metrics_port}: {exc}"}),
+                  file=sys.stderr, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--until-batch", type=int, default=None,
                    help="drain (final checkpoint, exit 0) once this batch has committed")
     p.add_argument("--grace", type=duration, default=25.0, help="drain time limit on stop/SIGTERM")
+    p.add_argument("--external-triggers", action="store_true",
+                   help="checkpoints are triggered over the control API (the operator does); the own "
+                        "interval timer only runs after two intervals without a request")
     p.add_argument("--name", default=None, help="override the job name (default metadata.name or file stem)")
     p.add_argument("--namespace", default=None, help="override the namespace")
     p.set_defaults(handler=cmd_run)
@@ -84,6 +87,8 @@ def child_command(args: argparse.Namespace, work_dir: Path) -> list[str]:
         cmd.append("--insecure-no-auth")
     if args.until_batch is not None:
         cmd += ["--until-batch", str(args.until_batch)]
+    if args.external_triggers:
+        cmd.append("--external-triggers")
     if args.name:
         cmd += ["--name", args.name]
     if args.namespace:
@@ -99,7 +104,8 @@ def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # t
 
     runtime = JobRuntime(ident, spec, RunOptions(work_dir=work_dir, host=args.host, port=args.port,
                                                  token=args.token, metrics_port=args.metrics_port,
-                                                 until_batch=args.until_batch, grace_seconds=args.grace))
+                                                 until_batch=args.until_batch, grace_seconds=args.grace,
+                                                 external_triggers=args.external_triggers))
     log = logging.getLogger("sparkpoint.runtime")
     try:
         return runtime.run()

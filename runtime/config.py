@@ -163,7 +163,11 @@ class CheckpointSection(SpecModel):
 class SavepointSection(SpecModel):
     # Changing the nonce asks the operator for a new savepoint (as in Flink's operator).
     trigger_nonce: int | None = None
+    # How many periodic savepoints (periodic-<unix time>) the operator keeps (0: all); other
+    # savepoints are never pruned.
     retain: Annotated[int, Field(ge=0, le=1000)] = 5
+    # The operator takes a savepoint this often (none if unset).
+    interval: duration_at_least("1m") | None = None
 
 
 class RestartSection(SpecModel):
@@ -172,6 +176,8 @@ class RestartSection(SpecModel):
     # Between attempts (new pods); 0s would replace a crashing pod in a tight loop.
     backoff: duration_at_least("1s") = "10s"
     max_backoff: Duration = "5m"
+    # maxRestarts counts the restarts within this window.
+    window: duration_at_least("1m") = "1h"
 
     # has(): the API server also checks this rule against the section's `default: {}`, before the
     # fields' own defaults fill it in; a real object always has both by then.
@@ -191,15 +197,18 @@ class RestartSection(SpecModel):
 class RestoreFrom(SpecModel):
     checkpoint: Annotated[str, StringConstraints(pattern=r"^chk-[0-9]{6,}$")] | None = None
     savepoint: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
+    # Start once without any state (upgradeMode stateless sets it); the name marks that start, so the
+    # attempts after it continue its history and a new name starts afresh again.
+    fresh: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
-        "rule": "!(has(self.checkpoint) && has(self.savepoint))",
-        "message": "set at most one of checkpoint and savepoint"}]})
+        "rule": "(has(self.checkpoint) ? 1 : 0) + (has(self.savepoint) ? 1 : 0) + (has(self.fresh) ? 1 : 0) <= 1",
+        "message": "set at most one of checkpoint, savepoint and fresh"}]})
 
     @model_validator(mode="after")
     def _one_source(self) -> RestoreFrom:
-        if self.checkpoint and self.savepoint:
-            raise ValueError("set at most one of checkpoint and savepoint")
+        if sum(1 for v in (self.checkpoint, self.savepoint, self.fresh) if v) > 1:
+            raise ValueError("set at most one of checkpoint, savepoint and fresh")
         return self
 
 
@@ -220,6 +229,8 @@ class JobSpec(SpecModel):
     savepoint: SavepointSection = Field(default_factory=SavepointSection)
     restart: RestartSection = Field(default_factory=RestartSection)
     upgrade_mode: Literal["stateless", "savepoint", "last-checkpoint"] = "savepoint"
+    # An upgraded attempt not Ready within this rolls back; unset: the operator's --upgrade-timeout.
+    upgrade_timeout: duration_at_least("30s") | None = None
     state: Literal["running", "suspended"] = "running"
     restore_from: RestoreFrom | None = None
     gc: GcSection = Field(default_factory=GcSection)

@@ -77,11 +77,31 @@ def retry_delay(failures: int, interval: float) -> float:
     return min(max(RETRY_BACKOFF_CAP, interval), interval * 2 ** (failures - 1))
 
 
+FALLBACK_INTERVALS = 2  # with external triggers, the own timer wakes after this many silent intervals
+
+
+def own_timer_due(*, now: float, interval: float, last_trigger: float | None,
+                  external_triggers: bool = False, last_external: float | None = None) -> bool:
+    """Whether the runtime's own interval timer fires now.
+
+    Standalone (`sparkpoint run`): every `interval` after the last checkpoint start. Under the operator
+    (`external_triggers`), the operator's API requests are the schedule; the own timer is only a
+    fallback: it fires once no API request arrived for FALLBACK_INTERVALS intervals (an operator
+    outage), and then every interval until requests come again."""
+    if interval <= 0:
+        return False
+    if external_triggers and last_external is not None and now - last_external < FALLBACK_INTERVALS * interval:
+        return False
+    return last_trigger is None or now - last_trigger >= interval
+
+
 def due_reason(*, now: float, queued: int, in_flight: int, max_concurrent: int, interval: float,
                last_trigger: float | None, last_end: float | None, min_pause: float,
-               failures: int = 0) -> str | None:
+               failures: int = 0, external_triggers: bool = False,
+               last_external: float | None = None) -> str | None:
     """Pure scheduling rule: why a checkpoint should start now ("request"/"interval") or None.
-    `failures`: consecutive failed or timed-out checkpoints (interval triggers back off; requests do not)."""
+    `failures`: consecutive failed or timed-out checkpoints (interval triggers back off; requests do not).
+    `external_triggers`/`last_external`: see own_timer_due."""
     if in_flight >= max_concurrent:
         return None
     if last_end is not None and now - last_end < min_pause:
@@ -90,7 +110,8 @@ def due_reason(*, now: float, queued: int, in_flight: int, max_concurrent: int, 
         return "request"
     if failures and last_end is not None and now - last_end < retry_delay(failures, interval):
         return None
-    if interval > 0 and (last_trigger is None or now - last_trigger >= interval):
+    if own_timer_due(now=now, interval=interval, last_trigger=last_trigger,
+                     external_triggers=external_triggers, last_external=last_external):
         return "interval"
     return None
 
@@ -100,7 +121,8 @@ class CheckpointCoordinator:
                  async_phase: Callable[[CheckpointRequest, Any], None],
                  on_finished: Callable[[CheckpointRequest], None] = lambda r: None,
                  interval: float, timeout: float, min_pause: float = 0.0, max_concurrent: int = 1,
-                 clock: Callable[[], float] = time.monotonic, history: int = 100):
+                 clock: Callable[[], float] = time.monotonic, history: int = 100,
+                 external_triggers: bool = False):
         self.sync_phase, self.async_phase, self.on_finished = sync_phase, async_phase, on_finished
         self.interval, self.timeout, self.min_pause = interval, timeout, min_pause
         self.max_concurrent, self.clock = max_concurrent, clock
@@ -111,6 +133,8 @@ class CheckpointCoordinator:
         self._history_limit = history
         self._ids = itertools.count(1)
         self._last_trigger: float | None = None
+        self.external_triggers = external_triggers
+        self._last_external: float | None = None  # when the last API request arrived
         self._last_end: float | None = None
         self._failures = 0  # consecutive failed or timed-out checkpoints (reset by a completed one)
         self._stopping = False
@@ -121,7 +145,9 @@ class CheckpointCoordinator:
 
     # --- public API -----------------------------------------------------------------------------
     def start(self) -> None:
-        self._last_trigger = self.clock()  # the first interval checkpoint comes one interval after start
+        # The first interval checkpoint comes one interval after start; under the operator, the
+        # fallback timer counts its silence from the start too.
+        self._last_trigger = self._last_external = self.clock()
         self._thread.start()
 
     def request(self, kind: str = "checkpoint", trigger: str = "api",
@@ -129,6 +155,8 @@ class CheckpointCoordinator:
         with self._cond:
             req = CheckpointRequest(request_id=f"req-{next(self._ids):06d}", kind=kind, trigger=trigger,
                                     savepoint_name=savepoint_name)
+            if trigger == "api":
+                self._last_external = self.clock()
             self._queue.append(req)
             self._remember(req)
             self._cond.notify_all()
@@ -191,7 +219,9 @@ class CheckpointCoordinator:
                                     max_concurrent=self.max_concurrent,
                                     interval=0.0 if self._paused else self.interval,
                                     last_trigger=self._last_trigger, last_end=self._last_end,
-                                    min_pause=self.min_pause, failures=self._failures)
+                                    min_pause=self.min_pause, failures=self._failures,
+                                    external_triggers=self.external_triggers,
+                                    last_external=self._last_external)
                 if reason is None:
                     self._cond.wait(0.05)
                     continue

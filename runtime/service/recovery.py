@@ -99,7 +99,14 @@ def restore_tag(restore_from: RestoreFrom | None) -> str | None:
         return f"savepoint:{restore_from.savepoint}"
     if restore_from.checkpoint:
         return f"checkpoint:{restore_from.checkpoint}"
+    if restore_from.fresh:
+        return f"fresh:{restore_from.fresh}"
     return None
+
+
+def _restorable(tag: str | None) -> bool:
+    """A fresh start's tag names no point in the store (only the history that starts there)."""
+    return bool(tag) and not tag.startswith("fresh:")
 
 
 def _failed_start(local: LocalState, point: RestorePoint | None) -> str | None:
@@ -146,6 +153,9 @@ def plan_restore(*, restore_from: RestoreFrom | None, checkpoint_ids: list[str],
     """
     tag = restore_tag(restore_from)
     if tag and not (latest and latest.extra.get("restoredFrom") == tag):
+        if not _restorable(tag):  # not applied yet (or died before its first checkpoint): start empty
+            return RestorePlan("fresh", reason=f"restoreFrom {tag}: start without state", explicit=True,
+                               lineage_tag=tag)
         point = RestorePoint(*tag.split(":", 1))
         failed = _failed_start(local, point)
         if failed:
@@ -163,7 +173,7 @@ def plan_restore(*, restore_from: RestoreFrom | None, checkpoint_ids: list[str],
         return RestorePlan("fresh", reason=f"no checkpoint in the store; not resuming the hot dir: {why}")
     points = [RestorePoint("checkpoint", c) for c in reversed(checkpoint_ids)]
     points += [RestorePoint("savepoint", s) for s in savepoints]
-    if tag and RestorePoint(*tag.split(":", 1)) not in points:
+    if _restorable(tag) and RestorePoint(*tag.split(":", 1)) not in points:
         points.append(RestorePoint(*tag.split(":", 1)))  # the last resort of an applied restoreFrom
     skipped, candidates = [], []
     for p in points:
@@ -223,7 +233,8 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
     shutil.rmtree(hot_dir, ignore_errors=True)
     if plan.source == "fresh":
         claim(work_dir, job, store_url, attempt=attempt, checkpoint=None, failed_starts=local.failed_starts)
-        return RestoreOutcome("fresh", None, None, time.perf_counter() - started, {}, plan.reason)
+        lineage = {"restoredFrom": plan.lineage_tag} if plan.lineage_tag else {}
+        return RestoreOutcome("fresh", None, None, time.perf_counter() - started, lineage, plan.reason)
     fallbacks = list(plan.skipped)
     for point in plan.candidates:
         try:
@@ -252,7 +263,8 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
 def _restore_point(store: ObjectStore, job: JobRef, hot_dir: Path, point: RestorePoint,
                    plan: RestorePlan) -> Manifest | None:
     """Restore `point` into the hot dir; None when it predates the applied restoreFrom."""
-    kwargs = {"checkpoint_id": point.id} if point.kind == "checkpoint" else {"savepoint": point.id}
+    kwargs = {"checkpoint_id": point.id if point.kind == "checkpoint" else None,
+              "savepoint": point.id if point.kind == "savepoint" else None}
     if plan.lineage_tag and not plan.explicit and point.tag != plan.lineage_tag:
         manifest, _ = choose_manifest(store, job, **kwargs)
         if manifest.extra.get("restoredFrom") != plan.lineage_tag:

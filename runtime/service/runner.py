@@ -53,6 +53,7 @@ class RunOptions:
     grace_seconds: float = 25.0
     job_uid: str | None = None
     handle_signals: bool = True
+    external_triggers: bool = False  # an operator triggers checkpoints; the own timer is a fallback
 
 
 def default_store_url(work_dir: Path) -> str:
@@ -226,7 +227,8 @@ class JobRuntime:
         self.coordinator = coord = CheckpointCoordinator(
             sync_phase=pipeline.sync, async_phase=pipeline.run_async, on_finished=self._on_checkpoint_finished,
             interval=parse_duration(ck.interval), timeout=parse_duration(ck.timeout),
-            min_pause=parse_duration(ck.min_pause), max_concurrent=ck.max_concurrent)
+            min_pause=parse_duration(ck.min_pause), max_concurrent=ck.max_concurrent,
+            external_triggers=self.opts.external_triggers)
         self.query = start_query(df, hot_dir=str(self.hot_dir), sink_kind=spec.job.sink.kind,
                                  write_batch=self._write_batch, trigger_interval=spec.job.trigger_interval,
                                  query_name=f"{self.job.namespace}_{self.job.name}".replace("-", "_"))

@@ -17,6 +17,7 @@ from sparkpoint.operator.model import (
     CheckpointResult,
     CreateAttempt,
     DeletePod,
+    DeleteSavepoint,
     Emit,
     Observed,
     PodObs,
@@ -69,6 +70,8 @@ def describe(action: Any) -> str | None:
             return f"savepoint:{name}"
         case CheckpointResult(result=r):
             return f"result:{r}"
+        case DeleteSavepoint(name=name):
+            return f"drop-savepoint:{name}"
     return None
 
 
@@ -129,6 +132,9 @@ ROWS = [
      ["LocalRecovery", "RestartLimitExceeded"]),
     ("old restarts outside the window do not count", running(restartTimes=[T0 - 7200] * 3),
      [pod(phase="Failed", exit_code=1)], {}, "Recovering", ["delete:job-1"], ["PodFailed"]),
+    ("restart.window 3h: restarts 2h ago still count -> Failed", running(restartTimes=[T0 - 7200] * 3),
+     [pod(phase="Failed", exit_code=1)], {"spec": make_spec(restart={"maxRestarts": 3, "window": "3h"})},
+     "Failed", ["delete:job-1"], ["RestartLimitExceeded"]),
     ("Failed stays Failed, keeps pods away", {"phase": "Failed", "attempt": 2, "tracking": {"failedGeneration": 1}},
      [pod(2, phase="Running")], {}, "Failed", ["delete:job-2"], []),
     ("Failed, spec edited -> a new attempt", {"phase": "Failed", "attempt": 2, "tracking": {"failedGeneration": 1}},
@@ -141,6 +147,19 @@ ROWS = [
     ("savepoint nonce changed -> savepoint", running(savepointNonce=1), [pod()],
      {"runtime": RUNTIME, "spec": make_spec(savepoint={"triggerNonce": 2})}, "Running",
      ["savepoint:nonce-2"], ["SavepointTriggered"]),
+    ("periodic savepoint due -> savepoint", running(periodicSavepointAt=T0 - 3600), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(savepoint={"interval": "1h"})}, "Running",
+     [f"savepoint:periodic-{int(T0)}"], ["SavepointTriggered"]),
+    ("periodic savepoint not due yet -> nothing", running(periodicSavepointAt=T0 - 3000), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(savepoint={"interval": "1h"})}, "Running", [], []),
+    ("periodic savepoint: the first one comes an interval after the job runs", running(), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(savepoint={"interval": "1h"})}, "Running", [], []),
+    ("periodic savepoints beyond savepoint.retain -> oldest dropped, others kept",
+     running(periodicSavepointAt=T0 - 60), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(savepoint={"interval": "1h", "retain": 2}),
+      "store_savepoints": [{"name": "periodic-100"}, {"name": "upgrade-2"}, {"name": "periodic-200"},
+                           {"name": "periodic-300"}]},
+     "Running", ["drop-savepoint:periodic-100"], []),
     ("suspend -> stop with a savepoint", running(), [pod()],
      {"runtime": RUNTIME, "spec": make_spec(state="suspended"), "generation": 2}, "Suspended",
      ["stop:suspend-2"], ["Suspending"]),
@@ -243,10 +262,13 @@ def test_same_observation_same_decision_after_an_operator_restart():
 
 
 def test_runtime_restore_fallback_is_recorded_once():
-    rt = RUNTIME | {"restore": {"source": "remote", "checkpoint": "chk-000002", "fallbacks": ["chk-000003: corrupt"]}}
+    fallbacks = [{"checkpoint": "chk-000003", "error": "object x is corrupt"}]  # as GET /status has them
+    rt = RUNTIME | {"restore": {"source": "remote", "checkpoint": "chk-000002", "fallbacks": fallbacks}}
     d = decide(observe(running(), [pod()], runtime=rt))
-    assert d.status["restore"]["fallbacks"] == ["chk-000003: corrupt"]
-    assert [a.reason for a in d.actions if isinstance(a, Emit)] == ["RestoreFallback"]
+    assert d.status["restore"]["fallbacks"] == fallbacks
+    (event,) = [a for a in d.actions if isinstance(a, Emit)]
+    assert event.reason == "RestoreFallback"
+    assert event.message == "attempt 1 restored from chk-000002 after failing: chk-000003: object x is corrupt"
     d2 = decide(observe(d.status, [pod()], runtime=rt, now=T0 + 1))
     assert not [a for a in d2.actions if isinstance(a, Emit)]
 
@@ -285,6 +307,30 @@ def test_upgrade_not_ready_in_time_rolls_back_to_the_stable_spec_and_its_savepoi
     d = decide(observe(d.status, [pod(3)], runtime=RUNTIME, spec=make_spec(image="sparkpoint:v3"), generation=3,
                        now=T0 + 470))
     assert d.status["phase"] == "Upgrading"
+
+
+def test_stateless_upgrade_starts_the_new_attempt_fresh_and_keeps_that_history():
+    old, new = make_spec(image="v1", upgradeMode="stateless"), make_spec(image="v2", upgradeMode="stateless")
+    d = decide(observe(running(stableSpec=spec_key(old)), [pod()], runtime=RUNTIME, spec=new, generation=4))
+    assert d.status["phase"] == "Upgrading" and not d.of(StopRuntime)  # no drain, no savepoint
+    d = decide(observe(d.status, [], spec=new, generation=4, now=T0 + 5, store_savepoints=[]))
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 2 and create.restore_from.fresh == "upgrade-4"  # not the latest checkpoint
+    # The fresh attempt's pod is deleted: attempt 3 continues the new history, not the old one.
+    d = decide(observe(d.status, [pod(2)], runtime=RUNTIME, spec=new, generation=4, now=T0 + 20))
+    d = decide(observe(d.status, [], spec=new, generation=4, now=T0 + 30))
+    d.status["tracking"]["nextAttemptAt"] = T0
+    d = decide(observe(d.status, [], spec=new, generation=4, now=T0 + 40))
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 3 and create.restore_from.fresh == "upgrade-4"
+
+
+def test_upgrade_timeout_of_the_spec_wins_over_the_operator_default():
+    old, new = make_spec(image="v1"), make_spec(image="v2", upgradeTimeout="90s")
+    d = decide(observe(running(stableSpec=spec_key(old)), [pod()], runtime=RUNTIME, spec=new, generation=2))
+    d = decide(observe(d.status, [], spec=new, generation=2, now=T0 + 10, store_savepoints=[{"name": "upgrade-2"}]))
+    assert d.status["tracking"]["upgradeDeadline"] == T0 + 10 + 90  # not the operator's 300 s
+    assert spec_key(new) == spec_key(make_spec(image="v2"))  # editing the timeout alone is no upgrade
 
 
 def test_rolled_back_job_still_follows_suspend():

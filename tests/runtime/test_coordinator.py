@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from sparkpoint.runtime.checkpoint.coordinator import (
     CheckpointCoordinator,
     NothingToCheckpoint,
     due_reason,
+    own_timer_due,
 )
 
 
@@ -169,3 +171,74 @@ def test_id_tickets_waiting_gives_up_when_told():
         tickets.release(second)
     tickets.release(first)
     tickets.wait_turn(tickets.take())  # the turn moved past both: no wait
+
+
+# --- the own timer under an operator (external triggers) -------------------------------------------
+# now, interval, last_trigger, external, last_external -> fires?
+OWN_TIMER_TABLE = [
+    (10.0, 10.0, 0.0, False, None, True),     # standalone: every interval
+    (9.9, 10.0, 0.0, False, 9.0, False),      # standalone: not before the interval
+    (10.0, 10.0, 0.0, True, 5.0, False),      # operator triggered 5 s ago: stay quiet
+    (19.9, 10.0, 0.0, True, 0.0, False),      # silent for under two intervals: still quiet
+    (20.0, 10.0, 0.0, True, 0.0, True),       # silent for two intervals: fall back
+    (25.0, 10.0, 20.0, True, 0.0, False),     # in fallback: the own timer keeps the interval ...
+    (30.0, 10.0, 20.0, True, 0.0, True),      # ... and fires every interval while the operator is out
+    (30.0, 10.0, 20.0, True, 29.0, False),    # a request came back: fallback ends at once
+    (100.0, 0.0, None, True, None, False),    # interval 0: no timer at all
+]
+
+
+@pytest.mark.parametrize("now,interval,last_trigger,external,last_external,fires", OWN_TIMER_TABLE)
+def test_own_timer_is_a_fallback_under_external_triggers(now, interval, last_trigger, external,
+                                                         last_external, fires):
+    assert own_timer_due(now=now, interval=interval, last_trigger=last_trigger,
+                         external_triggers=external, last_external=last_external) is fires
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _run_fake_time(c: CheckpointCoordinator, clock: FakeClock, until: float, step: float,
+                   on_tick=lambda t: None) -> None:
+    """Advance the fake clock in steps, letting the coordinator's loop see every step."""
+    start = clock.now
+    while clock.now - start < until:
+        clock.now += step
+        on_tick(clock.now - start)
+        assert c.wait_idle(5)
+        time.sleep(0.06)  # the loop polls every 50 ms of real time
+        assert c.wait_idle(5)
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_one_checkpoint_per_interval_under_the_operator_and_fallback_after_two(external):
+    """An operator-like caller requests a checkpoint every 11 s of fake time (interval 10 s plus its
+    scheduling lag) until t=100, then stops (an operator outage). With external triggers each interval
+    has one checkpoint (the request), not two; once the requests stop, the own timer takes over two
+    intervals after the last one. Standalone, the own timer adds its checkpoints next to the requests."""
+    clock = FakeClock()
+    c, _ = _coordinator(lambda req, f: None, interval=10.0, timeout=60, clock=clock,
+                        external_triggers=external)
+    t0 = clock.now
+    done: list[tuple[float, str]] = []
+    c.on_finished = lambda req: done.append((clock.now - t0, req.trigger))
+    c.start()
+
+    def operator(t: float) -> None:
+        if t <= 100 and t % 11 == 3:  # t = 3, 14, ..., 91
+            c.request()
+    _run_fake_time(c, clock, until=160, step=1.0, on_tick=operator)
+    c.stop()
+    during = [trig for t, trig in done if t <= 100]
+    after = [(t, trig) for t, trig in done if t > 100]
+    if external:
+        assert during == ["api"] * 9  # one per interval: the operator's, no timer checkpoints
+        assert after == [(t, "interval") for t in (111.0, 121.0, 131.0, 141.0, 151.0)]  # 91 + 2 intervals
+    else:
+        assert during.count("api") == 9 and during.count("interval") >= 8  # about two per interval
+        assert after and after[0][0] <= 101 + 10

@@ -105,6 +105,25 @@ def test_restore_from_is_explicit_and_applied_once():
     assert crashed.source == "impossible" and "bad state" in crashed.reason
 
 
+def test_restore_from_fresh_starts_without_state_once():
+    """upgradeMode stateless: the operator asks for a fresh start; the store's checkpoints (of the old
+    history) are not restored, though a valid hot dir and checkpoints exist."""
+    fresh = RestoreFrom(fresh="upgrade-3")
+    first = plan(restore_from=fresh)
+    assert (first.source, first.candidates, first.lineage_tag) == ("fresh", (), "fresh:upgrade-3")
+    # Applied (a checkpoint of the new history exists): later starts continue the new history only.
+    applied = manifest("chk-000011", 2, attempt=6, restoredFrom="fresh:upgrade-3")
+    later = plan(restore_from=fresh, latest=applied, ids=[*IDS, "chk-000011"], attempt=7,
+                 local=LocalState(problem="wiped"))
+    assert later.source == "remote" and later.lineage_tag == "fresh:upgrade-3"
+    assert "fresh:upgrade-3" not in [p.tag for p in later.candidates]  # no such point to restore
+
+
+def test_restore_from_takes_at_most_one_source():
+    with pytest.raises(ValueError, match="at most one"):
+        RestoreFrom(fresh="x", checkpoint="chk-000001")
+
+
 def test_supervisor_backoff_and_policy():
     assert [backoff_seconds(n, 2, 10) for n in range(6)] == [0, 2, 4, 8, 10, 10]
     policy = RestartSection(policy="OnFailure", max_restarts=3)

@@ -116,3 +116,24 @@ def test_corrupt_newest_manifest_falls_back_and_checkpoints_go_on(store, job, tm
     # The next checkpoint of this attempt is not blocked by the unreadable newest manifest.
     c3 = checkpoint_of(store, job, tmp_path, 7, write_fence(store, job))
     assert c3.base_checkpoint == c1.id and c3.id > c2.id
+
+
+def test_restore_from_fresh_starts_empty_then_keeps_to_its_own_history(store, job, tmp_path):
+    """upgradeMode stateless: checkpoints of the old history exist, yet the start is empty; once a
+    checkpoint of the new history exists, a later start (new pod) restores it, never an older one."""
+    attempt = write_fence(store, job)
+    checkpoint_of(store, job, tmp_path, 9, attempt)
+    fresh = RestoreFrom(fresh="upgrade-3")
+    fresh_attempt = write_fence(store, job)
+    out = start(store, job, tmp_path / "pod1", fresh_attempt, restore_from=fresh)
+    assert (out.source, out.manifest, out.batch_id) == ("fresh", None, None)
+    assert out.lineage == {"restoredFrom": "fresh:upgrade-3"}
+    assert not (tmp_path / "pod1" / "hot").exists() or not any((tmp_path / "pod1" / "hot").iterdir())
+    # The new history's first checkpoint carries the lineage (the runner passes out.lineage on).
+    hot = tmp_path / "hot-new"
+    make_hot_dir(hot, committed=2, planned=2, snapshots=set(), versions=3)
+    freeze(hot, tmp_path / "frozen-new")
+    new = CheckpointWriter(store, job, attempt=fresh_attempt, job_uid="u").take_checkpoint(
+        tmp_path / "frozen-new", batch_id=2, extra=out.lineage).manifest
+    again = start(store, job, tmp_path / "pod2", write_fence(store, job), restore_from=fresh)
+    assert (again.source, again.manifest.id, again.batch_id) == ("remote", new.id, 2)

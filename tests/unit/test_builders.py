@@ -51,6 +51,7 @@ def test_pod_runs_runtime_and_gc_with_credentials_only_by_reference() -> None:
     assert pod["metadata"]["name"] == "clicks-3"
     runtime, gc = pod["spec"]["containers"]
     assert runtime["command"][:3] == ["sparkpoint", "run", builders.JOB_FILE]
+    assert "--external-triggers" in runtime["command"]  # the operator schedules; the runtime's timer is a fallback
     assert gc["command"][:2] == ["sparkpoint", "gc"] and "--retain" in gc["command"]
     assert gc["command"][gc["command"].index("--retain") + 1] == "4"
     for container in (runtime, gc):

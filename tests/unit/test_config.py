@@ -43,7 +43,7 @@ def test_every_error_is_reported_with_its_field(tmp_path) -> None:
     message = str(err.value)
     assert "spec.job.entrypoint: 'nope' is not of the form module:function" in message
     assert "spec.job.sink: keyColumns must name at least one column" in message
-    assert "spec.restoreFrom: set at most one of checkpoint and savepoint" in message
+    assert "spec.restoreFrom: set at most one of checkpoint, savepoint and fresh" in message
 
 
 def test_unreadable_and_non_yaml_files_fail_clearly(tmp_path) -> None:
@@ -101,6 +101,9 @@ def _spec_with(**sections) -> dict:
     (_spec_with(restart={"backoff": "10m", "maxBackoff": "5m"}),
      "spec.restart: backoff must not be longer than maxBackoff"),
     (_spec_with(gc={"interval": "0s"}), "spec.gc.interval: must be at least 1s"),
+    (_spec_with(savepoint={"interval": "10s"}), "spec.savepoint.interval: must be at least 1m (got 10s)"),
+    (_spec_with(restart={"window": "0s"}), "spec.restart.window: must be at least 1m"),
+    (_spec_with(upgradeTimeout="1s"), "spec.upgradeTimeout: must be at least 30s"),
     (_spec_with(checkpoint={"interval": "1000000h"}), "spec.checkpoint.interval: '1000000h' is not a duration of up to six digits"),
     (_spec_with(checkpoint={"storage": {"url": "s3://bkt/p", "endpoint": "minio:9000"}}),
      "spec.checkpoint.storage.endpoint: 'minio:9000' is not http://host[:port]"),
@@ -136,7 +139,8 @@ def test_nonsense_a_new_user_could_apply_is_refused_naming_the_field(spec, expec
     _spec_with(job={"entrypoint": "a:b", "triggerInterval": "100ms"}),
     _spec_with(checkpoint={"interval": "1s", "timeout": "1s", "storage": {
         "url": "s3://bkt/p", "endpoint": "https://s3.example.com:9443"}}),
-    _spec_with(restart={"backoff": "5m", "maxBackoff": "5m"}),
+    _spec_with(restart={"backoff": "5m", "maxBackoff": "5m", "window": "1m"}),
+    _spec_with(savepoint={"interval": "1m", "retain": 1}, upgradeTimeout="30s"),
     _spec_with(checkpoint={"timeout": "999999m"}, gc={"pendingTimeout": "999999h"}),
 ])
 def test_sensible_values_next_to_the_limits_are_accepted(spec) -> None:

@@ -27,9 +27,10 @@ VALID = {
                    "storage": {"url": "s3://sparkpoint/ckpt", "endpoint": "http://minio:9000",
                                "secretRef": {"name": "minio-creds"}},
                    "localRecovery": True},
-    "savepoint": {"triggerNonce": 1, "retain": 2},
-    "restart": {"policy": "OnFailure", "maxRestarts": 5, "backoff": "5s", "maxBackoff": "1m"},
+    "savepoint": {"triggerNonce": 1, "retain": 2, "interval": "1h"},
+    "restart": {"policy": "OnFailure", "maxRestarts": 5, "backoff": "5s", "maxBackoff": "1m", "window": "30m"},
     "upgradeMode": "savepoint",
+    "upgradeTimeout": "10m",
     "state": "running",
     "restoreFrom": {"savepoint": "before-upgrade"},
     "gc": {"enabled": True, "interval": "30s", "grace": "5m", "pendingTimeout": "1h", "onDelete": "retain"},
@@ -125,6 +126,9 @@ def test_valid_example_passes_both() -> None:
     (("checkpoint", "storage", "endpoint"), "minio:9000", "spec.checkpoint.storage.endpoint"),
     (("job", "sink", "path"), "out/../other", "spec.job.sink.path"),
     (("job", "sink", "keyColumns"), [""], "spec.job.sink.keyColumns.0"),
+    (("savepoint", "interval"), "hourly", "spec.savepoint.interval"),
+    (("restart", "window"), "1 h", "spec.restart.window"),
+    (("upgradeTimeout",), "5", "spec.upgradeTimeout"),
 ])
 def test_invalid_field_is_named_by_the_model_and_rejected_by_the_schema(path, value, field) -> None:
     spec = copy.deepcopy(VALID)
@@ -197,6 +201,9 @@ def test_model_and_schema_agree_on_mutated_specs(mutations) -> None:
     (("job", "triggerInterval"), "0ms", "spec.job.triggerInterval: must be at least 100ms"),
     (("restart", "backoff"), "2m", "spec.restart: backoff must not be longer than maxBackoff"),
     (("gc", "interval"), "0s", "spec.gc.interval: must be at least 1s"),
+    (("savepoint", "interval"), "30s", "spec.savepoint.interval: must be at least 1m"),
+    (("restart", "window"), "10s", "spec.restart.window: must be at least 1m"),
+    (("upgradeTimeout",), "5s", "spec.upgradeTimeout: must be at least 30s"),
     (("spark", "resources", "memory"), "100Mi", "spec.spark.resources.memory: must be at least 512Mi"),
     (("spark", "conf"), {"spark.sql.streaming.checkpointLocation": "/x"},
      "spec.spark.conf: spark.sql.streaming.checkpointLocation is set by Sparkpoint"),

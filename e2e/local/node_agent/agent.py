@@ -20,7 +20,9 @@ log = logging.getLogger("node-agent")
 HEARTBEAT_SECONDS = 5
 LEASE_SECONDS = 40
 POLL_SECONDS = 0.5
-POD_NETWORK = ipaddress.ip_network("127.1.0.0/16")  # all of 127/8 is loopback on Linux
+# All of 127/8 is loopback on Linux. Two local clusters on one machine (parallel worktrees) need
+# distinct pod networks, or their pods' ports collide: SPARKPOINT_POD_NETWORK picks another.
+POD_NETWORK = ipaddress.ip_network(os.environ.get("SPARKPOINT_POD_NETWORK", "127.1.0.0/16"))
 
 
 class AddressPool:
