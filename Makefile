@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
 
-.PHONY: help venv minio java lint test test-full test-unit crd demo bench bench-operator soak cluster-up cluster-down e2e e2e-full operator clean
+.PHONY: help venv minio java prometheus lint test test-full test-unit crd demo bench bench-operator soak cluster-up cluster-down e2e e2e-full operator clean
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -34,6 +34,10 @@ minio:
 java:
 	@scripts/ensure-java.sh
 
+# promtool (alert rule tests) and prometheus (the alerting e2e test): Debian's prometheus package.
+prometheus:
+	@scripts/ensure-prometheus.sh
+
 # --- checks --------------------------------------------------------------------------------------
 # Test tiers: @pytest.mark.slow scenarios (minutes each: real Spark jobs through outages and restarts)
 # run in `make test-full` / `make e2e-full`; CI (`make test`) runs the rest plus the slow tests also
@@ -46,13 +50,13 @@ MARKS := $(MARKS_$(TIER))
 lint: venv
 	$(VENV)/bin/ruff check .
 
-test-unit: venv minio java
+test-unit: venv minio java prometheus
 	$(PY) -m pytest -q $(MARKS) tests
 
 # The cluster binaries build in the background while the unit and integration tests run (a cold
 # build takes about 9 minutes on 2 cores; later runs find them cached), then the e2e suite runs on
 # the local cluster, which is stopped again whatever the outcome.
-test: venv minio java lint
+test: venv minio java prometheus lint
 	@mkdir -p e2e/local/.state
 	@e2e/local/build.sh >e2e/local/.state/build.log 2>&1 & build=$$!; \
 	  $(PY) -m pytest -q --durations=15 $(MARKS) tests; unit=$$?; \
@@ -94,7 +98,7 @@ cluster-up: venv minio
 cluster-down:
 	@$(PY) e2e/local/cluster.py down
 
-e2e: venv minio
+e2e: venv minio prometheus
 	@e2e/local/build.sh >/dev/null
 	$(PY) -m pytest -q -p no:cacheprovider e2e/local/tests
 	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \
