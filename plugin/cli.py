@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 
 from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
 from tqdm import tqdm
 
 from . import format as fmt
@@ -128,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "restore":
             fmt.restore_patch(args.source)  # bad input fails before any call
         return run(args, Kube(args.context, args.namespace))
+    except ConfigException as error:
+        print(f"error: kubeconfig ($KUBECONFIG or ~/.kube/config): {error}", file=sys.stderr)
+        return 1
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
