@@ -20,7 +20,9 @@ log = logging.getLogger("node-agent")
 HEARTBEAT_SECONDS = 5
 LEASE_SECONDS = 40
 POLL_SECONDS = 0.5
-POD_NETWORK = ipaddress.ip_network("127.1.0.0/16")  # all of 127/8 is loopback on Linux
+# All of 127/8 is loopback on Linux. Two local clusters on one machine need different networks
+# (their pods would collide on the same addresses and ports): SPARKPOINT_E2E_POD_NETWORK.
+POD_NETWORK = ipaddress.ip_network(os.environ.get("SPARKPOINT_E2E_POD_NETWORK", "127.1.0.0/16"))
 
 
 class AddressPool:
