@@ -21,6 +21,7 @@ PLUGIN = shutil.which("kubectl-sparkpoint", path=str(Path(sys.executable).parent
 
 
 def plugin(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    print(f"kubectl-sparkpoint {' '.join(args)}", flush=True)
     out = subprocess.run([PLUGIN, *args], capture_output=True, text=True, timeout=timeout, env=os.environ)
     if check:
         assert out.returncode == 0, f"kubectl-sparkpoint {' '.join(args)}: {out.returncode}\n{out.stdout}\n{out.stderr}"
@@ -34,6 +35,7 @@ def savepoint_crd(api_client) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_plugin_on_a_running_job(api_client, namespace, savepoint_crd, operator, store_env):
     jobs = Jobs(api_client, namespace, store_env)
     jobs.create("clicks", **{"job.sink": {"kind": "console"}, "checkpoint.interval": "5s"})
