@@ -46,7 +46,8 @@ def test_checkpoint_alert_fires_when_the_store_stops_and_resolves(prometheus_bin
     # Console sink: the query keeps running through the outage, so only checkpoints stop.
     jobs.create("clicks", **{"job.sink": {"kind": "console"}, "restart.maxRestarts": 20})
     jobs.wait_status("clicks", "Running with a checkpoint",
-                     lambda s: s.get("phase") == "Running" and s.get("latestCheckpoint"), operator=operator)
+                     lambda s: s.get("phase") == "Running" and s.get("latestCheckpoint"), timeout=600,
+                     operator=operator)
     pod = jobs.pods("clicks")[0]
     config = scrape_config(os.environ["KUBECONFIG"], namespace, _runtime_port_name(pod),
                            f"127.0.0.1:{operator.metrics_port}")
