@@ -85,7 +85,7 @@ def test_checkpoint_alert_fires_when_the_store_stops_and_resolves(prometheus_bin
         print(f"\n{ALERT}: firing {fired_after:.0f} s after MinIO stopped, resolved "
               f"{time.monotonic() - back:.0f} s after it was back")
     except AssertionError as error:
-        raise AssertionError(f"{error}\n--- prometheus log\n{prom.log()}\n{jobs.diagnostics('clicks', operator)}") \
-            from None
+        raise AssertionError(f"{error}\n--- prometheus targets\n{prom.api('targets')}\n--- prometheus log\n"
+                             f"{prom.log()}\n{jobs.diagnostics('clicks', operator)}") from None
     finally:
         prom.stop()
