@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
 
-.PHONY: help venv minio java helm lint test test-full test-unit crd demo bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full chaos operator clean image test-image
+.PHONY: help venv minio java helm prometheus lint test test-full test-unit crd demo bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full chaos operator clean image test-image
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -38,6 +38,10 @@ java:
 helm:
 	@scripts/ensure-helm.sh
 
+# promtool (alert rule tests) and prometheus (the alerting e2e test): Debian's prometheus package.
+prometheus:
+	@scripts/ensure-prometheus.sh
+
 # --- checks --------------------------------------------------------------------------------------
 # Test tiers: @pytest.mark.slow scenarios (minutes each: real Spark jobs through outages and restarts)
 # run in `make test-full` / `make e2e-full`; CI (`make test`) runs the rest plus the slow tests also
@@ -51,7 +55,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/hadolint Dockerfile
 
-test-unit: venv minio java
+test-unit: venv minio java prometheus
 	$(PY) -m pytest -q $(MARKS) tests
 
 # The helm CLI, the cluster binaries and the two images build in the background while the unit
@@ -60,7 +64,7 @@ test-unit: venv minio java
 # lock), then the image tests run, then the e2e suite on the local cluster, which is stopped again
 # whatever the outcome. SPARKPOINT_REQUIRE_IMAGES=1: a missing image fails the image tests instead
 # of skipping them.
-test: venv minio java lint
+test: venv minio java prometheus lint
 	@mkdir -p e2e/local/.state
 	@{ scripts/ensure-helm.sh && e2e/local/build.sh; } >e2e/local/.state/build.log 2>&1 & build=$$!; \
 	  scripts/build-image.sh >e2e/local/.state/image.log 2>&1 & image=$$!; \
@@ -119,7 +123,7 @@ cluster-up: venv minio
 cluster-down:
 	@$(PY) e2e/local/cluster.py down
 
-e2e: venv minio
+e2e: venv minio prometheus
 	@scripts/ensure-helm.sh >/dev/null
 	@e2e/local/build.sh >/dev/null
 	$(PY) -m pytest -q -p no:cacheprovider e2e/local/tests

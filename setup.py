@@ -2,7 +2,7 @@
 
 from setuptools import find_packages, setup
 
-FOLDERS = {"sparkpoint.runtime": "runtime", "sparkpoint.operator": "operator"}
+FOLDERS = {"sparkpoint.runtime": "runtime", "sparkpoint.operator": "operator", "sparkpoint.plugin": "plugin"}
 
 
 def _packages() -> list[str]:

@@ -16,6 +16,12 @@ class RuntimeMetrics:
         self.checkpoint_last_completed = Gauge(
             "sparkpoint_checkpoint_last_completed_timestamp_seconds",
             "Unix time the latest checkpoint completed", registry=r)
+        # With the two below, an alert tells "no checkpoint for N intervals" from a fresh start.
+        self.checkpoint_interval = Gauge(
+            "sparkpoint_checkpoint_interval_seconds", "The job's configured checkpoint interval", registry=r)
+        self.start_time = Gauge(
+            "sparkpoint_runtime_start_timestamp_seconds", "Unix time this runtime process started", registry=r)
+        self.start_time.set_to_current_time()
         self.checkpoint_duration = Histogram(
             "sparkpoint_checkpoint_duration_seconds", "Checkpoint phase duration (sync: freeze; async: "
             "hash, upload, manifest, publish)", ["phase"], buckets=_DURATION_BUCKETS, registry=r)

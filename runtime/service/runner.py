@@ -136,6 +136,7 @@ class JobRuntime:
         store.check(writes=True)
         self.attempt = write_fence(store, self.job)  # fence first: older attempts can no longer commit
         self.metrics.attempt.set(self.attempt)
+        self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
         log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
         self.phase = "restoring"
         self.restore = restore_on_start(

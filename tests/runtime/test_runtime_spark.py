@@ -123,6 +123,10 @@ def test_control_api_and_metrics(slow_job):
                  "sparkpoint_batch_duration_seconds", "sparkpoint_input_rows_total", "sparkpoint_state_rows",
                  "sparkpoint_restore_duration_seconds"):
         assert name in text, name
+    # What the checkpoint-stale alert divides by, and what it measures age from before the first checkpoint.
+    assert "\nsparkpoint_checkpoint_interval_seconds 2.0\n" in text
+    started = float(text.split("\nsparkpoint_runtime_start_timestamp_seconds ")[1].split()[0])
+    assert 0 < time.time() - started < 3600
     assert "AWS_SECRET" not in text and slow_job["env"]["AWS_SECRET_ACCESS_KEY"] not in text
 
 

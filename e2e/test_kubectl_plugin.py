@@ -1,0 +1,82 @@
+"""`kubectl-sparkpoint` against a real API server, the operator and a real job: list, status,
+checkpoints, savepoint (a StreamingJobSavepoint the operator completes), suspend, resume, logs,
+restore's patch, with -n and -o as kubectl has them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kube_helpers import REPO, install_crd
+from kubernetes import client
+from operator_jobs import Jobs
+
+PLUGIN = shutil.which("kubectl-sparkpoint", path=str(Path(sys.executable).parent)) or "kubectl-sparkpoint"
+
+
+def plugin(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    print(f"kubectl-sparkpoint {' '.join(args)}", flush=True)
+    out = subprocess.run([PLUGIN, *args], capture_output=True, text=True, timeout=timeout, env=os.environ)
+    if check:
+        assert out.returncode == 0, f"kubectl-sparkpoint {' '.join(args)}: {out.returncode}\n{out.stdout}\n{out.stderr}"
+    return out
+
+
+@pytest.fixture
+def savepoint_crd(api_client) -> None:
+    install_crd(client.ApiextensionsV1Api(api_client),
+                yaml.safe_load((REPO / "crds" / "streamingjobsavepoint.yaml").read_text()))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_plugin_on_a_running_job(api_client, namespace, savepoint_crd, operator, store_env):
+    jobs = Jobs(api_client, namespace, store_env)
+    jobs.create("clicks", **{"job.sink": {"kind": "console"}, "checkpoint.interval": "5s"})
+    jobs.wait_status("clicks", "Running with a checkpoint",
+                     lambda s: s.get("phase") == "Running" and s.get("latestCheckpoint"), timeout=300, operator=operator)
+    ns = ["-n", namespace]
+
+    table = plugin("list", *ns).stdout.splitlines()
+    assert table[0].split()[:3] == ["NAME", "PHASE", "CHECKPOINT"]
+    assert table[1].split()[:2] == ["clicks", "Running"] and table[1].split()[2].startswith("chk-")
+    assert "clicks-1" in plugin("list", *ns, "-o", "wide").stdout
+    assert [j["metadata"]["name"] for j in json.loads(plugin("list", *ns, "-o", "json").stdout)["items"]] == ["clicks"]
+    assert namespace in plugin("list", "-A").stdout
+
+    status = plugin("status", "clicks", *ns).stdout
+    assert f"{namespace}/clicks" in status and "Running" in status and "CheckpointHealthy" in status
+    assert yaml.safe_load(plugin("status", "clicks", *ns, "-o", "yaml").stdout)["status"]["phase"] == "Running"
+    listed = json.loads(plugin("checkpoints", "clicks", *ns, "-o", "json").stdout)["checkpoints"]
+    assert listed and all(c["id"].startswith("chk-") for c in listed)
+    assert listed[-1]["id"] in plugin("checkpoints", "clicks", *ns).stdout
+
+    saved = plugin("savepoint", "clicks", *ns, "--name", "by-plugin", "--timeout", "240")
+    assert "savepoint by-plugin completed" in saved.stdout, saved.stderr
+    assert "Completed" in saved.stderr  # the progress bar's last state
+    assert "by-plugin" in plugin("checkpoints", "clicks", *ns).stdout or \
+        jobs.wait_status("clicks", "savepoint listed", lambda s: any(
+            p["name"] == "by-plugin" for p in s.get("savepoints") or []), timeout=60)
+
+    assert plugin("logs", "clicks", *ns, "--tail", "50").stdout.strip()
+
+    plugin("suspend", "clicks", *ns)
+    assert jobs.get("clicks")["spec"]["state"] == "suspended"
+    jobs.wait_status("clicks", "Suspended", lambda s: s.get("phase") == "Suspended", timeout=180, operator=operator)
+    assert plugin("list", *ns).stdout.splitlines()[1].split()[1] == "Suspended"
+    plugin("resume", "clicks", *ns)
+    jobs.wait_status("clicks", "Running again", lambda s: s.get("phase") == "Running", timeout=300, operator=operator)
+
+    # restore writes spec.restoreFrom (the operator applies it on the job's next attempt)
+    plugin("restore", "clicks", *ns, "--from", "by-plugin")
+    assert jobs.get("clicks")["spec"]["restoreFrom"] == {"savepoint": "by-plugin"}
+    bad = plugin("restore", "clicks", *ns, "--from", "Not_A_Name", check=False)
+    assert bad.returncode == 2 and "--from" in bad.stderr
+    missing = plugin("status", "nope", *ns, check=False)
+    assert missing.returncode == 1 and "not found" in missing.stderr

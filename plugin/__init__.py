@@ -1,0 +1,1 @@
+"""`kubectl sparkpoint`: the kubectl plugin (console script `kubectl-sparkpoint`)."""

@@ -1,0 +1,150 @@
+"""kubectl sparkpoint list | status JOB | checkpoints JOB | savepoint JOB | restore JOB --from ID |
+suspend JOB | resume JOB | logs JOB, with kubectl's -n/--namespace, --context and -o json|yaml|wide."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+
+from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
+from tqdm import tqdm
+
+from . import format as fmt
+from .kube import Kube
+
+SAVEPOINT_STEPS = {"Pending": 1, "InProgress": 2, "Completed": 3, "Failed": 3}
+
+
+def _common(default) -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-n", "--namespace", default=default,
+                        help="the namespace (default: the context's, else default)")
+    common.add_argument("--context", default=default, help="the kubeconfig context to use")
+    common.add_argument("-o", "--output", default=default, choices=fmt.OUTPUTS, help="json, yaml, or wide (tables)")
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    # The flags go before or after the command, as with kubectl; a subcommand's copy must not
+    # overwrite one given before it, hence SUPPRESS there.
+    p = argparse.ArgumentParser(prog="kubectl sparkpoint", parents=[_common(None)],
+                                description="Inspect and steer Sparkpoint StreamingJobs.")
+    common = _common(argparse.SUPPRESS)
+    sub = p.add_subparsers(dest="command", required=True)
+    lst = sub.add_parser("list", parents=[common], help="StreamingJobs with phase, latest checkpoint, restarts")
+    lst.add_argument("-A", "--all-namespaces", action="store_true")
+    for name, text in (("status", "a job's phase, attempt, latest checkpoint, conditions"),
+                       ("checkpoints", "a job's recent checkpoints and savepoints"),
+                       ("suspend", "stop the job with a savepoint (spec.state: suspended)"),
+                       ("resume", "start a suspended job again (spec.state: running)")):
+        sub.add_parser(name, parents=[common], help=text).add_argument("job")
+    sp = sub.add_parser("savepoint", parents=[common], help="take a savepoint (a StreamingJobSavepoint) and wait")
+    sp.add_argument("job")
+    sp.add_argument("--name", help="the StreamingJobSavepoint's name (and the savepoint's); default generated")
+    sp.add_argument("--timeout", type=float, default=600, help="seconds to wait (default 600)")
+    sp.add_argument("--no-wait", action="store_true", help="create it and return")
+    rs = sub.add_parser("restore", parents=[common], help="set spec.restoreFrom to a checkpoint or savepoint")
+    rs.add_argument("job")
+    rs.add_argument("--from", dest="source", required=True, help="chk-NNNNNN or a savepoint name")
+    lg = sub.add_parser("logs", parents=[common], help="the runtime container's log of the job's current pod")
+    lg.add_argument("job")
+    lg.add_argument("-f", "--follow", action="store_true")
+    lg.add_argument("--tail", type=int, default=None)
+    return p
+
+
+def _print(obj, output: str | None, text: str) -> None:
+    print(fmt.render(obj, output) if output in ("json", "yaml") else text)
+
+
+def _savepoint(kube: Kube, args) -> int:
+    created = kube.create_savepoint(fmt.savepoint_body(args.job, args.name))
+    name = created["metadata"]["name"]
+    print(f"streamingjobsavepoint.sparkpoint.dev/{name} created", file=sys.stderr)
+    if args.no_wait:
+        return 0
+    with tqdm(total=3, desc=name, unit="step", bar_format="{desc}: {bar} {postfix} [{elapsed}]",
+              file=sys.stderr) as bar:
+        def show(status: dict) -> None:
+            state = status.get("state", "Pending")
+            bar.n = SAVEPOINT_STEPS.get(state, 1)
+            bar.set_postfix_str(state)
+        obj = kube.wait_savepoint(name, args.timeout, show)
+    status = obj.get("status") or {}
+    if args.output in ("json", "yaml"):
+        print(fmt.render(obj, args.output))
+    elif status.get("state") == "Completed":
+        print(f"savepoint {status.get('id', name)} completed: {fmt.size(status.get('sizeBytes'))} "
+              f"from {status.get('checkpoint')}")
+    if status.get("state") == "Completed":
+        return 0
+    print(f"savepoint {name}: {status.get('state', 'Pending')}: {status.get('error') or 'timed out waiting'}",
+          file=sys.stderr)
+    return 1
+
+
+def run(args, kube: Kube) -> int:
+    now = datetime.now(UTC)
+    if args.command == "list":
+        items = kube.list_jobs(args.all_namespaces)
+        headers, rows = fmt.job_rows(items, now, wide=args.output == "wide", namespaces=args.all_namespaces)
+        _print({"apiVersion": "v1", "kind": "List", "items": items}, args.output, fmt.table(headers, rows))
+    elif args.command == "status":
+        job = kube.job(args.job)
+        _print(job, args.output, fmt.status_text(job, now))
+    elif args.command == "checkpoints":
+        st = kube.job(args.job).get("status") or {}
+        doc = {"checkpoints": st.get("checkpoints") or [], "savepoints": st.get("savepoints") or []}
+        _print(doc, args.output, fmt.table(*fmt.checkpoint_rows(st, now)))
+    elif args.command in ("suspend", "resume"):
+        kube.patch_job(args.job, fmt.state_patch("suspended" if args.command == "suspend" else "running"))
+        print(f"streamingjob.sparkpoint.dev/{args.job} {args.command} requested (spec.state patched)")
+    elif args.command == "restore":
+        job = kube.patch_job(args.job, fmt.restore_patch(args.source))
+        phase = (job.get("status") or {}).get("phase")
+        print(f"streamingjob.sparkpoint.dev/{args.job}: spec.restoreFrom = {args.source}; the next attempt "
+              f"starts from it (phase now {phase})")
+    elif args.command == "savepoint":
+        return _savepoint(kube, args)
+    elif args.command == "logs":
+        pod = (kube.job(args.job).get("status") or {}).get("pod")
+        if not pod:
+            print(f"streamingjob {args.job} has no current pod", file=sys.stderr)
+            return 1
+        out = kube.logs(pod, tail=args.tail, follow=args.follow)
+        if args.follow:
+            for chunk in out.stream():
+                sys.stdout.write(chunk.decode(errors="replace"))
+                sys.stdout.flush()
+        else:
+            sys.stdout.write(out)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "restore":
+            fmt.restore_patch(args.source)  # bad input fails before any call
+        return run(args, Kube(args.context, args.namespace))
+    except ConfigException as error:
+        print(f"error: kubeconfig ($KUBECONFIG or ~/.kube/config): {error}", file=sys.stderr)
+        return 1
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except ApiException as error:
+        job = getattr(args, "job", None)
+        if error.status == 404:
+            what = f"streamingjob {job} in namespace {args.namespace or 'of the context'}" if job else \
+                "streamingjobs.sparkpoint.dev (is the CRD installed?)"
+            print(f"error: not found: {what}", file=sys.stderr)
+        else:
+            print(f"error: {error.reason} ({error.status})", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Pure parts of the kubectl plugin: tables, ages, sizes, the patches and bodies it sends."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from sparkpoint.runtime.config import API_GROUP, API_VERSION, NAME_PATTERN
+
+CHECKPOINT_ID = re.compile(r"^chk-[0-9]{6,}$")
+OUTPUTS = ("json", "yaml", "wide")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def age(value: str | None, now: datetime) -> str:
+    """kubectl's short age: 45s, 12m, 5h, 3d (and <unknown> for none)."""
+    then = parse_time(value)
+    if then is None:
+        return "<none>"
+    seconds = max(0, int((now - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "d" else 1):
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def size(n: int | None) -> str:
+    if n is None:
+        return "<none>"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    """Columns padded like kubectl's (three spaces apart), no trailing blanks."""
+    cells = [[str(c) for c in headers]] + [["<none>" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+
+
+def job_rows(items: list[dict], now: datetime, *, wide: bool = False,
+             namespaces: bool = False) -> tuple[list[str], list[list[Any]]]:
+    headers = ["NAME", "PHASE", "CHECKPOINT", "CHECKPOINT-AGE", "RESTARTS", "AGE"]
+    if wide:
+        headers += ["STATE", "ATTEMPT", "POD", "IMAGE"]
+    if namespaces:
+        headers.insert(0, "NAMESPACE")
+    rows = []
+    for job in items:
+        st, meta, spec = job.get("status") or {}, job["metadata"], job.get("spec") or {}
+        latest = st.get("latestCheckpoint") or {}
+        row = [meta["name"], st.get("phase", "<none>"), latest.get("id"), age(latest.get("completedAt"), now),
+               st.get("restarts", 0), age(meta.get("creationTimestamp"), now)]
+        if wide:
+            row += [spec.get("state", "running"), st.get("attempt"), st.get("pod"), spec.get("image")]
+        if namespaces:
+            row.insert(0, meta.get("namespace"))
+        rows.append(row)
+    return headers, rows
+
+
+def status_text(job: dict, now: datetime) -> str:
+    st, meta, spec = job.get("status") or {}, job["metadata"], job.get("spec") or {}
+    latest = st.get("latestCheckpoint") or {}
+    lines = [
+        f"Name:             {meta['namespace']}/{meta['name']}",
+        f"Phase:            {st.get('phase', '<none>')}   (spec.state: {spec.get('state', 'running')})",
+        f"Attempt:          {st.get('attempt', '<none>')}   pod {st.get('pod', '<none>')}",
+        f"Restarts:         {st.get('restarts', 0)}   local recoveries {st.get('localRecoveries', 0)}",
+        f"Latest checkpoint: {latest.get('id', '<none>')}   batch {latest.get('batch', '<none>')}, "
+        f"{size(latest.get('bytes'))}, {age(latest.get('completedAt'), now)} ago",
+    ]
+    restore = st.get("restore") or {}
+    if restore:
+        lines.append(f"Restored from:    {restore.get('source', '<none>')} {restore.get('checkpoint') or ''}".rstrip())
+    failure = st.get("lastFailure")
+    if failure:
+        lines.append(f"Last failure:     {failure.get('reason')}: {failure.get('message')} "
+                     f"({age(failure.get('at'), now)} ago)")
+    conditions = st.get("conditions") or []
+    if conditions:
+        lines.append("Conditions:")
+        lines += ["  " + line for line in table(
+            ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"],
+            [[c["type"], c["status"], c.get("reason"), age(c.get("lastTransitionTime"), now), c.get("message", "")]
+             for c in conditions]).splitlines()]
+    return "\n".join(lines)
+
+
+def checkpoint_rows(status: dict, now: datetime) -> tuple[list[str], list[list[Any]]]:
+    """The job's recent checkpoints (newest first), then its savepoints, as one table."""
+    rows: list[list[Any]] = [
+        ["checkpoint", c["id"], c.get("batch"), size(c.get("bytes")), size(c.get("newBytes")),
+         age(c.get("completedAt"), now)] for c in reversed(status.get("checkpoints") or [])]
+    rows += [["savepoint", s["name"], s.get("batch"), size(s.get("bytes")), "", age(s.get("completedAt"), now)]
+             for s in reversed(status.get("savepoints") or [])]
+    return ["KIND", "ID", "BATCH", "SIZE", "UPLOADED", "AGE"], rows
+
+
+def render(obj: Any, output: str) -> str:
+    if output == "json":
+        return json.dumps(obj, indent=2, sort_keys=True, default=str)
+    if output == "yaml":
+        return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False).rstrip()
+    raise ValueError(f"-o/--output: {output!r} is not one of {', '.join(OUTPUTS)}")
+
+
+def restore_patch(source: str) -> dict:
+    """spec.restoreFrom naming a checkpoint (chk-NNNNNN) or a savepoint (its name); a merge patch,
+    so the other key is cleared."""
+    if CHECKPOINT_ID.match(source):
+        return {"spec": {"restoreFrom": {"checkpoint": source, "savepoint": None}}}
+    if re.fullmatch(NAME_PATTERN, source) and len(source) <= 63 and not source.startswith("chk-"):
+        return {"spec": {"restoreFrom": {"savepoint": source, "checkpoint": None}}}
+    raise ValueError(f"--from: {source!r} is neither a checkpoint id (chk-NNNNNN) nor a savepoint name "
+                     "(a DNS label: lowercase letters, digits and '-')")
+
+
+def state_patch(state: str) -> dict:
+    return {"spec": {"state": state}}
+
+
+def savepoint_body(job: str, name: str | None) -> dict:
+    """A StreamingJobSavepoint for `job` (its own name generated by the API server unless given)."""
+    meta: dict[str, Any] = {"name": name} if name else {"generateName": f"{job}-"[:58]}
+    return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": "StreamingJobSavepoint", "metadata": meta,
+            "spec": {"jobName": job}}

@@ -1,0 +1,56 @@
+"""The plugin's calls to the API server (kubernetes client, $KUBECONFIG and --context like kubectl)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client, config
+
+from sparkpoint.runtime.config import API_GROUP, API_VERSION
+
+JOBS, SAVEPOINTS = "streamingjobs", "streamingjobsavepoints"
+SAVEPOINT_TERMINAL = ("Completed", "Failed")
+
+
+class Kube:
+    def __init__(self, context: str | None, namespace: str | None):
+        api = config.new_client_from_config(context=context)
+        if namespace is None:
+            contexts, active = config.list_kube_config_contexts()
+            chosen = next((c for c in contexts if c["name"] == context), active) if context else active
+            namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
+        self.namespace = namespace
+        self.custom, self.core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+
+    def list_jobs(self, all_namespaces: bool) -> list[dict]:
+        if all_namespaces:
+            return self.custom.list_cluster_custom_object(API_GROUP, API_VERSION, JOBS)["items"]
+        return self.custom.list_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, JOBS)["items"]
+
+    def job(self, name: str) -> dict:
+        return self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, JOBS, name)
+
+    def patch_job(self, name: str, patch: dict) -> dict:
+        return self.custom.patch_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, JOBS, name, patch)
+
+    def create_savepoint(self, body: dict) -> dict:
+        return self.custom.create_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, SAVEPOINTS, body)
+
+    def wait_savepoint(self, name: str, timeout: float, on_state: Callable[[dict], None]) -> dict:
+        """Poll the StreamingJobSavepoint until Completed/Failed (or `timeout`), reporting each state."""
+        deadline = time.monotonic() + timeout
+        while True:
+            obj = self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, SAVEPOINTS, name)
+            status = obj.get("status") or {}
+            on_state(status)
+            if status.get("state") in SAVEPOINT_TERMINAL or time.monotonic() > deadline:
+                return obj
+            time.sleep(1.0)
+
+    def logs(self, pod: str, *, tail: int | None, follow: bool) -> Any:
+        kwargs: dict[str, Any] = {"container": "runtime", "follow": follow, "_preload_content": not follow}
+        if tail is not None:
+            kwargs["tail_lines"] = tail
+        return self.core.read_namespaced_pod_log(pod, self.namespace, **kwargs)
