@@ -49,7 +49,7 @@ def scrape_config(kubeconfig: str, namespace: str, runtime_port: str, operator_t
                   "action": "keep"},
                  {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
                  {"source_labels": [f"{meta}name"], "target_label": "pod"},
-                 {"source_labels": [f"{meta}label_sparkpoint_io_job"], "target_label": "sparkpoint_job"},
+                 {"source_labels": [f"{meta}label_sparkpoint_dev_job"], "target_label": "sparkpoint_job"},
                  {"source_labels": [f"{meta}container_name"], "target_label": "container"},
              ]},
             {"job_name": "sparkpoint-operator", "honor_labels": True,
