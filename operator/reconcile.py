@@ -1,18 +1,21 @@
 """Observe -> decide -> act for one StreamingJob.
 
-Observe: the CR, the job's pods, the runtime's GET /status (when its pod is ready), the store's
-recent manifests and savepoints (cached, refreshed every STORE_REFRESH seconds, sooner when the
-runtime cannot be asked). Decide: machine.decide. Act: write the decided status first (so an
-operator killed now finds its intent there), then the actions, each idempotent.
+Observe: the CR (kopf's watched body, or what our own last status PATCH returned when the watch
+has not caught up), the job's pods (a kopf index fed by the pod watch), the runtime's GET /status
+(when its pod is ready), the store's recent manifests and savepoints (cached, refreshed every
+STORE_REFRESH seconds, sooner when the runtime cannot be asked). Decide: machine.decide. Act: write
+the decided status first, only what changed (so an operator killed now finds its intent there),
+then the actions, each idempotent. A checkpoint trigger's request id is written with the next
+round's status (an operator killed before that follows the trigger by completion time instead).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +23,7 @@ from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
 from . import builders, store_view
+from .caches import FactCache, TtlCache, fresher_body, secret_fingerprint
 from .checkpoints import iso
 from .kube import Kube, merge_patch
 from .machine import DRAIN_GRACE, decide
@@ -44,6 +48,11 @@ STORE_REFRESH = 60.0
 STORE_REFRESH_BLIND = 15.0  # while the runtime is unreachable the store is the only source
 SAVEPOINT_RECHECK = 3.0  # a savepoint the runtime or status names but the cache lacks: look again this soon
 OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours to diff
+SECRET_TTL = 120.0  # a changed storage Secret is read again within this (at once after a store error)
+STORE_CLIENT_TTL = 600.0
+STORE_THREADS = 8  # blocking store reads (every job's refresh) run here, not in kube's executor
+KNOWN_MANIFESTS = 12_000  # checkpoint facts kept (about RECENT_MANIFESTS per job at 1,000 jobs)
+PodSource = Callable[[str, str], Iterable[PodObs]]
 
 
 class Draining(Exception):
@@ -83,6 +92,12 @@ class Reconciler:
         self.upgrade_timeout = upgrade_timeout
         self._store: dict[tuple[str, str], _StoreCache] = {}
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
+        self._written: dict[tuple[str, str], dict[str, Any]] = {}  # our last PATCH's answer until watched
+        self._trigger_ids: dict[tuple[str, str], tuple[float, dict[str, Any] | None]] = {}
+        self._secrets: TtlCache[dict[str, str]] = TtlCache(SECRET_TTL, 4096)
+        self._stores: TtlCache[Any] = TtlCache(STORE_CLIENT_TTL, 64)
+        self._facts: FactCache = FactCache(KNOWN_MANIFESTS)
+        self._store_pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
 
     # --- the per-job loop (run by a kopf daemon) ----------------------------------------------------
     def wake(self, namespace: str, name: str) -> None:
@@ -90,31 +105,48 @@ class Reconciler:
         if event is not None:
             event.set()
 
-    async def run(self, namespace: str, name: str, stopped: Any) -> None:
-        wake = self._wake.setdefault((namespace, name), asyncio.Event())
+    async def run(self, namespace: str, name: str, stopped: Any, body: Any = None,
+                  pods: PodSource | None = None) -> None:
+        """The job's loop: one round, then sleep until the round's requeue time (the next trigger
+        is due then), a wake-up (pod event, spec change) or the stop. `body` is kopf's live view
+        of the CR, `pods` the pod index; without them each round reads both from the API."""
+        key = (namespace, name)
+        wake = self._wake.setdefault(key, asyncio.Event())
+        stop = asyncio.ensure_future(stopped.wait()) if hasattr(stopped, "wait") else None
         try:
             while not stopped:
                 wake.clear()
                 t0 = time.perf_counter()
                 try:
-                    delay = await self.reconcile(namespace, name)
+                    delay = await self.reconcile(namespace, name, dict(body) if body is not None else None,
+                                                 list(pods(namespace, name)) if pods is not None else None)
                 except Exception as exc:  # the loop must survive anything; kopf would stop the daemon
                     self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
                     log.exception("reconcile failed", extra={"job": f"{namespace}/{name}"})
+                    self._written.pop(key, None)  # a failed PATCH: trust the watched body again
                     delay = 5.0
                 self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
                 if delay is None:
                     return
-                deadline = time.monotonic() + delay
-                while not stopped and not wake.is_set() and time.monotonic() < deadline:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), min(1.0, deadline - time.monotonic()))
+                waiting = asyncio.ensure_future(wake.wait())
+                await asyncio.wait({waiting, stop} - {None}, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
         finally:
-            self._wake.pop((namespace, name), None)
+            if stop is not None:
+                stop.cancel()
+            for cache in (self._wake, self._written, self._trigger_ids, self._store):
+                cache.pop(key, None)
 
     # --- one round -------------------------------------------------------------------------------------
-    async def reconcile(self, namespace: str, name: str) -> float | None:
-        body = await self.kube.get_job(namespace, name)
+    async def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None,
+                        pods: list[PodObs] | None = None) -> float | None:
+        key = (namespace, name)
+        if body is None:
+            body = await self.kube.get_job(namespace, name)
+        else:
+            body = fresher_body(body, self._written.get(key))
+            if body is not self._written.get(key):
+                self._written.pop(key, None)  # the watch has delivered our write (or a newer one)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         meta = body["metadata"]
@@ -124,8 +156,10 @@ class Reconciler:
         except SpecError as exc:
             await self._invalid_spec(body, own, str(exc))
             return 300.0
-        pods = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
+        if pods is None:
+            pods = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
         current = next((p for p in pods if p.attempt == own.get("attempt")), None)
+        written, own = own, self._with_trigger_answer(key, own)
         runtime = await self._runtime_status(current)
         cache = await self._store_facts(namespace, name, spec, blind=runtime is None,
                                         expect=_expected_savepoints(own, runtime))
@@ -133,7 +167,7 @@ class Reconciler:
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
                        store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout)
         decision = decide(obs)
-        await self.kube.patch_status(namespace, name, merge_patch(own, decision.status))
+        await self._write_status(namespace, name, merge_patch(written, decision.status))
         self._count_restarts(namespace, name, own, decision.status)
         for action in decision.actions:
             await self._act(action, body, spec, decision.status, current)
@@ -147,10 +181,28 @@ class Reconciler:
         new = dict(own, phase="Failed", observedGeneration=generation, tracking=tracking,
                    lastFailure={"reason": "InvalidSpec", "message": message, "at": iso(self.clock())})
         apply_conditions(new, meta.get("generation", 1), self.clock())
-        await self.kube.patch_status(meta["namespace"], meta["name"], merge_patch(own, new))
+        await self._write_status(meta["namespace"], meta["name"], merge_patch(own, new))
         if (own.get("lastFailure") or {}).get("message") != message:
             self.post_event(body, "Warning", "InvalidSpec", message)
         self.metrics.job_phase(meta["namespace"], meta["name"], "Failed")
+
+    async def _write_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """PATCH only what changed; keep the answer until the watch delivers it (or a newer one)."""
+        stored = await self.kube.patch_status(namespace, name, patch)
+        if stored is not None:
+            self._written[(namespace, name)] = stored
+
+    def _with_trigger_answer(self, key: tuple[str, str], own: dict[str, Any]) -> dict[str, Any]:
+        """The status as it is once the last trigger's answer (its id, or None after a failed
+        POST) is in: that answer is not written on its own but with this round's PATCH."""
+        remembered = self._trigger_ids.get(key)
+        pending = (own.get("tracking") or {}).get("pendingTrigger")
+        if remembered is None:
+            return own
+        if not pending or pending.get("at") != remembered[0] or pending.get("id"):
+            self._trigger_ids.pop(key, None)  # already written, or a newer trigger
+            return own
+        return dict(own, tracking=dict(own["tracking"], pendingTrigger=remembered[1]))
 
     async def _runtime_status(self, pod: PodObs | None) -> dict[str, Any] | None:
         if pod is None or not pod.ip or pod.deleting or pod.phase != "Running":
@@ -174,18 +226,39 @@ class Reconciler:
             if store is None:
                 return cache
             job = StoreJob(namespace, name)
-            cache.checkpoints = await asyncio.to_thread(store_view.recent_checkpoints, store, job)
-            cache.savepoints = await asyncio.to_thread(store_view.savepoints, store, job)
+            loop = asyncio.get_running_loop()
+            cache.checkpoints = await loop.run_in_executor(self._store_pool, store_view.recent_checkpoints,
+                                                           store, job, self._facts)
+            cache.savepoints = await loop.run_in_executor(self._store_pool, store_view.savepoints, store, job)
         except Exception as exc:  # the store may be down: decide on what the runtime says
             log.warning("store not readable", extra={"job": f"{namespace}/{name}", "error": type(exc).__name__})
+            self._forget_store(namespace, spec)  # maybe rotated credentials: read the Secret again
         return cache
 
     async def _open_store(self, namespace: str, spec: JobSpec) -> Any:
+        """The store client for the job's storage: one per store URL and credentials, shared by the
+        jobs that use the same (a client holds a connection pool); the Secret is read at most
+        every SECRET_TTL seconds."""
         storage = spec.checkpoint.storage
         if storage is None:
             return None
-        secret = await self.kube.secret_data(namespace, storage.secret_ref.name) if storage.secret_ref else None
-        return store_view.open_job_store(spec, secret)
+        secret = None
+        if storage.secret_ref:
+            secret_key = (namespace, storage.secret_ref.name)
+            secret = self._secrets.get(secret_key)
+            if secret is None:
+                secret = self._secrets.put(secret_key, await self.kube.secret_data(*secret_key))
+        env = store_view.store_env(spec, secret)
+        client_key = (storage.url, secret_fingerprint(env))
+        return self._stores.get(client_key) or self._stores.put(client_key, store_view.open_job_store(spec, secret))
+
+    def _forget_store(self, namespace: str, spec: JobSpec) -> None:
+        storage = spec.checkpoint.storage
+        if storage is not None and storage.secret_ref:
+            secret = self._secrets.get((namespace, storage.secret_ref.name))
+            self._secrets.invalidate((namespace, storage.secret_ref.name))
+            if secret is not None:
+                self._stores.invalidate((storage.url, secret_fingerprint(store_view.store_env(spec, secret))))
 
     def _count_restarts(self, namespace: str, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
         local = new.get("localRecoveries", 0) - old.get("localRecoveries", 0)
@@ -228,16 +301,18 @@ class Reconciler:
 
     async def _trigger(self, ns: str, name: str, base: str | None, status: dict[str, Any]) -> None:
         pending = (status.get("tracking") or {}).get("pendingTrigger") or {}
+        answer: dict[str, Any] | None
         try:
             if base is None:
                 raise RuntimeApiError("no pod IP")
             doc = await self.client.trigger_checkpoint(base)
-            pending = dict(pending, id=doc.get("id"))
+            answer = dict(pending, id=doc.get("id"))
         except RuntimeApiError as exc:
             self.metrics.triggers.labels("error").inc()
             log.warning("checkpoint trigger failed", extra={"job": f"{ns}/{name}", "error": str(exc)})
-            pending = None  # the next interval tries again
-        await self.kube.patch_status(ns, name, {"tracking": {"pendingTrigger": pending}})
+            answer = None  # the next interval tries again
+        # Written with the next round's status (the machine polls a pending trigger within POLL).
+        self._trigger_ids[(ns, name)] = (pending.get("at"), answer)
 
     async def _call(self, body: dict[str, Any], failure: str, fn: Any, base: str | None, *args: Any) -> None:
         try:
