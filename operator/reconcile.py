@@ -250,7 +250,7 @@ class Reconciler:
                 secret = self._secrets.put(secret_key, await self.kube.secret_data(*secret_key))
         env = store_view.store_env(spec, secret)
         client_key = (storage.url, secret_fingerprint(env))
-        return self._stores.get(client_key) or self._stores.put(client_key, store_view.open_job_store(spec, secret))
+        return self._stores.get(client_key) or self._stores.put(client_key, store_view.open_job_store(spec, secret, STORE_THREADS))
 
     def _forget_store(self, namespace: str, spec: JobSpec) -> None:
         storage = spec.checkpoint.storage

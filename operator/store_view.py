@@ -36,12 +36,13 @@ def store_env(spec: JobSpec, secret: dict[str, str] | None) -> dict[str, str]:
     return env
 
 
-def open_job_store(spec: JobSpec, secret: dict[str, str] | None) -> ObjectStore | None:
-    """None when the job has no shared store (the demo's directory on the pod's own disk)."""
+def open_job_store(spec: JobSpec, secret: dict[str, str] | None, max_connections: int = 4) -> ObjectStore | None:
+    """None when the job has no shared store (the demo's directory on the pod's own disk). The
+    operator shares one client between the jobs on the same store: max_connections = its threads."""
     storage = spec.checkpoint.storage
     if storage is None:
         return None
-    return open_store(storage.url, env=store_env(spec, secret), max_connections=4)
+    return open_store(storage.url, env=store_env(spec, secret), max_connections=max_connections)
 
 
 def recent_checkpoints(store: ObjectStore, job: JobRef,

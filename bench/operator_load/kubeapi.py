@@ -63,8 +63,16 @@ class KubeApi:
                 raise ApiError(resp.status, text)
             return json.loads(text) if text else {}
 
-    async def get(self, path: str, **params: Any) -> dict[str, Any]:
-        return await self.request("GET", path, **params)
+    async def get(self, path: str, tries: int = 3, **params: Any) -> dict[str, Any]:
+        """A read is retried on a timeout: the API server of a loaded 2-core machine may stall."""
+        for attempt in range(1, tries + 1):
+            try:
+                return await self.request("GET", path, **params)
+            except (TimeoutError, aiohttp.ClientConnectionError):
+                if attempt == tries:
+                    raise
+                await asyncio.sleep(2.0)
+        raise AssertionError("unreachable")
 
     async def create(self, path: str, body: dict[str, Any], exist_ok: bool = True) -> dict[str, Any]:
         try:
