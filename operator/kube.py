@@ -54,7 +54,7 @@ def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def _json(resp: Any) -> dict[str, Any]:
-    return json.loads(resp.data)
+    return json.loads(resp.data) if resp.data else {}
 
 
 class Kube:
@@ -64,7 +64,12 @@ class Kube:
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="kube")
 
     async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        """fn(*args, **kwargs) in the executor. With _preload_content=False the answer's body is read
+        there too (reading it later, on the event loop, would block the loop on the socket)."""
+        def call() -> Any:
+            resp = fn(*args, **kwargs)
+            return _json(resp) if kwargs.get("_preload_content") is False else resp
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
     # --- reads --------------------------------------------------------------------------------------
     async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -80,12 +85,12 @@ class Kube:
         resp = await self._run(self.core.list_namespaced_pod, namespace,
                                label_selector=f"{API_GROUP}/job={name},app.kubernetes.io/component=runtime",
                                _preload_content=False)
-        return _json(resp).get("items", [])
+        return resp.get("items", [])
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         """The Secret's keys decoded; the values go to open_store only (never logged)."""
         resp = await self._run(self.core.read_namespaced_secret, name, namespace, _preload_content=False)
-        return {k: base64.b64decode(v).decode() for k, v in (_json(resp).get("data") or {}).items()}
+        return {k: base64.b64decode(v).decode() for k, v in (resp.get("data") or {}).items()}
 
     # --- writes -------------------------------------------------------------------------------------
     async def create(self, body: dict[str, Any]) -> bool:
@@ -120,10 +125,9 @@ class Kube:
         """The object as the API server stored it, None when there was nothing to patch."""
         if not patch:
             return None
-        resp = await self._run(self.custom.patch_namespaced_custom_object_status, API_GROUP, API_VERSION,
+        return await self._run(self.custom.patch_namespaced_custom_object_status, API_GROUP, API_VERSION,
                                namespace, PLURAL, name, {"status": patch},
                                _content_type="application/merge-patch+json", _preload_content=False)
-        return _json(resp)
 
     async def ensure_peering(self, name: str, namespaces: list[str] | None) -> bool:
         """Create kopf's peering object(s) (cluster-wide when namespaces is None); False when the
