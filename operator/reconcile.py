@@ -4,9 +4,12 @@ Observe: the CR (kopf's watched body, or what our own last status PATCH returned
 has not caught up), the job's pods (a kopf index fed by the pod watch), the runtime's GET /status
 (when its pod is ready), the store's recent manifests and savepoints (cached, refreshed every
 STORE_REFRESH seconds, sooner when the runtime cannot be asked). Decide: machine.decide. Act: write
-the decided status first, only what changed (so an operator killed now finds its intent there),
-then the actions, each idempotent. A checkpoint trigger's request id is written with the next
-round's status (an operator killed before that follows the trigger by completion time instead).
+the decided status (only what changed), then the actions, each idempotent. The status goes
+through the job's StatusWriter: a round that creates or deletes something waits until its status
+is stored (an operator killed then finds its intent there); a round that only triggers a
+checkpoint does not wait, and triggers before its status is written, so a slow API server does
+not make triggers late (an operator killed between the two triggers once more: one extra
+checkpoint, the runtime runs one at a time).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from sparkpoint.runtime.store import JobRef as StoreJob
 from . import builders, store_view
 from .caches import FactCache, TtlCache, fresher_body, secret_fingerprint
 from .checkpoints import iso
-from .kube import Kube, merge_patch
+from .kube import Kube
 from .machine import DRAIN_GRACE, decide
 from .metrics import OperatorMetrics
 from .model import (
@@ -42,6 +45,7 @@ from .model import (
 from .observe import pod_observation
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .status import apply_conditions
+from .status_writer import StatusWriter
 
 log = logging.getLogger("sparkpoint.operator")
 STORE_REFRESH = 60.0
@@ -53,6 +57,13 @@ STORE_CLIENT_TTL = 600.0
 STORE_THREADS = 8  # blocking store reads (every job's refresh) run here, not in kube's executor
 KNOWN_MANIFESTS = 12_000  # checkpoint facts kept (about RECENT_MANIFESTS per job at 1,000 jobs)
 PodSource = Callable[[str, str], Iterable[PodObs]]
+
+
+_NO_WAIT = (TriggerCheckpoint, CheckpointResult, Emit)  # actions that need no stored status first
+
+
+class StatusNotWritten(Exception):
+    """The status write of a round failed: its other actions wait for the next round."""
 
 
 class Draining(Exception):
@@ -92,8 +103,7 @@ class Reconciler:
         self.upgrade_timeout = upgrade_timeout
         self._store: dict[tuple[str, str], _StoreCache] = {}
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
-        self._written: dict[tuple[str, str], dict[str, Any]] = {}  # our last PATCH's answer until watched
-        self._trigger_ids: dict[tuple[str, str], tuple[float, dict[str, Any] | None]] = {}
+        self._writers: dict[tuple[str, str], StatusWriter] = {}
         self._secrets: TtlCache[dict[str, str]] = TtlCache(SECRET_TTL, 4096)
         self._stores: TtlCache[Any] = TtlCache(STORE_CLIENT_TTL, 64)
         self._facts: FactCache = FactCache(KNOWN_MANIFESTS)
@@ -123,7 +133,6 @@ class Reconciler:
                 except Exception as exc:  # the loop must survive anything; kopf would stop the daemon
                     self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
                     log.exception("reconcile failed", extra={"job": f"{namespace}/{name}"})
-                    self._written.pop(key, None)  # a failed PATCH: trust the watched body again
                     delay = 5.0
                 self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
                 if delay is None:
@@ -134,23 +143,21 @@ class Reconciler:
         finally:
             if stop is not None:
                 stop.cancel()
-            for cache in (self._wake, self._written, self._trigger_ids, self._store):
+            for cache in (self._wake, self._writers, self._store):
                 cache.pop(key, None)
 
     # --- one round -------------------------------------------------------------------------------------
     async def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None,
                         pods: list[PodObs] | None = None) -> float | None:
-        key = (namespace, name)
+        writer = self._writer(namespace, name)
         if body is None:
             body = await self.kube.get_job(namespace, name)
-        else:
-            body = fresher_body(body, self._written.get(key))
-            if body is not self._written.get(key):
-                self._written.pop(key, None)  # the watch has delivered our write (or a newer one)
+        elif not writer.pending:
+            body = fresher_body(body, writer.stored)  # the watch may not have delivered our last write
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         meta = body["metadata"]
-        own = {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
+        own = writer.current() or {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
         try:
             spec = parse_spec(body.get("spec"))
         except SpecError as exc:
@@ -159,7 +166,6 @@ class Reconciler:
         if pods is None:
             pods = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
         current = next((p for p in pods if p.attempt == own.get("attempt")), None)
-        written, own = own, self._with_trigger_answer(key, own)
         runtime = await self._runtime_status(current)
         cache = await self._store_facts(namespace, name, spec, blind=runtime is None,
                                         expect=_expected_savepoints(own, runtime))
@@ -167,11 +173,27 @@ class Reconciler:
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
                        store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout)
         decision = decide(obs)
-        await self._write_status(namespace, name, merge_patch(written, decision.status))
+        for trigger in decision.of(TriggerCheckpoint):
+            self.metrics.trigger_lag.observe(max(0.0, trigger.lag))
+            await self._trigger(namespace, name, current, decision.status)
+        writer.submit(own, decision.status)
+        if any(not isinstance(a, _NO_WAIT) for a in decision.actions) and not await writer.flush():
+            raise StatusNotWritten(f"status of {namespace}/{name} not written; actions not taken")
         self._count_restarts(namespace, name, own, decision.status)
         for action in decision.actions:
             await self._act(action, body, spec, decision.status, current)
         return decision.requeue_after
+
+    def _writer(self, namespace: str, name: str) -> StatusWriter:
+        writer = self._writers.get((namespace, name))
+        if writer is None:
+            def patch(doc: dict[str, Any]) -> Any:
+                return self.kube.patch_status(namespace, name, doc)
+
+            def failed(exc: Exception) -> None:
+                self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
+            writer = self._writers[(namespace, name)] = StatusWriter(patch, failed)
+        return writer
 
     async def _invalid_spec(self, body: dict[str, Any], own: dict[str, Any], message: str) -> None:
         meta = body["metadata"]
@@ -181,28 +203,12 @@ class Reconciler:
         new = dict(own, phase="Failed", observedGeneration=generation, tracking=tracking,
                    lastFailure={"reason": "InvalidSpec", "message": message, "at": iso(self.clock())})
         apply_conditions(new, meta.get("generation", 1), self.clock())
-        await self._write_status(meta["namespace"], meta["name"], merge_patch(own, new))
+        writer = self._writer(meta["namespace"], meta["name"])
+        writer.submit(own, new)
+        await writer.flush()
         if (own.get("lastFailure") or {}).get("message") != message:
             self.post_event(body, "Warning", "InvalidSpec", message)
         self.metrics.job_phase(meta["namespace"], meta["name"], "Failed")
-
-    async def _write_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        """PATCH only what changed; keep the answer until the watch delivers it (or a newer one)."""
-        stored = await self.kube.patch_status(namespace, name, patch)
-        if stored is not None:
-            self._written[(namespace, name)] = stored
-
-    def _with_trigger_answer(self, key: tuple[str, str], own: dict[str, Any]) -> dict[str, Any]:
-        """The status as it is once the last trigger's answer (its id, or None after a failed
-        POST) is in: that answer is not written on its own but with this round's PATCH."""
-        remembered = self._trigger_ids.get(key)
-        pending = (own.get("tracking") or {}).get("pendingTrigger")
-        if remembered is None:
-            return own
-        if not pending or pending.get("at") != remembered[0] or pending.get("id"):
-            self._trigger_ids.pop(key, None)  # already written, or a newer trigger
-            return own
-        return dict(own, tracking=dict(own["tracking"], pendingTrigger=remembered[1]))
 
     async def _runtime_status(self, pod: PodObs | None) -> dict[str, Any] | None:
         if pod is None or not pod.ip or pod.deleting or pod.phase != "Running":
@@ -286,9 +292,8 @@ class Reconciler:
                 await self.kube.create(builders.build_pod(job, run_spec, attempt))
             case DeletePod(name=pod_name, force=force):
                 await self.kube.delete_pod(ns, pod_name, force)
-            case TriggerCheckpoint(lag=lag):
-                self.metrics.trigger_lag.observe(max(0.0, lag))
-                await self._trigger(ns, name, base, status)
+            case TriggerCheckpoint():
+                pass  # made before the status was written (reconcile)
             case TriggerSavepoint(name=sp_name):
                 await self._call(body, "SavepointFailed", self.client.trigger_savepoint, base, sp_name)
             case StopRuntime(savepoint=sp_name):
@@ -299,20 +304,18 @@ class Reconciler:
                 self.post_event(body, type_, reason, message)
                 log.info(message, extra={"job": f"{ns}/{name}", "reason": reason})
 
-    async def _trigger(self, ns: str, name: str, base: str | None, status: dict[str, Any]) -> None:
-        pending = (status.get("tracking") or {}).get("pendingTrigger") or {}
-        answer: dict[str, Any] | None
+    async def _trigger(self, ns: str, name: str, pod: PodObs | None, status: dict[str, Any]) -> None:
+        """POST /checkpoints; the request id goes into the decided status (written with it)."""
+        tracking = status.setdefault("tracking", {})
         try:
-            if base is None:
+            if pod is None or not pod.ip:
                 raise RuntimeApiError("no pod IP")
-            doc = await self.client.trigger_checkpoint(base)
-            answer = dict(pending, id=doc.get("id"))
+            doc = await self.client.trigger_checkpoint(base_url(pod.ip, builders.CONTROL_PORT))
+            tracking["pendingTrigger"] = dict(tracking.get("pendingTrigger") or {}, id=doc.get("id"))
         except RuntimeApiError as exc:
             self.metrics.triggers.labels("error").inc()
             log.warning("checkpoint trigger failed", extra={"job": f"{ns}/{name}", "error": str(exc)})
-            answer = None  # the next interval tries again
-        # Written with the next round's status (the machine polls a pending trigger within POLL).
-        self._trigger_ids[(ns, name)] = (pending.get("at"), answer)
+            tracking.pop("pendingTrigger", None)  # the next interval tries again
 
     async def _call(self, body: dict[str, Any], failure: str, fn: Any, base: str | None, *args: Any) -> None:
         try:
