@@ -287,8 +287,9 @@ class Reconciler:
         match action:
             case CreateAttempt(attempt=attempt, restore_from=restore_from, spec=override):
                 run_spec = override or spec  # a rollback runs the last stable spec
-                await self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from))
-                await self.kube.create(builders.build_service(job))
+                # The pod last: it mounts the ConfigMap (the Service may come in parallel).
+                await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from)),
+                                     self.kube.create(builders.build_service(job)))
                 await self.kube.create(builders.build_pod(job, run_spec, attempt))
             case DeletePod(name=pod_name, force=force):
                 await self.kube.delete_pod(ns, pod_name, force)

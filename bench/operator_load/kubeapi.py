@@ -44,7 +44,7 @@ def load_kubeconfig(path: Path) -> tuple[str, ssl.SSLContext]:
 
 
 class KubeApi:
-    def __init__(self, kubeconfig: Path, timeout: float = 30.0, connections: int = 16):
+    def __init__(self, kubeconfig: Path, timeout: float = 90.0, connections: int = 16):
         self.server, tls = load_kubeconfig(kubeconfig)
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=tls, limit=connections),
