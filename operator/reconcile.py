@@ -154,6 +154,8 @@ class Reconciler:
             body = await self.kube.get_job(namespace, name)
         elif not writer.pending:
             body = fresher_body(body, writer.stored)  # the watch may not have delivered our last write
+            if body is not writer.stored:
+                writer.stored = None  # the watch has caught up: do not keep a second copy
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         meta = body["metadata"]
