@@ -68,8 +68,8 @@ class KubeApi:
         for attempt in range(1, tries + 1):
             try:
                 return await self.request("GET", path, **params)
-            except (TimeoutError, aiohttp.ClientConnectionError):
-                if attempt == tries:
+            except (TimeoutError, aiohttp.ClientConnectionError, ApiError) as exc:
+                if attempt == tries or (isinstance(exc, ApiError) and exc.status < 500):
                     raise
                 await asyncio.sleep(2.0)
         raise AssertionError("unreachable")

@@ -151,8 +151,14 @@ async def _create_jobs(api: KubeApi, namespace: str, settings: Settings) -> None
 
 
 async def _phases(api: KubeApi, namespace: str) -> dict[str, dict[str, Any]]:
-    listing = await api.get(jobs.JOBS_PATH.format(namespace=namespace))
-    return {j["metadata"]["name"]: j.get("status") or {} for j in listing["items"]}
+    out: dict[str, dict[str, Any]] = {}
+    params: dict[str, Any] = {"limit": 200}  # pages: one LIST of 1,000 jobs may time out on a busy API server
+    while True:
+        listing = await api.get(jobs.JOBS_PATH.format(namespace=namespace), **params)
+        out.update({j["metadata"]["name"]: j.get("status") or {} for j in listing["items"]})
+        if not listing["metadata"].get("continue"):
+            return out
+        params["continue"] = listing["metadata"]["continue"]
 
 
 async def _delete_sample(api: KubeApi, namespace: str, settings: Settings, times: PodTimes,
