@@ -149,6 +149,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--window", type=float, default=180.0, help="steady-state seconds measured per scale")
     p.add_argument("--interval", default="10s", help="checkpoint.interval of every job")
     p.add_argument("--deletions", type=int, default=20)
+    p.add_argument("--ramp-timeout", type=float, default=None,
+                   help="measure after this many seconds even if not every job is Running yet")
     p.add_argument("--small", action="store_true", help="30 jobs, 60 s window")
     p.add_argument("--no-report", action="store_true", help="do not rewrite docs/benchmarks.md")
     p.add_argument("--report-only", action="store_true",
@@ -157,7 +159,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     scales = [30] if args.small else [int(x) for x in args.jobs.split(",")]
     base = scenario.Settings(jobs=0, interval=args.interval, window=60.0 if args.small else args.window,
-                             deletions=5 if args.small else args.deletions)
+                             deletions=5 if args.small else args.deletions, ramp_timeout=args.ramp_timeout)
     out_dir = STATE / "operator-load"
     if args.report_only:
         saved = [json.loads(f.read_text()) for f in out_dir.glob("result-*.json")]

@@ -1,7 +1,9 @@
 """kopf handlers: decorators only, each delegating to reconcile.py.
 
-One daemon per StreamingJob runs its observe-decide-act loop; pod events and spec changes wake it
-early. Deletion runs through kopf's finalizer: drain, then gc.onDelete.
+One daemon per StreamingJob runs its observe-decide-act loop on kopf's live body of the CR and an
+index of the job's pods (both fed by kopf's watches, so a round reads neither from the API server);
+pod events and spec changes wake it early. Deletion runs through kopf's finalizer: drain, then
+gc.onDelete.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from sparkpoint.runtime.config import API_GROUP, API_VERSION, SpecError, parse_s
 from .control_token import ControlTokens, missing_is_none
 from .kube import PLURAL, Kube, load_config
 from .metrics import OperatorMetrics, serve
+from .observe import pod_observation
 from .reconcile import Draining, Reconciler
 from .runtime_client import RuntimeClient
 
 log = logging.getLogger("sparkpoint.operator")
 FINALIZER = f"{API_GROUP}/finalizer"
 MANAGED = {"app.kubernetes.io/managed-by": "sparkpoint-operator"}
+RUNTIME_PODS = {**MANAGED, "app.kubernetes.io/component": "runtime"}
 
 
 def post_event(body: dict[str, Any], type_: str, reason: str, message: str) -> None:
@@ -67,9 +71,19 @@ def validate(spec: Any, namespace: str, name: str, memo: kopf.Memo, **_: Any) ->
         raise kopf.PermanentError(str(exc)) from None
 
 
+@kopf.index("v1", "pods", labels=RUNTIME_PODS)
+def job_pods(labels: Any, namespace: str, body: Any, **_: Any) -> dict[tuple[str, str], Any]:
+    """(namespace, job) -> the job's pods, reduced to what decisions need (kopf fills every index
+    before any handler or daemon runs, so a job never sees "no pods" just after a restart)."""
+    job = labels.get(f"{API_GROUP}/job")
+    return {(namespace, job): pod_observation(dict(body))} if job else {}
+
+
 @kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_timeout=10.0)
-async def job_loop(namespace: str, name: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
-    await memo.reconciler.run(namespace, name, stopped)
+async def job_loop(namespace: str, name: str, stopped: Any, body: Any, job_pods: kopf.Index,
+                   memo: kopf.Memo, **_: Any) -> None:
+    await memo.reconciler.run(namespace, name, stopped, body=body,
+                              pods=lambda ns, job: job_pods.get((ns, job), ()))
 
 
 @kopf.on.event("v1", "pods", labels=MANAGED)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter as Counter_
 
 from aiohttp import web
 from prometheus_client import (
@@ -41,18 +42,24 @@ class OperatorMetrics:
                                           "1 while a job has no completed checkpoint for N intervals",
                                           ["namespace", "job"], registry=r)
         self._phases: dict[tuple[str, str], str] = {}
+        self._counted = False
         self.started = time.time()
 
     def job_phase(self, namespace: str, name: str, phase: str | None) -> None:
         key = (namespace, name)
+        old = self._phases.get(key)
         if phase is None:
             self._phases.pop(key, None)
             with contextlib.suppress(KeyError):  # a deleted job leaves no series behind
                 self.checkpoint_unhealthy.remove(namespace, name)
         else:
             self._phases[key] = phase
+        if old == phase and self._counted:
+            return  # called every reconcile: recount only on a change (O(jobs) at 1,000 jobs)
+        self._counted = True
+        counts = Counter_(self._phases.values())
         for p in PHASES:
-            self.jobs.labels(p).set(sum(1 for v in self._phases.values() if v == p))
+            self.jobs.labels(p).set(counts.get(p, 0))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

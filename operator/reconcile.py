@@ -1,18 +1,24 @@
 """Observe -> decide -> act for one StreamingJob.
 
-Observe: the CR, the job's pods, the runtime's GET /status (when its pod is ready), the store's
-recent manifests and savepoints (cached, refreshed every STORE_REFRESH seconds, sooner when the
-runtime cannot be asked). Decide: machine.decide. Act: write the decided status first (so an
-operator killed now finds its intent there), then the actions, each idempotent.
+Observe: the CR (kopf's watched body, or what our own last status PATCH returned when the watch
+has not caught up), the job's pods (a kopf index fed by the pod watch), the runtime's GET /status
+(when its pod is ready), the store's recent manifests and savepoints (cached, refreshed every
+STORE_REFRESH seconds, sooner when the runtime cannot be asked). Decide: machine.decide. Act: write
+the decided status (only what changed), then the actions, each idempotent. The status goes
+through the job's StatusWriter: a round that creates or deletes something waits until its status
+is stored (an operator killed then finds its intent there); a round that only triggers a
+checkpoint does not wait, and triggers before its status is written, so a slow API server does
+not make triggers late (an operator killed between the two triggers once more: one extra
+checkpoint, the runtime runs one at a time).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +27,9 @@ from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
 from . import builders, control_token, store_view
+from .caches import FactCache, TtlCache, fresher_body, secret_fingerprint
 from .checkpoints import iso
-from .kube import Kube, merge_patch
+from .kube import Kube
 from .machine import DRAIN_GRACE, decide
 from .metrics import OperatorMetrics
 from .model import (
@@ -40,12 +47,25 @@ from .model import (
 from .observe import pod_observation
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .status import apply_conditions
+from .status_writer import StatusWriter
 
 log = logging.getLogger("sparkpoint.operator")
 STORE_REFRESH = 60.0
 STORE_REFRESH_BLIND = 15.0  # while the runtime is unreachable the store is the only source
 SAVEPOINT_RECHECK = 3.0  # a savepoint the runtime or status names but the cache lacks: look again this soon
 OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours to diff
+SECRET_TTL = 120.0  # a changed storage Secret is read again within this (at once after a store error)
+STORE_CLIENT_TTL = 600.0
+STORE_THREADS = 8  # blocking store reads (every job's refresh) run here, not in kube's executor
+KNOWN_MANIFESTS = 12_000  # checkpoint facts kept (about RECENT_MANIFESTS per job at 1,000 jobs)
+PodSource = Callable[[str, str], Iterable[PodObs]]
+
+
+_NO_WAIT = (TriggerCheckpoint, CheckpointResult, Emit)  # actions that need no stored status first
+
+
+class StatusNotWritten(Exception):
+    """The status write of a round failed: its other actions wait for the next round."""
 
 
 class Draining(Exception):
@@ -87,6 +107,11 @@ class Reconciler:
         self.job_service_account = job_service_account
         self._store: dict[tuple[str, str], _StoreCache] = {}
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
+        self._writers: dict[tuple[str, str], StatusWriter] = {}
+        self._secrets: TtlCache[dict[str, str]] = TtlCache(SECRET_TTL, 4096)
+        self._stores: TtlCache[Any] = TtlCache(STORE_CLIENT_TTL, 64)
+        self._facts: FactCache = FactCache(KNOWN_MANIFESTS)
+        self._store_pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
 
     # --- the per-job loop (run by a kopf daemon) ----------------------------------------------------
     def wake(self, namespace: str, name: str) -> None:
@@ -94,14 +119,21 @@ class Reconciler:
         if event is not None:
             event.set()
 
-    async def run(self, namespace: str, name: str, stopped: Any) -> None:
-        wake = self._wake.setdefault((namespace, name), asyncio.Event())
+    async def run(self, namespace: str, name: str, stopped: Any, body: Any = None,
+                  pods: PodSource | None = None) -> None:
+        """The job's loop: one round, then sleep until the round's requeue time (the next trigger
+        is due then), a wake-up (pod event, spec change) or the stop. `body` is kopf's live view
+        of the CR, `pods` the pod index; without them each round reads both from the API."""
+        key = (namespace, name)
+        wake = self._wake.setdefault(key, asyncio.Event())
+        stop = asyncio.ensure_future(stopped.wait()) if hasattr(stopped, "wait") else None
         try:
             while not stopped:
                 wake.clear()
                 t0 = time.perf_counter()
                 try:
-                    delay = await self.reconcile(namespace, name)
+                    delay = await self.reconcile(namespace, name, dict(body) if body is not None else None,
+                                                 list(pods(namespace, name)) if pods is not None else None)
                 except Exception as exc:  # the loop must survive anything; kopf would stop the daemon
                     self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
                     log.exception("reconcile failed", extra={"job": f"{namespace}/{name}"})
@@ -109,26 +141,36 @@ class Reconciler:
                 self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
                 if delay is None:
                     return
-                deadline = time.monotonic() + delay
-                while not stopped and not wake.is_set() and time.monotonic() < deadline:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), min(1.0, deadline - time.monotonic()))
+                waiting = asyncio.ensure_future(wake.wait())
+                await asyncio.wait({waiting, stop} - {None}, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
         finally:
-            self._wake.pop((namespace, name), None)
+            if stop is not None:
+                stop.cancel()
+            for cache in (self._wake, self._writers, self._store):
+                cache.pop(key, None)
 
     # --- one round -------------------------------------------------------------------------------------
-    async def reconcile(self, namespace: str, name: str) -> float | None:
-        body = await self.kube.get_job(namespace, name)
+    async def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None,
+                        pods: list[PodObs] | None = None) -> float | None:
+        writer = self._writer(namespace, name)
+        if body is None:
+            body = await self.kube.get_job(namespace, name)
+        elif not writer.pending:
+            body = fresher_body(body, writer.stored)  # the watch may not have delivered our last write
+            if body is not writer.stored:
+                writer.stored = None  # the watch has caught up: do not keep a second copy
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         meta = body["metadata"]
-        own = {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
+        own = writer.current() or {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
         try:
             spec = parse_spec(body.get("spec"))
         except SpecError as exc:
             await self._invalid_spec(body, own, str(exc))
             return 300.0
-        pods = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
+        if pods is None:
+            pods = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
         current = next((p for p in pods if p.attempt == own.get("attempt")), None)
         runtime = await self._runtime_status(current, namespace, name)
         cache = await self._store_facts(namespace, name, spec, blind=runtime is None,
@@ -137,11 +179,27 @@ class Reconciler:
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
                        store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout)
         decision = decide(obs)
-        await self.kube.patch_status(namespace, name, merge_patch(own, decision.status))
+        for trigger in decision.of(TriggerCheckpoint):
+            self.metrics.trigger_lag.observe(max(0.0, trigger.lag))
+            await self._trigger(namespace, name, current, decision.status)
+        writer.submit(own, decision.status)
+        if any(not isinstance(a, _NO_WAIT) for a in decision.actions) and not await writer.flush():
+            raise StatusNotWritten(f"status of {namespace}/{name} not written; actions not taken")
         self._count_restarts(namespace, name, own, decision.status)
         for action in decision.actions:
             await self._act(action, body, spec, decision.status, current)
         return decision.requeue_after
+
+    def _writer(self, namespace: str, name: str) -> StatusWriter:
+        writer = self._writers.get((namespace, name))
+        if writer is None:
+            def patch(doc: dict[str, Any]) -> Any:
+                return self.kube.patch_status(namespace, name, doc)
+
+            def failed(exc: Exception) -> None:
+                self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
+            writer = self._writers[(namespace, name)] = StatusWriter(patch, failed)
+        return writer
 
     async def _invalid_spec(self, body: dict[str, Any], own: dict[str, Any], message: str) -> None:
         meta = body["metadata"]
@@ -151,7 +209,9 @@ class Reconciler:
         new = dict(own, phase="Failed", observedGeneration=generation, tracking=tracking,
                    lastFailure={"reason": "InvalidSpec", "message": message, "at": iso(self.clock())})
         apply_conditions(new, meta.get("generation", 1), self.clock())
-        await self.kube.patch_status(meta["namespace"], meta["name"], merge_patch(own, new))
+        writer = self._writer(meta["namespace"], meta["name"])
+        writer.submit(own, new)
+        await writer.flush()
         if (own.get("lastFailure") or {}).get("message") != message:
             self.post_event(body, "Warning", "InvalidSpec", message)
         self.metrics.job_phase(meta["namespace"], meta["name"], "Failed")
@@ -178,18 +238,39 @@ class Reconciler:
             if store is None:
                 return cache
             job = StoreJob(namespace, name)
-            cache.checkpoints = await asyncio.to_thread(store_view.recent_checkpoints, store, job)
-            cache.savepoints = await asyncio.to_thread(store_view.savepoints, store, job)
+            loop = asyncio.get_running_loop()
+            cache.checkpoints = await loop.run_in_executor(self._store_pool, store_view.recent_checkpoints,
+                                                           store, job, self._facts)
+            cache.savepoints = await loop.run_in_executor(self._store_pool, store_view.savepoints, store, job)
         except Exception as exc:  # the store may be down: decide on what the runtime says
             log.warning("store not readable", extra={"job": f"{namespace}/{name}", "error": type(exc).__name__})
+            self._forget_store(namespace, spec)  # maybe rotated credentials: read the Secret again
         return cache
 
     async def _open_store(self, namespace: str, spec: JobSpec) -> Any:
+        """The store client for the job's storage: one per store URL and credentials, shared by the
+        jobs that use the same (a client holds a connection pool); the Secret is read at most
+        every SECRET_TTL seconds."""
         storage = spec.checkpoint.storage
         if storage is None:
             return None
-        secret = await self.kube.secret_data(namespace, storage.secret_ref.name) if storage.secret_ref else None
-        return store_view.open_job_store(spec, secret)
+        secret = None
+        if storage.secret_ref:
+            secret_key = (namespace, storage.secret_ref.name)
+            secret = self._secrets.get(secret_key)
+            if secret is None:
+                secret = self._secrets.put(secret_key, await self.kube.secret_data(*secret_key))
+        env = store_view.store_env(spec, secret)
+        client_key = (storage.url, secret_fingerprint(env))
+        return self._stores.get(client_key) or self._stores.put(client_key, store_view.open_job_store(spec, secret, STORE_THREADS))
+
+    def _forget_store(self, namespace: str, spec: JobSpec) -> None:
+        storage = spec.checkpoint.storage
+        if storage is not None and storage.secret_ref:
+            secret = self._secrets.get((namespace, storage.secret_ref.name))
+            self._secrets.invalidate((namespace, storage.secret_ref.name))
+            if secret is not None:
+                self._stores.invalidate((storage.url, secret_fingerprint(store_view.store_env(spec, secret))))
 
     def _count_restarts(self, namespace: str, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
         local = new.get("localRecoveries", 0) - old.get("localRecoveries", 0)
@@ -212,16 +293,16 @@ class Reconciler:
         match action:
             case CreateAttempt(attempt=attempt, restore_from=restore_from, spec=override):
                 run_spec = override or spec  # a rollback runs the last stable spec
-                await self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from))
-                # Created once (an existing Secret is kept): the token never changes under a pod.
-                await self.kube.create(builders.build_control_token_secret(job, control_token.new_token()))
-                await self.kube.create(builders.build_service(job))
+                # The pod last: it mounts the ConfigMap and the token Secret (created once, an existing
+                # one is kept: the token never changes under a pod); the Service may come in parallel.
+                await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from)),
+                                     self.kube.create(builders.build_control_token_secret(job, control_token.new_token())),
+                                     self.kube.create(builders.build_service(job)))
                 await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account))
             case DeletePod(name=pod_name, force=force):
                 await self.kube.delete_pod(ns, pod_name, force)
-            case TriggerCheckpoint(lag=lag):
-                self.metrics.trigger_lag.observe(max(0.0, lag))
-                await self._trigger(ns, name, base, status)
+            case TriggerCheckpoint():
+                pass  # made before the status was written (reconcile)
             case TriggerSavepoint(name=sp_name):
                 await self._call(body, "SavepointFailed", self.client.trigger_savepoint, base, sp_name)
             case StopRuntime(savepoint=sp_name):
@@ -234,18 +315,18 @@ class Reconciler:
                 self.post_event(body, type_, reason, message)
                 log.info(message, extra={"job": f"{ns}/{name}", "reason": reason})
 
-    async def _trigger(self, ns: str, name: str, base: str | None, status: dict[str, Any]) -> None:
-        pending = (status.get("tracking") or {}).get("pendingTrigger") or {}
+    async def _trigger(self, ns: str, name: str, pod: PodObs | None, status: dict[str, Any]) -> None:
+        """POST /checkpoints; the request id goes into the decided status (written with it)."""
+        tracking = status.setdefault("tracking", {})
         try:
-            if base is None:
+            if pod is None or not pod.ip:
                 raise RuntimeApiError("no pod IP")
-            doc = await self.client.trigger_checkpoint(base)
-            pending = dict(pending, id=doc.get("id"))
+            doc = await self.client.trigger_checkpoint(base_url(pod.ip, builders.CONTROL_PORT))
+            tracking["pendingTrigger"] = dict(tracking.get("pendingTrigger") or {}, id=doc.get("id"))
         except RuntimeApiError as exc:
             self.metrics.triggers.labels("error").inc()
             log.warning("checkpoint trigger failed", extra={"job": f"{ns}/{name}", "error": str(exc)})
-            pending = None  # the next interval tries again
-        await self.kube.patch_status(ns, name, {"tracking": {"pendingTrigger": pending}})
+            tracking.pop("pendingTrigger", None)  # the next interval tries again
 
     async def _delete_savepoint(self, body: dict[str, Any], spec: JobSpec, sp_name: str) -> None:
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]

@@ -19,6 +19,7 @@ from sparkpoint.runtime.store.layout import (
     savepoints_prefix,
 )
 
+from .caches import FactCache
 from .model import CheckpointFact
 from .observe import fact_from_manifest
 
@@ -35,21 +36,26 @@ def store_env(spec: JobSpec, secret: dict[str, str] | None) -> dict[str, str]:
     return env
 
 
-def open_job_store(spec: JobSpec, secret: dict[str, str] | None) -> ObjectStore | None:
-    """None when the job has no shared store (the demo's directory on the pod's own disk)."""
+def open_job_store(spec: JobSpec, secret: dict[str, str] | None, max_connections: int = 4) -> ObjectStore | None:
+    """None when the job has no shared store (the demo's directory on the pod's own disk). The
+    operator shares one client between the jobs on the same store: max_connections = its threads."""
     storage = spec.checkpoint.storage
     if storage is None:
         return None
-    return open_store(storage.url, env=store_env(spec, secret), max_connections=4)
+    return open_store(storage.url, env=store_env(spec, secret), max_connections=max_connections)
 
 
-def recent_checkpoints(store: ObjectStore, job: JobRef) -> list[CheckpointFact]:
+def recent_checkpoints(store: ObjectStore, job: JobRef,
+                       known: FactCache[CheckpointFact] | None = None) -> list[CheckpointFact]:
     """The newest completed checkpoints, oldest first (corrupt manifests are skipped: the runtime
-    and GC report those; status only lists what can be restored)."""
+    and GC report those; status only lists what can be restored). A completed manifest never
+    changes, so one read before (in `known`) is not read again."""
     facts = []
     for cid in list_checkpoint_ids(store, job)[-RECENT_MANIFESTS:]:
+        def load(cid: str = cid) -> CheckpointFact:
+            return fact_from_manifest(load_manifest(store, job, cid))
         try:
-            facts.append(fact_from_manifest(load_manifest(store, job, cid)))
+            facts.append(known.get_or_load((job.namespace, job.name, cid), load) if known is not None else load())
         except Exception:  # noqa: BLE001 - deleted by GC meanwhile, or corrupt
             continue
     return facts

@@ -44,7 +44,7 @@ def load_kubeconfig(path: Path) -> tuple[str, ssl.SSLContext]:
 
 
 class KubeApi:
-    def __init__(self, kubeconfig: Path, timeout: float = 30.0, connections: int = 16):
+    def __init__(self, kubeconfig: Path, timeout: float = 90.0, connections: int = 16):
         self.server, tls = load_kubeconfig(kubeconfig)
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=tls, limit=connections),
@@ -63,8 +63,16 @@ class KubeApi:
                 raise ApiError(resp.status, text)
             return json.loads(text) if text else {}
 
-    async def get(self, path: str, **params: Any) -> dict[str, Any]:
-        return await self.request("GET", path, **params)
+    async def get(self, path: str, tries: int = 3, **params: Any) -> dict[str, Any]:
+        """A read is retried on a timeout: the API server of a loaded 2-core machine may stall."""
+        for attempt in range(1, tries + 1):
+            try:
+                return await self.request("GET", path, **params)
+            except (TimeoutError, aiohttp.ClientConnectionError, ApiError) as exc:
+                if attempt == tries or (isinstance(exc, ApiError) and exc.status < 500):
+                    raise
+                await asyncio.sleep(2.0)
+        raise AssertionError("unreachable")
 
     async def create(self, path: str, body: dict[str, Any], exist_ok: bool = True) -> dict[str, Any]:
         try:

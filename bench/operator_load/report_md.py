@@ -86,17 +86,26 @@ def verdict(results: list[dict[str, Any]]) -> str:
             f"(goal < {GOAL_RSS_MIB:g} MiB: {'meets goal' if rss_ok else '**misses goal**'}).")
 
 
+# The operator before the load work (commit f214d0b, measured 2026-11-22 06:07 UTC):
+# jobs -> (trigger lag p99 s, peak RSS MiB). Drawn in grey for comparison.
+BEFORE = {30: (1.12, 111.0), 100: (19.61, 140.0), 300: (32.56, 186.0), 1000: (144.07, 370.0)}
+
+
 def draw(results: list[dict[str, Any]]):
     def _draw(ax: Any) -> None:
         xs = [r["jobs"] for r in results]
+        ax.plot(list(BEFORE), [v[0] for v in BEFORE.values()], "s:", color="grey", label="before: lag p99 (s)")
         ax.plot(xs, [summary(r)["lag_p50"] for r in results], "o-", label="trigger lag p50 (s)")
         ax.plot(xs, [summary(r)["lag_p99"] for r in results], "s-", label="trigger lag p99 (s)")
         ax.axhline(GOAL_LAG_P99, color="grey", ls=":", lw=1)
         ax.set_xlabel("StreamingJobs")
         ax.set_ylabel("seconds late")
         ax.set_xscale("log")
-        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set_yscale("symlog", linthresh=1.0)
+        ticks = sorted(set(xs) | set(BEFORE))
+        ax.set_xticks(ticks, [str(x) for x in ticks])
         rss = ax.twinx()
+        rss.plot(list(BEFORE), [v[1] for v in BEFORE.values()], "^:", color="lightcoral", label="before: peak RSS")
         rss.plot(xs, [r["peak_rss_mib"] for r in results], "^--", color="tab:red", label="peak RSS (MiB)")
         rss.axhline(GOAL_RSS_MIB, color="tab:red", ls=":", lw=1)
         rss.set_ylabel("operator RSS (MiB)")

@@ -39,6 +39,7 @@ class Settings:
     network: str = "127.3.0.0/16"
     control_port: int = 8080
     create_concurrency: int = 8
+    ramp_timeout: float | None = None  # default max(300 s, 1.5 s per job)
 
 
 @dataclass
@@ -150,8 +151,14 @@ async def _create_jobs(api: KubeApi, namespace: str, settings: Settings) -> None
 
 
 async def _phases(api: KubeApi, namespace: str) -> dict[str, dict[str, Any]]:
-    listing = await api.get(jobs.JOBS_PATH.format(namespace=namespace))
-    return {j["metadata"]["name"]: j.get("status") or {} for j in listing["items"]}
+    out: dict[str, dict[str, Any]] = {}
+    params: dict[str, Any] = {"limit": 200}  # pages: one LIST of 1,000 jobs may time out on a busy API server
+    while True:
+        listing = await api.get(jobs.JOBS_PATH.format(namespace=namespace), **params)
+        out.update({j["metadata"]["name"]: j.get("status") or {} for j in listing["items"]})
+        if not listing["metadata"].get("continue"):
+            return out
+        params["continue"] = listing["metadata"]["continue"]
 
 
 async def _delete_sample(api: KubeApi, namespace: str, settings: Settings, times: PodTimes,
@@ -217,7 +224,8 @@ async def run(settings: Settings, api: KubeApi, operator: OperatorProcess, names
         async def all_running() -> bool:
             phases = await _phases(api, namespace)
             return len(phases) == settings.jobs and all(s.get("phase") == "Running" for s in phases.values())
-        if not await wait_until(all_running, timeout=max(300.0, settings.jobs * 1.5), every=5.0):
+        ramp_timeout = settings.ramp_timeout or max(300.0, settings.jobs * 1.5)
+        if not await wait_until(all_running, timeout=ramp_timeout, every=5.0):
             log.warning("not all %d jobs Running after the ramp timeout; measuring anyway", settings.jobs)
         result.ramp_s = time.time() - started
         ramp_end = procstat.sample(pid)
