@@ -29,6 +29,7 @@ COPY setup.py README.md ./
 COPY sparkpoint/ sparkpoint/
 COPY runtime/ runtime/
 COPY operator/ operator/
+COPY plugin/ plugin/
 RUN /opt/build/bin/pip wheel --quiet --no-deps --wheel-dir /wheels/self .
 
 # One virtualenv per target, installed from the wheels only, then stripped of pip and setuptools
