@@ -26,7 +26,7 @@ TMP_DIR = "/tmp"
 HOT_DIR = "/var/lib/sparkpoint"
 CONFIG_DIR = "/etc/sparkpoint"
 JOB_FILE = f"{CONFIG_DIR}/job.json"
-# Keys the storage Secret must hold; they reach the containers as environment variables only.
+# Keys the storage Secret (and spec.gc.secretRef's) must hold; they reach the containers as environment variables only.
 CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 # A key the storage Secret may hold: the S3 endpoint, which differs between clusters, so a manifest
 # need not name it. Used when spec.checkpoint.storage.endpoint is not set (what a manifest says wins).
@@ -112,15 +112,18 @@ def build_config_map(job: JobRef, spec: JobSpec, restore_from: RestoreFrom | Non
             "data": {"job.json": body}}
 
 
-def _store_env(spec: JobSpec) -> list[dict[str, Any]]:
+def _store_env(spec: JobSpec, deletes: bool = False) -> list[dict[str, Any]]:
+    """The store's endpoint and credentials; `deletes`: for the GC container, whose credential comes
+    from spec.gc.secretRef when set (the runtime's storage Secret may then lack delete rights)."""
     storage = spec.checkpoint.storage
     env: list[dict[str, Any]] = []
     if storage is None:
         return env
     if storage.endpoint:
         env.append({"name": ENDPOINT_KEY, "value": storage.endpoint})
-    if storage.secret_ref:
-        secret = storage.secret_ref.name
+    secret_ref = (spec.gc.secret_ref if deletes else None) or storage.secret_ref
+    if secret_ref:
+        secret = secret_ref.name
         env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
                 for key in CREDENTIAL_KEYS]
         # One entry per name: the API server warns about a name defined twice, and server-side
@@ -131,13 +134,13 @@ def _store_env(spec: JobSpec) -> list[dict[str, Any]]:
     return env
 
 
-def _common_env(job: JobRef, spec: JobSpec) -> list[dict[str, Any]]:
+def _common_env(job: JobRef, spec: JobSpec, deletes: bool = False) -> list[dict[str, Any]]:
     return [
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "HOME", "value": TMP_DIR},  # the root file system is read-only
         {"name": "SPARKPOINT_JOB", "value": f"{job.namespace}/{job.name}"},
         {"name": "SPARKPOINT_JOB_UID", "value": job.uid},
-        *_store_env(spec),
+        *_store_env(spec, deletes),
     ]
 
 
@@ -180,7 +183,7 @@ def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
                     "--retain", str(spec.checkpoint.retain), "--grace", gc.grace,
                     "--pending-timeout", gc.pending_timeout, "--interval", gc.interval,
                     "--metrics-port", str(GC_METRICS_PORT), "--json"],
-        "env": _common_env(job, spec),
+        "env": _common_env(job, spec, deletes=True),
         "ports": [{"name": "gc-metrics", "containerPort": GC_METRICS_PORT}],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
         "securityContext": container_security_context(),

@@ -247,16 +247,18 @@ class Reconciler:
             self._forget_store(namespace, spec)  # maybe rotated credentials: read the Secret again
         return cache
 
-    async def _open_store(self, namespace: str, spec: JobSpec) -> Any:
+    async def _open_store(self, namespace: str, spec: JobSpec, deletes: bool = False) -> Any:
         """The store client for the job's storage: one per store URL and credentials, shared by the
         jobs that use the same (a client holds a connection pool); the Secret is read at most
-        every SECRET_TTL seconds."""
+        every SECRET_TTL seconds. `deletes`: with spec.gc.secretRef's credential when set (the
+        storage Secret's may lack delete rights)."""
         storage = spec.checkpoint.storage
         if storage is None:
             return None
         secret = None
-        if storage.secret_ref:
-            secret_key = (namespace, storage.secret_ref.name)
+        secret_ref = (spec.gc.secret_ref if deletes else None) or storage.secret_ref
+        if secret_ref:
+            secret_key = (namespace, secret_ref.name)
             secret = self._secrets.get(secret_key)
             if secret is None:
                 secret = self._secrets.put(secret_key, await self.kube.secret_data(*secret_key))
@@ -266,9 +268,13 @@ class Reconciler:
 
     def _forget_store(self, namespace: str, spec: JobSpec) -> None:
         storage = spec.checkpoint.storage
-        if storage is not None and storage.secret_ref:
-            secret = self._secrets.get((namespace, storage.secret_ref.name))
-            self._secrets.invalidate((namespace, storage.secret_ref.name))
+        if storage is None:
+            return
+        for secret_ref in (storage.secret_ref, spec.gc.secret_ref):
+            if secret_ref is None:
+                continue
+            secret = self._secrets.get((namespace, secret_ref.name))
+            self._secrets.invalidate((namespace, secret_ref.name))
             if secret is not None:
                 self._stores.invalidate((storage.url, secret_fingerprint(store_view.store_env(spec, secret))))
 
@@ -331,7 +337,7 @@ class Reconciler:
     async def _delete_savepoint(self, body: dict[str, Any], spec: JobSpec, sp_name: str) -> None:
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
-            store = await self._open_store(ns, spec)
+            store = await self._open_store(ns, spec, deletes=True)
             if store is not None:
                 await asyncio.to_thread(delete_savepoint, store, StoreJob(ns, name), sp_name)
                 self.post_event(body, "Normal", "SavepointPruned", f"periodic savepoint {sp_name} deleted "
@@ -374,7 +380,7 @@ class Reconciler:
         except SpecError:
             spec = None
         if spec is not None and spec.gc.on_delete == "delete":
-            store = await self._open_store(ns, spec)
+            store = await self._open_store(ns, spec, deletes=True)
             if store is not None:
                 count = await asyncio.to_thread(store_view.delete_checkpoints, store, StoreJob(ns, name))
                 log.info("checkpoints deleted", extra={"job": f"{ns}/{name}", "objects": count})

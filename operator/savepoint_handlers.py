@@ -122,15 +122,18 @@ async def _observe_job(namespace: str, name: str) -> _Job:
     return _Job(sp.JobView(status.get("phase"), pod_name, pod_ip, timeout), storage, timeout)
 
 
-async def _open_store(namespace: str, storage: sps.StorageRef | None):
+async def _open_store(namespace: str, storage: sps.StorageRef | None, deletes: bool = False):
+    """`deletes`: with the job's spec.gc.secretRef credential when it has one (may delete)."""
     if storage is None:
         raise sps.StoreAccessError("the job has no spec.checkpoint.storage")
     secret: dict[str, str] = {}
-    if storage.secret_name:
-        found = await _read(_kube()[0].read_namespaced_secret, storage.secret_name, namespace)
+    secret_name, field = storage.secret_name, "spec.checkpoint.storage.secretRef"
+    if deletes and storage.gc_secret_name:
+        secret_name, field = storage.gc_secret_name, "spec.gc.secretRef"
+    if secret_name:
+        found = await _read(_kube()[0].read_namespaced_secret, secret_name, namespace)
         if found is None:
-            raise sps.StoreAccessError(f"Secret {storage.secret_name!r} (spec.checkpoint.storage.secretRef) "
-                                       "not found")
+            raise sps.StoreAccessError(f"Secret {secret_name!r} ({field}) not found")
         secret = sps.decode_secret(found.data)
     return sps.open_job_store(storage, secret)
 
@@ -280,7 +283,7 @@ async def savepoint_deleted(body, logger, **_) -> None:
         raise kopf.TemporaryError("the savepoint is still being taken; deleting its data once it settles",
                                   delay=5)
     try:
-        store = await _open_store(namespace, status.storage)
+        store = await _open_store(namespace, status.storage, deletes=True)
         deleted = await asyncio.to_thread(sps.delete_data, store, JobRef(namespace, spec.job_name), sp_name)
     except (sps.StoreAccessError, StoreError) as err:
         deleting_since = datetime.fromisoformat(body.metadata.deletion_timestamp.replace("Z", "+00:00"))

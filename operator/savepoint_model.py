@@ -55,6 +55,8 @@ class StorageRef(SpecModel):
     url: str
     endpoint: str | None = None
     secret_name: str | None = None
+    # spec.gc.secretRef of the job: the credential that may delete (used to delete the data).
+    gc_secret_name: str | None = None
 
 
 class Condition(SpecModel):

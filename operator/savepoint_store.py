@@ -30,7 +30,8 @@ def storage_of(spec: JobSpec) -> StorageRef | None:
     if storage is None:
         return None
     return StorageRef(url=storage.url, endpoint=storage.endpoint,
-                      secret_name=storage.secret_ref.name if storage.secret_ref else None)
+                      secret_name=storage.secret_ref.name if storage.secret_ref else None,
+                      gc_secret_name=spec.gc.secret_ref.name if spec.gc.secret_ref else None)
 
 
 def decode_secret(data: dict[str, str] | None) -> dict[str, str]:

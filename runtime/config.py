@@ -219,6 +219,13 @@ class GcSection(SpecModel):
     pending_timeout: Duration = "1h"
     # What happens to checkpoints when the StreamingJob is deleted (savepoints are always kept).
     on_delete: Literal["retain", "delete"] = "retain"
+    # A second Secret (same keys as checkpoint.storage.secretRef) for whatever deletes checkpoint
+    # data: the GC sidecar and the operator's deletions. Then the storage Secret may hold a
+    # credential that cannot delete (access_policy.py, role runtime; docs/security.md).
+    secret_ref: SecretRef | None = None
+
+
+GC_SECRET_MESSAGE = "gc.secretRef needs an s3:// checkpoint.storage.url (its credential is for that store)"
 
 
 class JobSpec(SpecModel):
@@ -241,12 +248,22 @@ class JobSpec(SpecModel):
         "rule": f"!({parsable_durations('self.gc.pendingTimeout', 'self.checkpoint.timeout')}) || "
                 "duration(self.gc.pendingTimeout) > duration(self.checkpoint.timeout)",
         "message": "gc.pendingTimeout must be longer than checkpoint.timeout",
-        "fieldPath": ".gc.pendingTimeout"}]})
+        "fieldPath": ".gc.pendingTimeout"}, {
+        "rule": "!has(self.gc) || !has(self.gc.secretRef) || (has(self.checkpoint) && "
+                "has(self.checkpoint.storage) && self.checkpoint.storage.url.startsWith('s3://'))",
+        "message": GC_SECRET_MESSAGE, "fieldPath": ".gc.secretRef"}]})
 
     @model_validator(mode="after")
     def _pending_outlives_checkpoint(self) -> JobSpec:
         if parse_duration(self.gc.pending_timeout) <= parse_duration(self.checkpoint.timeout):
             raise ValueError("gc.pendingTimeout must be longer than checkpoint.timeout")
+        return self
+
+    @model_validator(mode="after")
+    def _gc_secret_needs_s3(self) -> JobSpec:
+        storage = self.checkpoint.storage
+        if self.gc.secret_ref and (storage is None or not storage.url.startswith("s3://")):
+            raise ValueError(GC_SECRET_MESSAGE)
         return self
 
     def reuse_window_seconds(self) -> float:

@@ -105,3 +105,19 @@ def test_the_storage_secret_may_carry_the_endpoint_unless_the_spec_names_one() -
     assert _endpoint_sources(_with_storage(endpoint="http://minio:9000")) == [spec_value]
     no_store = SPEC.model_copy(update={"checkpoint": config.CheckpointSection()})
     assert _endpoint_sources(no_store) == []
+
+
+def test_gc_secret_gives_the_gc_container_its_own_credential_and_the_runtime_keeps_the_storage_one() -> None:
+    spec = SPEC.model_copy(update={"gc": config.GcSection(secret_ref=config.SecretRef(name="minio-gc"))})
+    runtime, gc = builders.build_pod(JOB, spec, attempt=1)["spec"]["containers"]
+    for container, secret in ((runtime, "minio-creds"), (gc, "minio-gc")):
+        env = _env(container)
+        for key in builders.CREDENTIAL_KEYS:
+            assert env[key] == {"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+        assert env["SPARKPOINT_S3_ENDPOINT"] == {"name": "SPARKPOINT_S3_ENDPOINT", "value": "http://minio:9000"}
+    # Without the spec's endpoint, each container may take it from its own Secret.
+    no_endpoint = spec.model_copy(update={"checkpoint": SPEC.checkpoint.model_copy(update={
+        "storage": config.StorageSpec(url="s3://ckpt/prod", secret_ref=config.SecretRef(name="minio-creds"))})})
+    runtime, gc = builders.build_pod(JOB, no_endpoint, attempt=1)["spec"]["containers"]
+    assert _env(runtime)["SPARKPOINT_S3_ENDPOINT"]["valueFrom"]["secretKeyRef"]["name"] == "minio-creds"
+    assert _env(gc)["SPARKPOINT_S3_ENDPOINT"]["valueFrom"]["secretKeyRef"]["name"] == "minio-gc"

@@ -117,6 +117,11 @@ def _spec_with(**sections) -> dict:
     (_spec_with(job={"entrypoint": "a:b", "sink": {"path": "out/"}}), "spec.job.sink.path: "),
     (_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "upsert", "keyColumns": [""]}}),
      "spec.job.sink.keyColumns.0: String should have at least 1 character"),
+    (_spec_with(gc={"secretRef": {"name": "gc-creds"}}), "spec: gc.secretRef needs an s3:// checkpoint.storage.url"),
+    (_spec_with(gc={"secretRef": {"name": "gc-creds"}}, checkpoint={"storage": {"url": "file:///data"}}),
+     "spec: gc.secretRef needs an s3:// checkpoint.storage.url"),
+    (_spec_with(gc={"secretRef": {"name": "Bad_Name"}}, checkpoint={"storage": {"url": "s3://bkt/p"}}),
+     "spec.gc.secretRef.name: "),
     (_spec_with(spark={"conf": {"spark.sql.shuffle.partitions": "8"}}),
      "spec.spark.conf: spark.sql.shuffle.partitions is set by Sparkpoint: set spec.spark.shufflePartitions"),
 ])
@@ -142,6 +147,8 @@ def test_nonsense_a_new_user_could_apply_is_refused_naming_the_field(spec, expec
     _spec_with(restart={"backoff": "5m", "maxBackoff": "5m", "window": "1m"}),
     _spec_with(savepoint={"interval": "1m", "retain": 1}, upgradeTimeout="30s"),
     _spec_with(checkpoint={"timeout": "999999m"}, gc={"pendingTimeout": "999999h"}),
+    _spec_with(checkpoint={"storage": {"url": "s3://bkt/p", "secretRef": {"name": "runtime-creds"}}},
+               gc={"secretRef": {"name": "gc-creds"}}),
 ])
 def test_sensible_values_next_to_the_limits_are_accepted(spec) -> None:
     config.parse_spec(spec)

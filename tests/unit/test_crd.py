@@ -33,7 +33,8 @@ VALID = {
     "upgradeTimeout": "10m",
     "state": "running",
     "restoreFrom": {"savepoint": "before-upgrade"},
-    "gc": {"enabled": True, "interval": "30s", "grace": "5m", "pendingTimeout": "1h", "onDelete": "retain"},
+    "gc": {"enabled": True, "interval": "30s", "grace": "5m", "pendingTimeout": "1h", "onDelete": "retain",
+           "secretRef": {"name": "minio-gc-creds"}},
 }
 
 
@@ -203,6 +204,7 @@ def test_model_and_schema_agree_on_mutated_specs(mutations) -> None:
     (("gc", "interval"), "0s", "spec.gc.interval: must be at least 1s"),
     (("savepoint", "interval"), "30s", "spec.savepoint.interval: must be at least 1m"),
     (("restart", "window"), "10s", "spec.restart.window: must be at least 1m"),
+    (("checkpoint", "storage", "url"), "file:///data", "spec: gc.secretRef needs an s3:// checkpoint.storage.url"),
     (("upgradeTimeout",), "5s", "spec.upgradeTimeout: must be at least 30s"),
     (("spark", "resources", "memory"), "100Mi", "spec.spark.resources.memory: must be at least 512Mi"),
     (("spark", "conf"), {"spark.sql.streaming.checkpointLocation": "/x"},
