@@ -13,6 +13,7 @@ from sparkpoint.operator import savepoint_store as sps
 from sparkpoint.operator.savepoint_model import StorageRef
 from sparkpoint.runtime.checkpoint import CheckpointWriter, create_savepoint, write_fence
 from sparkpoint.runtime.checkpoint.savepoint import list_savepoints
+from sparkpoint.runtime.config import parse_spec
 from sparkpoint.runtime.store import JobRef
 from sparkpoint.runtime.store.layout import objects_prefix, savepoint_root
 
@@ -89,3 +90,13 @@ def test_missing_credentials_name_the_keys() -> None:
     storage = StorageRef(url="s3://bucket/p", endpoint="http://127.0.0.1:1", secret_name="creds")
     with pytest.raises(sps.StoreAccessError, match="AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"):
         sps.open_job_store(storage, {})
+
+
+
+def test_a_savepoint_remembers_the_jobs_gc_secret_for_deleting_its_data() -> None:
+    storage = {"url": "s3://bucket/p", "secretRef": {"name": "rt"}}
+    plain = parse_spec({"job": {"entrypoint": "a:b"}, "checkpoint": {"storage": storage}})
+    assert sps.storage_of(plain) == StorageRef(url="s3://bucket/p", secret_name="rt")
+    split = parse_spec({"job": {"entrypoint": "a:b"}, "checkpoint": {"storage": storage},
+                        "gc": {"secretRef": {"name": "gcs"}}})
+    assert sps.storage_of(split) == StorageRef(url="s3://bucket/p", secret_name="rt", gc_secret_name="gcs")

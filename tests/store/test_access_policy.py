@@ -4,6 +4,7 @@ credential takes checkpoints (the real writer) but cannot delete checkpoint data
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import secrets
@@ -14,9 +15,11 @@ from minio import Minio, MinioAdmin
 from minio.credentials import StaticProvider
 from minio.error import S3Error
 
+from sparkpoint.operator.reconcile import Reconciler
 from sparkpoint.runtime.checkpoint import CheckpointWriter, gc_pass, list_checkpoint_ids, write_fence
 from sparkpoint.runtime.store import JobRef, open_store
 from sparkpoint.runtime.store.access_policy import job_policy, main, split_url
+from sparkpoint.runtime.store.base import StoreAuthError
 from sparkpoint.runtime.store.layout import objects_prefix
 
 from .trees import change_files, write_tree
@@ -92,6 +95,62 @@ def test_the_runtime_credential_cannot_delete_checkpoint_data(users):
         TEST_BUCKET, f"{prefix}/{JOB_A.root}/fence.json", io.BytesIO(b"{}"), 2))
 
 
+def _checkpoints(store, tmp_path, count: int) -> list[str]:
+    paths = write_tree(tmp_path / "hot", 4)
+    writer = CheckpointWriter(store, JOB_A, attempt=write_fence(store, JOB_A), job_uid="uid-a",
+                              reuse_window_seconds=0)
+    for batch in range(1, count + 1):
+        writer.take_checkpoint(tmp_path / "hot", batch_id=batch)
+        change_files(paths, 2, seed=batch)
+    return list_checkpoint_ids(store, JOB_A)
+
+
+def test_a_gc_pass_with_the_runtime_credential_fails_clearly_and_deletes_nothing(users, tmp_path):
+    runtime = _store(users, JOB_A, "runtime")
+    before = _checkpoints(runtime, tmp_path, 3)
+    with pytest.raises(StoreAuthError, match=r"credentials rejected by the store \(AccessDenied\) during delete"):
+        gc_pass(runtime, JOB_A, retain=1, grace_seconds=0)
+    assert list_checkpoint_ids(runtime, JOB_A) == before
+
+
+class _JobGone:
+    """What finalize asks of Kubernetes once the pods are gone: the job's Secrets, by name."""
+
+    def __init__(self, secrets_by_name: dict[str, dict[str, str]]):
+        self.secrets_by_name, self.read = secrets_by_name, []
+
+    async def job_pods(self, namespace, name):
+        return []
+
+    async def secret_data(self, namespace, name):
+        self.read.append(name)
+        return self.secrets_by_name[name]
+
+    def job_phase(self, namespace, name, phase):  # OperatorMetrics' one call here
+        pass
+
+
+def test_the_operator_deletes_a_jobs_checkpoints_with_the_gc_secret(users, tmp_path):
+    """gc.onDelete=delete with a runtime-role storage Secret: the operator's deletion succeeds only
+    because it uses spec.gc.secretRef (with the storage Secret it is refused: the first case)."""
+    creds = {name: dict(zip(("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), users["keys"][(JOB_A, role)],
+                            strict=True)) for name, role in (("rt", "runtime"), ("gcs", "gc"))}
+    storage = {"url": f"s3://{TEST_BUCKET}/{users['prefix']}", "endpoint": users["endpoint"],
+               "secretRef": {"name": "rt"}}
+    body = {"metadata": {"namespace": JOB_A.namespace, "name": JOB_A.name},
+            "spec": {"job": {"entrypoint": "a:b"}, "checkpoint": {"storage": storage},
+                     "gc": {"onDelete": "delete"}}}
+    assert _checkpoints(_store(users, JOB_A, "runtime"), tmp_path, 2)
+    kube = _JobGone(creds)
+    with pytest.raises(StoreAuthError, match="AccessDenied"):
+        asyncio.run(Reconciler(kube, None, kube, None).finalize(body))
+    body["spec"]["gc"]["secretRef"] = {"name": "gcs"}
+    kube = _JobGone(creds)
+    asyncio.run(Reconciler(kube, None, kube, None).finalize(body))
+    assert kube.read == ["gcs"]
+    assert list_checkpoint_ids(_store(users, JOB_A, "gc"), JOB_A) == []
+
+
 def test_a_job_cannot_read_or_write_another_jobs_prefix(users, tmp_path):
     prefix = users["prefix"]
     b_store = _store(users, JOB_B, "job")
@@ -112,6 +171,7 @@ def test_a_job_cannot_read_or_write_another_jobs_prefix(users, tmp_path):
     # The job's own store API (what the runtime and the operator use) fails the same way.
     a_store = _store(users, JOB_A, "runtime")
     assert _denied(lambda: a_store.client.get_object(TEST_BUCKET, b_key))
+    a_store.put_bytes(f"{objects_prefix(JOB_A)}aa/{'b' * 64}", b"x")
     assert list(a_store.list(objects_prefix(JOB_A)))  # its own keys are listed
     with pytest.raises(Exception, match="(?i)denied"):
         list(a_store.list(objects_prefix(JOB_B)))
