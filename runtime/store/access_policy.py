@@ -4,8 +4,9 @@ A job's keys live under <prefix>/<namespace>/<job>/ (layout.py). Roles:
   runtime  list, read and write the job's keys; delete only its own pending markers (pending/*),
            which a checkpoint removes once its manifest is committed; never checkpoint data
   gc       list, read and delete the job's keys; no writes
-  job      runtime + gc in one credential (one Secret for both containers: what the operator
-           mounts today)
+  job      runtime + gc in one credential (when spec.checkpoint.storage.secretRef is the only
+           Secret; with spec.gc.secretRef the runtime gets `runtime`, the GC sidecar and the
+           operator's deletions `gc`)
 Shared by every job: list the store prefix's top level (the store's reachability probe; shows
 namespace names only) and the conditional-write probe key <prefix>/.sparkpoint-check/*.
 
