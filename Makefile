@@ -7,6 +7,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/sparkpoint
 export SPARKPOINT_CACHE := $(CACHE)
+# Recipes call sub-makes through SUBMAKE, not $(MAKE) directly: make runs every line that names
+# $(MAKE) even under `make -n`, so a dry run of `test` would run the whole test suite.
+SUBMAKE = $(MAKE) --no-print-directory
 
 .PHONY: help venv minio java helm prometheus lint test test-full test-unit crd demo bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full chaos operator clean image test-image
 
@@ -74,8 +77,8 @@ test: venv minio java prometheus lint
 	  [ $$unit -eq 0 ] || exit $$unit; \
 	  export SPARKPOINT_REQUIRE_IMAGES=1; \
 	  $(PY) -m pytest -q --durations=5 $(MARKS) tests/image || exit $$?; \
-	  $(MAKE) --no-print-directory e2e TIER=$(TIER); e2e=$$?; \
-	  $(MAKE) --no-print-directory cluster-down; exit $$e2e
+	  $(SUBMAKE) e2e TIER=$(TIER); e2e=$$?; \
+	  $(SUBMAKE) cluster-down; exit $$e2e
 
 # The CRD is generated from the spec model (runtime/config.py); the chart ships a copy.
 crd: venv
@@ -141,12 +144,12 @@ chaos: venv minio
 	  export "$${line#export }"; $(PY) e2e/chaos.py
 
 test-full:
-	@$(MAKE) --no-print-directory test TIER=full
+	@$(SUBMAKE) test TIER=full
 
 # Every e2e test including the slow operator scenarios (@pytest.mark.slow: each runs a real Spark
 # job through restarts, minutes each on two cores).
 e2e-full:
-	@$(MAKE) --no-print-directory e2e TIER=full
+	@$(SUBMAKE) e2e TIER=full
 
 # Run the operator against $$KUBECONFIG (after `kubectl apply -f crds/`), watching every namespace.
 operator: venv
