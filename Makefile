@@ -61,18 +61,18 @@ lint: venv
 test-unit: venv minio java prometheus
 	$(PY) -m pytest -q $(MARKS) tests
 
-# The helm CLI, the cluster binaries and the two images build in the background while the unit
-# and integration tests run (cold: about 9 minutes for the cluster, see docs/image.md for the
-# images; later runs find all of them cached; the chart tests, which need helm, wait for it on its
-# lock), then the image tests run, then the e2e suite on the local cluster, which is stopped again
-# whatever the outcome. SPARKPOINT_REQUIRE_IMAGES=1: a missing image fails the image tests instead
-# of skipping them.
+# The helm CLI, the cluster binaries, the Prometheus server (alerting e2e test) and the two images
+# build in the background while the unit and integration tests run (cold: about 9 minutes for the
+# cluster, see docs/image.md for the images, Prometheus's cold build not measured; later runs find
+# all of them cached; the chart tests, which need helm, wait for it on its lock), then the image
+# tests run, then the e2e suite on the local cluster, which is stopped again whatever the outcome.
+# SPARKPOINT_REQUIRE_IMAGES=1: a missing image fails the image tests instead of skipping them.
 test: venv minio java prometheus lint
 	@mkdir -p e2e/local/.state
-	@{ scripts/ensure-helm.sh && e2e/local/build.sh; } >e2e/local/.state/build.log 2>&1 & build=$$!; \
+	@{ scripts/ensure-helm.sh && e2e/local/build.sh && scripts/ensure-prometheus-server.sh; } >e2e/local/.state/build.log 2>&1 & build=$$!; \
 	  scripts/build-image.sh >e2e/local/.state/image.log 2>&1 & image=$$!; \
 	  $(PY) -m pytest -q --durations=15 $(MARKS) tests --ignore=tests/image; unit=$$?; \
-	  if ! wait $$build; then echo "helm or cluster build failed:"; tail -50 e2e/local/.state/build.log; exit 1; fi; \
+	  if ! wait $$build; then echo "helm, cluster or prometheus build failed:"; tail -50 e2e/local/.state/build.log; exit 1; fi; \
 	  if ! wait $$image; then echo "image build failed:"; tail -50 e2e/local/.state/image.log; exit 1; fi; \
 	  [ $$unit -eq 0 ] || exit $$unit; \
 	  export SPARKPOINT_REQUIRE_IMAGES=1; \

@@ -39,6 +39,7 @@ def prometheus_binary() -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.ci_sample  # about 2.5 min warm; `make test` builds the server in the background
 @pytest.mark.timeout(2400)  # a cold machine builds the Prometheus server first
 def test_checkpoint_alert_fires_when_the_store_stops_and_resolves(prometheus_binary, api_client, namespace, operator,
                                                                   store_env, tmp_path):
@@ -58,7 +59,8 @@ def test_checkpoint_alert_fires_when_the_store_stops_and_resolves(prometheus_bin
             active = (prom.api("targets") or {}).get("activeTargets", [])
             return {(t["labels"].get("sparkpoint_job"), t["labels"].get("container")) for t in active
                     if t["health"] == "up"} >= {("clicks", "runtime"), (None, None)} and active
-        targets = wait_for("the job's runtime and the operator scraped", scraped, timeout=60, interval=1)
+        targets = wait_for("targets up: the job's runtime (sparkpoint_job=clicks, container=runtime) and the operator",
+                           scraped, timeout=60, interval=1)
         assert {t["labels"]["pod"] for t in targets if t["labels"].get("sparkpoint_job")} == {pod.metadata.name}
         assert pod.status.pod_ip in {t["scrapeUrl"].split("/")[2].split(":")[0] for t in targets}
         wait_for("the runtime's series in Prometheus", lambda: (prom.api(
@@ -66,6 +68,11 @@ def test_checkpoint_alert_fires_when_the_store_stops_and_resolves(prometheus_bin
             timeout=30)
         # A healthy job is not alerting (polled: on a loaded machine one checkpoint may run late).
         wait_for(f"no {ALERT} while checkpoints complete", lambda: prom.alerts(ALERT) == [], timeout=90, interval=2)
+        # The operator's triggers reach the runtime (a trigger without the control token gets a 401, and
+        # the runtime's own fallback timer would hide that from the checkpoint alerts).
+        trigger_errors = (prom.api("query", query='sparkpoint_operator_checkpoint_triggers_total{result="error"}')
+                          or {}).get("result")
+        assert not trigger_errors or float(trigger_errors[0]["value"][1]) == 0, f"operator triggers failed: {trigger_errors}"
 
         os.kill(_minio_pid(), signal.SIGKILL)
         down = time.monotonic()

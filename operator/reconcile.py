@@ -327,7 +327,7 @@ class Reconciler:
         try:
             if pod is None or not pod.ip:
                 raise RuntimeApiError("no pod IP")
-            doc = await self.client.trigger_checkpoint(base_url(pod.ip, builders.CONTROL_PORT))
+            doc = await self.client.trigger_checkpoint(base_url(pod.ip, builders.CONTROL_PORT, ns, name))
             tracking["pendingTrigger"] = dict(tracking.get("pendingTrigger") or {}, id=doc.get("id"))
         except RuntimeApiError as exc:
             self.metrics.triggers.labels("error").inc()
