@@ -7,6 +7,7 @@ are (re)written atomically on every refresh, like the kubelet does.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -17,13 +18,23 @@ from podspec import ConfigError, field_value, object_data
 TokenSource = Callable[[str, int, str | None], str]  # (service account, seconds, audience) -> token
 
 
-def _write_atomic(path: Path, content: bytes, mode: int) -> None:
+def _write_atomic(path: Path, content: bytes, mode: int, group: int | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     with os.fdopen(fd, "wb") as handle:
         handle.write(content)
+    if group is not None:
+        _chgrp(Path(tmp), group)
     os.chmod(tmp, mode)
     os.replace(tmp, path)
+
+
+def _chgrp(path: Path, group: int) -> None:
+    """fsGroup, as the kubelet applies it: the volume's files belong to the pod's group, so a file
+    of mode 0440 is readable by a non-root runAsUser in that group. Needs the agent to run as root;
+    otherwise every container runs as the agent's own user anyway, and nothing needs changing."""
+    with contextlib.suppress(PermissionError):
+        os.chown(path, -1, group)
 
 
 def _key_files(data: dict[str, bytes], items: list | None, default_mode: int) -> dict[str, tuple[bytes, int]]:
@@ -95,6 +106,7 @@ class VolumeBuilder:
     def materialize(self, volumes_dir: Path) -> dict[str, Path]:
         """Create or refresh every volume; returns volume name -> host directory."""
         dirs = {}
+        group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
         for volume in self.pod["spec"].get("volumes") or []:
             target = volumes_dir / volume["name"]
             if "emptyDir" in volume:
@@ -109,7 +121,7 @@ class VolumeBuilder:
                 for relative, (content, mode) in self.files_of(volume).items():
                     if relative.startswith("/") or ".." in Path(relative).parts:
                         raise ConfigError("CreateContainerConfigError", f"invalid item path {relative!r}")
-                    _write_atomic(target / relative, content, mode)
+                    _write_atomic(target / relative, content, mode, group)
             else:
                 raise ConfigError("CreateContainerConfigError",
                                   f'volume "{volume["name"]}" has a type the node agent does not support')
