@@ -145,3 +145,15 @@ def mounts_for(container: dict, volume_dirs: dict[str, Path]) -> list[Mount]:
             source = source / sub_path
         mounts.append(Mount(source, vm["mountPath"], bool(vm.get("readOnly"))))
     return sorted(mounts, key=lambda m: len(Path(m.target).parts))
+
+
+def split_shadowing(mounts: list[Mount], needed: list[Path]) -> tuple[list[Mount], list[Mount]]:
+    """(usable, hidden): in venv mode a container sees the host's file system, so a mount whose
+    target contains a path the process needs (the venv, the pod's own volume dirs) would hide it:
+    an emptyDir at /tmp hides a checkout under /tmp. Those are not mounted; the caller points
+    TMPDIR at a hidden /tmp volume instead."""
+    usable, hidden = [], []
+    for mount in mounts:
+        target = Path(mount.target)
+        (hidden if any(p.is_relative_to(target) for p in needed) else usable).append(mount)
+    return usable, hidden

@@ -145,7 +145,10 @@ class PodWorker(threading.Thread):
                 env = podspec.build_env(pod, spec, self.lookup, base, self.pod_ip, self.ctx.host_ip)
                 argv = podspec.resolve_argv(spec, env, self.ctx.venv_bin,
                                             lambda p: shutil.which(p, path=env.get("PATH")))
-                mounts = podspec.mounts_for(spec, self.volume_dirs or {})
+                mounts, hidden = podspec.split_shadowing(podspec.mounts_for(spec, self.volume_dirs or {}),
+                                                         [Path(self.ctx.venv_bin).resolve(), self.dir.resolve()])
+                if any(m.target.rstrip("/") == "/tmp" for m in hidden):
+                    env["TMPDIR"] = str(next(m.source for m in hidden if m.target.rstrip("/") == "/tmp"))
                 working_dir = spec.get("workingDir") or str(self.dir)
                 view = probe_view = in_container_view(mounts, working_dir)
         except podspec.ConfigError as error:

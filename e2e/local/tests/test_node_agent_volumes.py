@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import os
+from pathlib import Path
 
 import pytest
 from volumes import VolumeBuilder
@@ -35,3 +36,19 @@ def test_secret_files_belong_to_the_pods_fs_group(tmp_path):
 def test_without_fs_group_the_files_keep_the_agents_group(tmp_path):
     token = build(tmp_path, {})
     assert token.stat().st_gid == os.getegid() and token.stat().st_mode & 0o777 == 0o440
+
+
+def test_a_mount_that_would_hide_the_checkout_is_not_made():
+    """An emptyDir at /tmp (the restricted pods have one) hid a checkout under /tmp in venv mode:
+    the pod's own volume dirs and the venv vanished ("special device ... does not exist")."""
+    from podspec import Mount, split_shadowing
+
+    pod_dir, venv = Path("/tmp/cc/e2e/local/.state/node/pods/u"), Path("/tmp/cc/.venv/bin")
+    mounts = [Mount(pod_dir / "volumes/tmp", "/tmp", False), Mount(pod_dir / "volumes/job", "/etc/sparkpoint", True),
+              Mount(pod_dir / "volumes/hot", "/var/lib/sparkpoint", False)]
+    usable, hidden = split_shadowing(mounts, [venv, pod_dir])
+    assert [m.target for m in hidden] == ["/tmp"]
+    assert [m.target for m in usable] == ["/etc/sparkpoint", "/var/lib/sparkpoint"]
+    # A checkout elsewhere keeps every mount.
+    usable, hidden = split_shadowing(mounts, [Path("/work/repo/.venv/bin"), Path("/work/repo/e2e/local/.state/x")])
+    assert hidden == [] and len(usable) == 3
