@@ -24,10 +24,19 @@ import sys
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import yaml
-from kube_helpers import CRD_FILE, PEERING_CRD_FILE, REPO, OperatorProcess, apply_crds, install_crd, wait_for
+from kube_helpers import (
+    CRD_FILE,
+    MINIO_INFO,
+    PEERING_CRD_FILE,
+    REPO,
+    STATE_DIR,
+    OperatorProcess,
+    apply_crds,
+    install_crd,
+    wait_for,
+)
 from kubernetes import client, config
 from operator_jobs import BUCKET, Jobs
 from test_operator_recovery import runtime_pid
@@ -54,8 +63,7 @@ def expected_rows(total_batches: int) -> Counter:
 
 
 def store_env() -> dict[str, str]:
-    path = Path(os.environ.get("SPARKPOINT_E2E_MINIO", REPO / "e2e" / "local" / ".state" / "minio.json"))
-    info = json.loads(path.read_text())
+    info = json.loads(MINIO_INFO.read_text())
     env = {"SPARKPOINT_S3_ENDPOINT": info["endpoint"], "AWS_ACCESS_KEY_ID": info["access_key"],
            "AWS_SECRET_ACCESS_KEY": info["secret_key"]}
     open_store(f"s3://{BUCKET}", env=env).create_bucket()
@@ -68,7 +76,7 @@ class Chaos:
         self.jobs, self.ns, self.env, self.rng = Jobs(api, namespace, env), namespace, env, rng
         self.total = total_batches
         self.kills: Counter = Counter()
-        self.operator = OperatorProcess(namespace, REPO / "e2e" / "local" / ".state" / "operator" / f"{namespace}.log")
+        self.operator = OperatorProcess(namespace, STATE_DIR / "operator" / f"{namespace}.log")
 
     def start(self) -> None:
         self.operator.start()

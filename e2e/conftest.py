@@ -90,11 +90,10 @@ def store_env() -> dict[str, str]:
     """The local cluster's MinIO (endpoint + credentials) with the e2e bucket; on kind, set
     SPARKPOINT_E2E_MINIO to a JSON file of the same shape."""
     import json
-    from pathlib import Path
+
+    from kube_helpers import MINIO_INFO as path
 
     from sparkpoint.runtime.store import open_store
-
-    path = Path(os.environ.get("SPARKPOINT_E2E_MINIO", Path(__file__).parent / "local" / ".state" / "minio.json"))
     info = json.loads(path.read_text())
     env = {"SPARKPOINT_S3_ENDPOINT": info["endpoint"], "AWS_ACCESS_KEY_ID": info["access_key"],
            "AWS_SECRET_ACCESS_KEY": info["secret_key"]}
@@ -109,32 +108,35 @@ def peering_crds(api_client) -> None:
     apply_crds(client.ApiextensionsV1Api(api_client), PEERING_CRD_FILE)
 
 
-@pytest.fixture
-def operator(api_client, namespace, streamingjob_crd, peering_crds, store_env):
-    """A running sparkpoint-operator watching the test namespace; `operator.kill()` SIGKILLs it and
-    `operator.start()` starts it again. Its log is shown when the test fails."""
-    from pathlib import Path
-
-    from kube_helpers import OperatorProcess
-
-    # Kept under the cluster's state dir (pytest's tmp dirs are rotated away by other runs).
-    log_dir = Path(os.environ.get("SPARKPOINT_E2E_STATE", Path(__file__).parent / "local" / ".state")) / "operator"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    proc = OperatorProcess(namespace, log_dir / f"{namespace}.log")
-    proc.start()
-    yield proc
-    # Jobs go while the operator still runs its finalizer; otherwise the namespace never goes.
-    custom = client.CustomObjectsApi(api_client)
+def _delete_jobs_then_stop(api_client, namespace: str, op) -> None:
+    """Jobs go while the operator still runs its finalizer; otherwise the namespace never goes."""
     from kube_helpers import GROUP, PLURAL, VERSION
 
+    custom = client.CustomObjectsApi(api_client)
     try:
-        if proc.process.poll() is not None:
-            proc.start()
+        if not op.running():
+            op.start()
         custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
         wait_for("the test's StreamingJobs deleted", lambda: not custom.list_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL)["items"], timeout=180)
     finally:
-        proc.stop()
+        op.stop()
+
+
+@pytest.fixture
+def operator_process(api_client, namespace, streamingjob_crd, peering_crds, store_env):
+    """`python -m sparkpoint.operator` as a host process watching the test namespace (kube_helpers.
+    OperatorProcess), for what only a process offers: several replicas with chosen priorities.
+    `kill()` SIGKILLs it, `start()` starts it again; its log is shown when a test fails."""
+    from kube_helpers import STATE_DIR, OperatorProcess
+
+    # Kept under the cluster's state dir (pytest's tmp dirs are rotated away by other runs).
+    log_dir = STATE_DIR / "operator"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    proc = OperatorProcess(namespace, log_dir / f"{namespace}.log")
+    proc.start()
+    yield proc
+    _delete_jobs_then_stop(api_client, namespace, proc)
 
 
 @pytest.fixture
@@ -142,15 +144,22 @@ def helm_operator(api_client, namespace, streamingjob_crd, peering_crds, store_e
     """The operator installed by `helm install` of charts/sparkpoint, watching the test namespace
     (e2e/helm_operator.py); uninstalled after the test's StreamingJobs are gone."""
     from helm_operator import HelmOperator
-    from kube_helpers import GROUP, PLURAL, VERSION
 
     op = HelmOperator(api_client, namespace)
     op.install()
     yield op
-    custom = client.CustomObjectsApi(api_client)
     try:
-        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
-        wait_for("the test's StreamingJobs deleted", lambda: not custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL)["items"], timeout=180)
+        _delete_jobs_then_stop(api_client, namespace, op)
     finally:
         op.uninstall()
+
+
+@pytest.fixture
+def operator(request):
+    """The operator the scenarios run against: the Helm-installed one (its chart, image, RBAC and
+    Deployment as a user gets them), or with SPARKPOINT_E2E_OPERATOR=process a host process (faster
+    to debug: its log is a file). Both offer start(), stop(), kill() (SIGKILL, stays down), get(path)
+    on the metrics port, log()."""
+    kind = os.environ.get("SPARKPOINT_E2E_OPERATOR", "helm")
+    assert kind in ("helm", "process"), f"SPARKPOINT_E2E_OPERATOR={kind!r}: helm or process"
+    return request.getfixturevalue("helm_operator" if kind == "helm" else "operator_process")

@@ -1,21 +1,30 @@
 """The operator installed with the Helm chart (charts/sparkpoint) into a test's namespace, watching
 only that namespace: its Deployment's pod runs with the chart's ServiceAccount and Role, so the API
-server enforces the chart's RBAC on every call the operator makes."""
+server enforces the chart's RBAC on every call the operator makes.
+
+It offers what the operator e2e scenarios do to an operator (the `operator` fixture): `kill()`
+SIGKILLs the operator mid-action and keeps it down (Deployment scaled to 0), `start()` brings it
+back, `stop()` stops it gracefully, `get(path)` reads its metrics port, `log()` its log, including
+the pods it had before a kill."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import urllib.request
 import uuid
+from pathlib import Path
 
 from kube_helpers import REPO, free_port, wait_for
 from kubernetes import client
 
 CHART = REPO / "charts" / "sparkpoint"
-# The chart's default image; on the local cluster the node agent runs the Deployment's
-# `command: [sparkpoint-operator]` from the project's virtualenv.
+# The chart's default image; on the local cluster the node agent runs it in image mode once
+# `make image` has built it, else the Deployment's `command: [sparkpoint-operator]` from the
+# project's virtualenv.
 IMAGE = os.environ.get("SPARKPOINT_E2E_OPERATOR_IMAGE", "sparkpoint/operator:dev")
+SELECTOR = "app.kubernetes.io/component=operator,app.kubernetes.io/instance={release}"
 
 
 def helm_binary() -> str:
@@ -25,14 +34,20 @@ def helm_binary() -> str:
 
 
 class HelmOperator:
-    def __init__(self, api_client: client.ApiClient, namespace: str):
+    def __init__(self, api_client: client.ApiClient, namespace: str, values: dict[str, str] | None = None):
         self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
         self.namespace = namespace
         self.release = f"sp-{uuid.uuid4().hex[:6]}"
         self.helm = helm_binary()
         # Pods are host processes here: a port of its own, so parallel clusters never clash on 9100.
         self.metrics_port = free_port()
-        self.service_account = f"{self.release}-sparkpoint-operator"
+        self.service_account = self.deployment = f"{self.release}-sparkpoint-operator"
+        self.values = dict(values or {})
+        self.installed = False
+        self.replicas = 1
+        self._earlier_logs: list[str] = []
+        self.scrape_target = None  # Prometheus discovers its pod (kubernetes_sd), as the ServiceMonitor does
 
     def _helm(self, *args: str, timeout: float = 300) -> str:
         out = subprocess.run([self.helm, *args, "--namespace", self.namespace], capture_output=True, text=True,
@@ -40,24 +55,81 @@ class HelmOperator:
         assert out.returncode == 0, f"helm {args[0]} failed:\n{out.stdout}\n{out.stderr}"
         return out.stdout
 
-    def install(self) -> str:
+    def _set_args(self) -> list[str]:
         repository, tag = IMAGE.rsplit(":", 1)
-        notes = self._helm(
-            "install", self.release, str(CHART), "--wait", "--timeout", "180s",
-            "--set-json", f'watchNamespaces=["{self.namespace}"]',
-            "--set", f"metrics.port={self.metrics_port},image.repository={repository},image.tag={tag}",
-            # Validated by the API server here (not enforced: the local cluster has no network plugin).
-            "--set", "networkPolicy.enabled=true")
-        wait_for("the Helm-installed operator's /healthz", lambda: self.get("/healthz") is not None, timeout=90)
+        values = {"metrics.port": str(self.metrics_port), "image.repository": repository, "image.tag": tag,
+                  # Validated by the API server here (not enforced: the local cluster has no network plugin).
+                  "networkPolicy.enabled": "true", **self.values}
+        return ["--set-json", f'watchNamespaces=["{self.namespace}"]',
+                "--set", ",".join(f"{k}={v}" for k, v in values.items())]
+
+    def install(self) -> str:
+        notes = self._helm("install", self.release, str(CHART), "--wait", "--timeout", "180s", *self._set_args())
+        self.installed = True
+        self.replicas = int(self.values.get("replicas", 1))
+        self._wait_healthy()
         return notes
+
+    def upgrade(self, **values: str) -> None:
+        """`helm upgrade` with changed values: the Deployment rolls out a new operator pod."""
+        self._remember_logs()
+        self.values.update(values)
+        self._helm("upgrade", self.release, str(CHART), "--wait", "--timeout", "180s", *self._set_args())
+        self.replicas = int(self.values.get("replicas", 1))
+        wait_for("the old operator pod gone", lambda: len(self.pods()) == self.replicas, timeout=120)
+        self._wait_healthy()
+
+    def set_upgrade_timeout(self, value: str) -> None:
+        self.upgrade(upgradeTimeout=value)
 
     def uninstall(self) -> None:
         self._helm("uninstall", self.release, "--wait", "--timeout", "120s")
+        self.installed = False
+
+    # -- what the scenarios do to the operator
+
+    def start(self) -> None:
+        if not self.installed:
+            self.install()
+            return
+        self._scale(self.replicas)
+        self._wait_healthy()
+
+    def kill(self) -> None:
+        """SIGKILL: the operator gets no chance to finish what it is doing; it stays down until start()."""
+        self._remember_logs()
+        pods = self.pods()
+        # The local cluster's pods are host processes; on kind the forced delete below kills them.
+        for pid in operator_pids(self.namespace, self.metrics_port):
+            os.kill(pid, signal.SIGKILL)
+        self._scale(0)
+        for pod in pods:
+            try:
+                self.core.delete_namespaced_pod(pod.metadata.name, self.namespace, grace_period_seconds=0)
+            except client.ApiException as error:
+                if error.status != 404:
+                    raise
+        wait_for("the operator's pods gone", lambda: not self.pods(), timeout=120)
+
+    def stop(self) -> None:
+        """A graceful stop (SIGTERM, kopf finishes its handlers)."""
+        if not self.installed:
+            return
+        self._remember_logs()
+        self._scale(0)
+        wait_for("the operator's pods gone", lambda: not self.pods(), timeout=120)
+
+    def running(self) -> bool:
+        return self.installed and bool(self.pods())
+
+    # -- observing it
+
+    def pods(self) -> list[client.V1Pod]:
+        return self.core.list_namespaced_pod(self.namespace, label_selector=SELECTOR.format(release=self.release)).items
 
     def pod(self) -> client.V1Pod | None:
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=(
-            f"app.kubernetes.io/component=operator,app.kubernetes.io/instance={self.release}")).items
-        running = [p for p in pods if p.status.phase == "Running" and p.status.pod_ip]
+        running = [p for p in self.pods() if p.status.phase == "Running" and p.status.pod_ip
+                   and p.metadata.deletion_timestamp is None]
         return running[0] if running else None
 
     def get(self, path: str) -> str | None:
@@ -71,8 +143,38 @@ class HelmOperator:
             return None
 
     def log(self, tail: int = 60) -> str:
-        pod = self.pod()
-        if pod is None:
-            return "(no running operator pod)"
-        return self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace, container="operator",
-                                                 tail_lines=tail)
+        current = []
+        for pod in self.pods():
+            try:
+                current.append(f"--- pod {pod.metadata.name}\n" + self.core.read_namespaced_pod_log(
+                    pod.metadata.name, self.namespace, container="operator", tail_lines=tail))
+            except client.ApiException as error:
+                current.append(f"--- pod {pod.metadata.name}: no log ({error.status})")
+        return "\n".join([*self._earlier_logs[-2:], *current]) or "(no operator pod)"
+
+    def _remember_logs(self) -> None:
+        if self.installed:
+            self._earlier_logs.append(f"=== before {len(self._earlier_logs) + 1}. stop/kill\n{self.log(tail=80)}")
+
+    def _scale(self, replicas: int) -> None:
+        self.apps.patch_namespaced_deployment_scale(self.deployment, self.namespace, {"spec": {"replicas": replicas}})
+
+    def _wait_healthy(self) -> None:
+        wait_for("the Helm-installed operator's /healthz", lambda: self.get("/healthz") is not None, timeout=180)
+
+
+def operator_pids(namespace: str, metrics_port: int) -> list[int]:
+    """The host processes of a release's operator pods on the local cluster (pods are host
+    processes, also in image mode), found by their arguments; none on kind."""
+    want = {f"--namespace={namespace}", f"--metrics-port={metrics_port}"}
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            words = {a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")}
+        except OSError:
+            continue
+        if want <= words and any(w.endswith("sparkpoint-operator") for w in words):
+            pids.append(int(proc.name))
+    return pids

@@ -13,7 +13,11 @@ from kubernetes.client.rest import ApiException
 CRD_FILE = Path(__file__).resolve().parents[1] / "crds" / "streamingjob.yaml"
 GROUP, VERSION, PLURAL = "sparkpoint.dev", "v1alpha1", "streamingjobs"
 E2E_IMAGE = os.environ.get("SPARKPOINT_E2E_IMAGE", "sparkpoint:e2e")
-LOCAL_LOGS = Path(os.environ.get("SPARKPOINT_E2E_STATE", Path(__file__).parent / "local" / ".state")) / "node" / "logs"
+# The local cluster's state dir (e2e/local/cluster.py: SPARKPOINT_E2E_STATE, for clusters side by side).
+STATE_DIR = Path(os.environ.get("SPARKPOINT_E2E_STATE", Path(__file__).parent / "local" / ".state"))
+LOCAL_LOGS = STATE_DIR / "node" / "logs"
+# The cluster's MinIO: endpoint and credentials.
+MINIO_INFO = Path(os.environ.get("SPARKPOINT_E2E_MINIO", STATE_DIR / "minio.json"))
 
 
 def wait_for(what: str, check: Callable[[], object], timeout: float = 60, interval: float = 0.25):
@@ -142,6 +146,19 @@ class OperatorProcess:
                 return resp.read().decode()
         except OSError:
             return None
+
+    @property
+    def scrape_target(self) -> str:
+        """Where Prometheus scrapes it (a host process has no pod to discover)."""
+        return f"127.0.0.1:{self.metrics_port}"
+
+    def set_upgrade_timeout(self, value: str) -> None:
+        self.stop()
+        self.extra_args = [*self.extra_args, "--upgrade-timeout", value]
+        self.start()
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def kill(self) -> None:
         self.process.kill()

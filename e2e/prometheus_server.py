@@ -33,9 +33,22 @@ def short_rules(rules: dict, for_: str) -> dict:
     return out
 
 
-def scrape_config(kubeconfig: str, namespace: str, runtime_port: str, operator_target: str) -> dict[str, Any]:
-    """`runtime_port`: the runtime's metrics port name (`metrics`; `control` where no dedicated one exists)."""
+def scrape_config(kubeconfig: str, namespace: str, runtime_port: str, operator_target: str | None) -> dict[str, Any]:
+    """`runtime_port`: the runtime's metrics port name (`metrics`; `control` where no dedicated one exists).
+    `operator_target`: host:port of an operator process; None discovers the Helm-installed operator's
+    pods (label app.kubernetes.io/component=operator, port `metrics`) as the chart's ServiceMonitor does."""
     meta = "__meta_kubernetes_pod_"
+    if operator_target:
+        operator_sd = {"static_configs": [{"targets": [operator_target]}]}
+    else:
+        operator_sd = {
+            "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": kubeconfig,
+                                       "namespaces": {"names": [namespace]}}],
+            "relabel_configs": [
+                {"source_labels": [f"{meta}label_app_kubernetes_io_component"], "regex": "operator", "action": "keep"},
+                {"source_labels": [f"{meta}container_port_name"], "regex": "metrics", "action": "keep"},
+                {"source_labels": [f"{meta}name"], "target_label": "operator_pod"},
+            ]}
     return {
         "global": {"scrape_interval": "2s", "evaluation_interval": "2s", "scrape_timeout": "1s"},
         "rule_files": ["rules.yaml"],
@@ -52,8 +65,7 @@ def scrape_config(kubeconfig: str, namespace: str, runtime_port: str, operator_t
                  {"source_labels": [f"{meta}label_sparkpoint_dev_job"], "target_label": "sparkpoint_job"},
                  {"source_labels": [f"{meta}container_name"], "target_label": "container"},
              ]},
-            {"job_name": "sparkpoint-operator", "honor_labels": True,
-             "static_configs": [{"targets": [operator_target]}]},
+            {"job_name": "sparkpoint-operator", "honor_labels": True, **operator_sd},
         ],
     }
 

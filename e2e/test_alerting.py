@@ -11,15 +11,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
-from kube_helpers import REPO, wait_for
+from kube_helpers import REPO, STATE_DIR, wait_for
 from operator_jobs import Jobs
 from prometheus_server import RULES, PrometheusServer, scrape_config, server_binary, short_rules
 
-STATE = Path(os.environ.get("SPARKPOINT_E2E_STATE", REPO / "e2e" / "local" / ".state"))
+STATE = STATE_DIR
 ALERT = "SparkpointCheckpointStale"
 
 
@@ -51,14 +50,15 @@ def test_checkpoint_alert_fires_when_the_store_stops_and_resolves(prometheus_bin
                      operator=operator)
     pod = jobs.pods("clicks")[0]
     config = scrape_config(os.environ["KUBECONFIG"], namespace, _runtime_port_name(pod),
-                           f"127.0.0.1:{operator.metrics_port}")
+                           operator.scrape_target)
     prom = PrometheusServer(prometheus_binary, tmp_path / "prometheus", config, short_rules(yaml.safe_load(RULES.read_text()), "10s"))
     prom.start()
     try:
         def scraped():
             active = (prom.api("targets") or {}).get("activeTargets", [])
-            return {(t["labels"].get("sparkpoint_job"), t["labels"].get("container")) for t in active
-                    if t["health"] == "up"} >= {("clicks", "runtime"), (None, None)} and active
+            return {(t["labels"].get("sparkpoint_job"), t["labels"].get("container"), t["labels"]["job"])
+                    for t in active if t["health"] == "up"} >= {("clicks", "runtime", "sparkpoint-jobs"),
+                                                                (None, None, "sparkpoint-operator")} and active
         targets = wait_for("targets up: the job's runtime (sparkpoint_job=clicks, container=runtime) and the operator",
                            scraped, timeout=60, interval=1)
         assert {t["labels"]["pod"] for t in targets if t["labels"].get("sparkpoint_job")} == {pod.metadata.name}

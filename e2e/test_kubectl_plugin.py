@@ -28,6 +28,32 @@ def plugin(*args: str, check: bool = True, timeout: float = 300) -> subprocess.C
     return out
 
 
+def assert_plugin_reads(namespace: str, job: str) -> None:
+    """What the plugin shows of a Running job with a checkpoint (list, status, checkpoints, logs) and
+    how it refuses bad input; `make test` runs this against the Helm-installed operator
+    (test_operator_run.py), the slow test below adds the commands that change a job."""
+    ns = ["-n", namespace]
+    table = plugin("list", *ns).stdout.splitlines()
+    assert table[0].split()[:3] == ["NAME", "PHASE", "CHECKPOINT"]
+    assert table[1].split()[:2] == [job, "Running"] and table[1].split()[2].startswith("chk-")
+    assert f"{job}-1" in plugin("list", *ns, "-o", "wide").stdout
+    assert [j["metadata"]["name"] for j in json.loads(plugin("list", *ns, "-o", "json").stdout)["items"]] == [job]
+    assert namespace in plugin("list", "-A").stdout
+
+    status = plugin("status", job, *ns).stdout
+    assert f"{namespace}/{job}" in status and "Running" in status and "CheckpointHealthy" in status
+    assert yaml.safe_load(plugin("status", job, *ns, "-o", "yaml").stdout)["status"]["phase"] == "Running"
+    listed = json.loads(plugin("checkpoints", job, *ns, "-o", "json").stdout)["checkpoints"]
+    assert listed and all(c["id"].startswith("chk-") for c in listed)
+    assert listed[-1]["id"] in plugin("checkpoints", job, *ns).stdout
+    assert plugin("logs", job, *ns, "--tail", "50").stdout.strip()
+
+    bad = plugin("restore", job, *ns, "--from", "Not_A_Name", check=False)
+    assert bad.returncode == 2 and "--from" in bad.stderr
+    missing = plugin("status", "nope", *ns, check=False)
+    assert missing.returncode == 1 and "not found" in missing.stderr
+
+
 @pytest.fixture
 def savepoint_crd(api_client) -> None:
     install_crd(client.ApiextensionsV1Api(api_client),
@@ -42,20 +68,7 @@ def test_plugin_on_a_running_job(api_client, namespace, savepoint_crd, operator,
     jobs.wait_status("clicks", "Running with a checkpoint",
                      lambda s: s.get("phase") == "Running" and s.get("latestCheckpoint"), timeout=300, operator=operator)
     ns = ["-n", namespace]
-
-    table = plugin("list", *ns).stdout.splitlines()
-    assert table[0].split()[:3] == ["NAME", "PHASE", "CHECKPOINT"]
-    assert table[1].split()[:2] == ["clicks", "Running"] and table[1].split()[2].startswith("chk-")
-    assert "clicks-1" in plugin("list", *ns, "-o", "wide").stdout
-    assert [j["metadata"]["name"] for j in json.loads(plugin("list", *ns, "-o", "json").stdout)["items"]] == ["clicks"]
-    assert namespace in plugin("list", "-A").stdout
-
-    status = plugin("status", "clicks", *ns).stdout
-    assert f"{namespace}/clicks" in status and "Running" in status and "CheckpointHealthy" in status
-    assert yaml.safe_load(plugin("status", "clicks", *ns, "-o", "yaml").stdout)["status"]["phase"] == "Running"
-    listed = json.loads(plugin("checkpoints", "clicks", *ns, "-o", "json").stdout)["checkpoints"]
-    assert listed and all(c["id"].startswith("chk-") for c in listed)
-    assert listed[-1]["id"] in plugin("checkpoints", "clicks", *ns).stdout
+    assert_plugin_reads(namespace, "clicks")
 
     saved = plugin("savepoint", "clicks", *ns, "--name", "by-plugin", "--timeout", "240")
     assert "savepoint by-plugin completed" in saved.stdout, saved.stderr
@@ -63,8 +76,6 @@ def test_plugin_on_a_running_job(api_client, namespace, savepoint_crd, operator,
     assert "by-plugin" in plugin("checkpoints", "clicks", *ns).stdout or \
         jobs.wait_status("clicks", "savepoint listed", lambda s: any(
             p["name"] == "by-plugin" for p in s.get("savepoints") or []), timeout=60)
-
-    assert plugin("logs", "clicks", *ns, "--tail", "50").stdout.strip()
 
     plugin("suspend", "clicks", *ns)
     assert jobs.get("clicks")["spec"]["state"] == "suspended"
@@ -76,7 +87,3 @@ def test_plugin_on_a_running_job(api_client, namespace, savepoint_crd, operator,
     # restore writes spec.restoreFrom (the operator applies it on the job's next attempt)
     plugin("restore", "clicks", *ns, "--from", "by-plugin")
     assert jobs.get("clicks")["spec"]["restoreFrom"] == {"savepoint": "by-plugin"}
-    bad = plugin("restore", "clicks", *ns, "--from", "Not_A_Name", check=False)
-    assert bad.returncode == 2 and "--from" in bad.stderr
-    missing = plugin("status", "nope", *ns, check=False)
-    assert missing.returncode == 1 and "not found" in missing.stderr

@@ -1,5 +1,6 @@
 """The operator, installed with the Helm chart, runs a StreamingJob: Running, checkpoints in status,
-`kubectl wait` on Ready; and it does so as the chart's ServiceAccount, under the chart's RBAC."""
+`kubectl wait` on Ready, the kubectl plugin's view of it; and it does so as the chart's
+ServiceAccount, under the chart's RBAC."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 from kube_helpers import wait_for
 from kubernetes import client
 from operator_jobs import Jobs, condition
+from test_kubectl_plugin import assert_plugin_reads
 
 
 def test_job_runs_and_checkpoints_appear_in_status(api_client, namespace, helm_operator, store_env):
@@ -39,6 +41,7 @@ def test_job_runs_and_checkpoints_appear_in_status(api_client, namespace, helm_o
     printed = subprocess.run(["kubectl", "get", "sj", "clicks", "-n", namespace], capture_output=True, text=True,
                              timeout=30).stdout
     assert "Running" in printed and latest["id"][:4] in printed
+    assert_plugin_reads(namespace, "clicks")  # `kubectl sparkpoint list/status/checkpoints/logs`
     assert_runs_as_its_service_account(api_client, namespace, operator)
 
 

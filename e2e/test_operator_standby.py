@@ -20,7 +20,8 @@ def triggers(op: OperatorProcess, result: str = "completed") -> float:
 
 
 @pytest.mark.slow
-def test_standby_takes_over_when_the_active_operator_is_killed(api_client, namespace, operator, store_env):
+def test_standby_takes_over_when_the_active_operator_is_killed(api_client, namespace, operator_process, store_env):
+    operator = operator_process  # two host processes with chosen priorities
     operator.stop()
     operator.extra_args = ["--priority", "100"]  # the active replica
     operator.start()

@@ -11,13 +11,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from kube_helpers import REPO, wait_for
+from kube_helpers import REPO, STATE_DIR, wait_for
 from operator_jobs import Jobs, condition
 
-STATE = Path(os.environ.get("SPARKPOINT_E2E_STATE", REPO / "e2e" / "local" / ".state"))
+STATE = STATE_DIR
 
 
 def minio_pid() -> int:
