@@ -71,6 +71,9 @@ LABEL org.opencontainers.image.title="sparkpoint-operator" \
 COPY --from=operator-venv /opt/sparkpoint/venv /opt/sparkpoint/venv
 COPY crds/ /opt/sparkpoint/crds/
 WORKDIR /tmp
+# A user name for any uid (OpenShift-style random uids have no passwd entry): kopf's peering
+# identity comes from getpass.getuser, which reads $USER first.
+ENV USER=sparkpoint
 USER 185:185
 EXPOSE 9100
 ENTRYPOINT ["sparkpoint-operator"]
@@ -95,8 +98,11 @@ RUN pyspark_dir="$(find /opt/sparkpoint/venv/lib -maxdepth 3 -type d -name pyspa
  && mkdir -p /opt/spark/work-dir /var/lib/sparkpoint \
  && for d in bin sbin jars; do ln -s "$pyspark_dir/$d" "/opt/spark/$d"; done \
  && chown 185:185 /opt/spark/work-dir /var/lib/sparkpoint
+# USER: a user name for Python under any uid. Spark itself still needs uid 185 (or any uid with a
+# passwd entry): Hadoop's login fails for a uid the JVM cannot look up (docs/image.md).
 ENV JAVA_HOME=/usr/lib/jvm/java-17 \
-    SPARK_HOME=/opt/spark
+    SPARK_HOME=/opt/spark \
+    USER=sparkpoint
 WORKDIR /opt/spark/work-dir
 USER 185:185
 EXPOSE 8080 9090 9091

@@ -11,7 +11,7 @@ export SPARKPOINT_CACHE := $(CACHE)
 # $(MAKE) even under `make -n`, so a dry run of `test` would run the whole test suite.
 SUBMAKE = $(MAKE) --no-print-directory
 
-.PHONY: help venv minio java helm prometheus lint test test-full test-unit crd demo bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full chaos operator clean image test-image
+.PHONY: help venv minio java helm prometheus lint test test-full test-unit crd demo bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full chaos monitor operator clean image test-image
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -150,6 +150,11 @@ test-full:
 # job through restarts, minutes each on two cores).
 e2e-full:
 	@$(SUBMAKE) e2e TIER=full
+
+# A real Prometheus for the local cluster with the chart's alert rules (e2e/local/monitor.py):
+# http://127.0.0.1:9095 until Ctrl-C. `python e2e/local/cluster.py stop-minio` is a storage outage.
+monitor: venv
+	@$(PY) e2e/local/monitor.py
 
 # Run the operator against $$KUBECONFIG (after `kubectl apply -f crds/`), watching every namespace.
 operator: venv

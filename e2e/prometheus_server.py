@@ -33,29 +33,30 @@ def short_rules(rules: dict, for_: str) -> dict:
     return out
 
 
-def scrape_config(kubeconfig: str, namespace: str, runtime_port: str, operator_target: str | None) -> dict[str, Any]:
-    """`runtime_port`: the runtime's metrics port name (`metrics`; `control` where no dedicated one exists).
+def scrape_config(kubeconfig: str, namespace: str | None, runtime_port: str, operator_target: str | None,
+                  interval: str = "2s") -> dict[str, Any]:
+    """`namespace`: where the pods are discovered (None: every namespace).
+    `runtime_port`: the runtime's metrics port name (`metrics`; `control` where no dedicated one exists).
     `operator_target`: host:port of an operator process; None discovers the Helm-installed operator's
     pods (label app.kubernetes.io/component=operator, port `metrics`) as the chart's ServiceMonitor does."""
     meta = "__meta_kubernetes_pod_"
+    sd = {"role": "pod", "kubeconfig_file": kubeconfig, **({"namespaces": {"names": [namespace]}} if namespace else {})}
     if operator_target:
         operator_sd = {"static_configs": [{"targets": [operator_target]}]}
     else:
         operator_sd = {
-            "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": kubeconfig,
-                                       "namespaces": {"names": [namespace]}}],
+            "kubernetes_sd_configs": [sd],
             "relabel_configs": [
                 {"source_labels": [f"{meta}label_app_kubernetes_io_component"], "regex": "operator", "action": "keep"},
                 {"source_labels": [f"{meta}container_port_name"], "regex": "metrics", "action": "keep"},
                 {"source_labels": [f"{meta}name"], "target_label": "operator_pod"},
             ]}
     return {
-        "global": {"scrape_interval": "2s", "evaluation_interval": "2s", "scrape_timeout": "1s"},
+        "global": {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": "1s"},
         "rule_files": ["rules.yaml"],
         "scrape_configs": [
             {"job_name": "sparkpoint-jobs",
-             "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": kubeconfig,
-                                        "namespaces": {"names": [namespace]}}],
+             "kubernetes_sd_configs": [sd],
              "relabel_configs": [
                  {"source_labels": [f"{meta}label_app_kubernetes_io_component"], "regex": "runtime", "action": "keep"},
                  {"source_labels": [f"{meta}container_port_name"], "regex": f"{runtime_port}|gc-metrics",
@@ -85,12 +86,12 @@ def server_binary() -> str:
 
 
 class PrometheusServer:
-    def __init__(self, binary: str, workdir: Path, config: dict, rules: dict):
+    def __init__(self, binary: str, workdir: Path, config: dict, rules: dict, port: int | None = None):
         self.binary, self.workdir = binary, workdir
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         (workdir / "rules.yaml").write_text(yaml.safe_dump(rules))
-        self.port = _free_port()
+        self.port = port or _free_port()
         self.process: subprocess.Popen | None = None
 
     def start(self) -> PrometheusServer:

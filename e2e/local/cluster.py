@@ -294,7 +294,8 @@ def status(state: Path) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "down", "status", "stop-minio"],
+                        help="stop-minio: stop only MinIO, as a storage outage (`up` starts it again)")
     parser.add_argument("--state", type=Path, default=default_state_dir())
     parser.add_argument("--purge", action="store_true", help="down: also delete the state dir")
     args = parser.parse_args()
@@ -304,6 +305,9 @@ def main() -> int:
         up(state)
     elif args.command == "down":
         down(state, args.purge)
+    elif args.command == "stop-minio":
+        stop(load_layout(state), "minio", grace=15)
+        log.info("minio stopped (`up` starts it again)")
     else:
         return status(state)
     return 0

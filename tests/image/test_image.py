@@ -55,6 +55,17 @@ def test_images_run_as_uid_185(fixture, request):
     assert r.stdout.split() == ["185", "185", "/tmp"], r.stderr
 
 
+ARBITRARY_UID = "1000570000:0"  # as OpenShift's restricted SCC assigns: no passwd entry, group 0
+
+
+@pytest.mark.parametrize("fixture", ["operator_image", "runtime_image"])
+def test_an_arbitrary_uid_has_a_user_name(fixture, request):
+    """kopf's peering identity (getpass.getuser) crashed under a uid without a passwd entry."""
+    image = request.getfixturevalue(fixture)
+    r = image.run(["python3", "-c", "import getpass, os; print(os.getuid(), getpass.getuser())"], user=ARBITRARY_UID)
+    assert r.returncode == 0 and r.stdout.split() == ["1000570000", "sparkpoint"], r.stderr
+
+
 @pytest.mark.minio
 @pytest.mark.spark
 @pytest.mark.timeout(900)
