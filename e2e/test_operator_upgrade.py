@@ -14,15 +14,18 @@ def running(jobs: Jobs, name: str, operator) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_upgrade_with_savepoint_then_a_broken_upgrade_rolls_back(api_client, namespace, operator, store_env):
-    operator.set_upgrade_timeout("60s")
+    # Long enough for a healthy attempt's Spark start on a loaded 2-core machine (60 s was not:
+    # the good upgrade was rolled back); the broken one waits this long before its rollback.
+    operator.set_upgrade_timeout("240s")
     jobs = Jobs(api_client, namespace, store_env)
     jobs.create("clicks")
     running(jobs, "clicks", operator)
     jobs.patch_spec("clicks", {"job": {"args": {"rows_per_batch": 300, "keys": 20}}})
     generation = jobs.get("clicks")["metadata"]["generation"]
     st = jobs.wait_status("clicks", "attempt 2 Running", lambda s: s.get("phase") == "Running" and s.get("attempt") == 2
-                          and s.get("restore"), timeout=300, operator=operator)
+                          and s.get("restore"), timeout=600, operator=operator)
     assert st["restore"]["checkpoint"] == f"upgrade-{generation}" and st["restarts"] == 0
     cm = jobs.core.read_namespaced_config_map("clicks-job", namespace)
     assert '"rows_per_batch": 300' in cm.data["job.json"]
@@ -31,9 +34,10 @@ def test_upgrade_with_savepoint_then_a_broken_upgrade_rolls_back(api_client, nam
     jobs.patch_spec("clicks", {"job": {"entrypoint": "windowed_aggregation:no_such_function"}})
     broken = jobs.get("clicks")["metadata"]["generation"]
     st = jobs.wait_status("clicks", "rolled back and Running on the old spec",
-                          lambda s: s.get("phase") == "Running" and s.get("attempt", 0) >= 4, timeout=420,
+                          lambda s: s.get("phase") == "Running" and s.get("attempt", 0) >= 4, timeout=900,
                           operator=operator)
-    assert st["lastFailure"]["reason"] == "UpgradeTimeout"
+    # Not Ready in time, or (sooner) restarted past maxRestarts before it was ever Ready.
+    assert st["lastFailure"]["reason"] in ("UpgradeTimeout", "UpgradeFailed"), st["lastFailure"]
     assert st["restore"]["checkpoint"] == f"upgrade-{broken}"
     cm = jobs.core.read_namespaced_config_map("clicks-job", namespace)
     assert "no_such_function" not in cm.data["job.json"]
@@ -42,6 +46,7 @@ def test_upgrade_with_savepoint_then_a_broken_upgrade_rolls_back(api_client, nam
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_upgrade_modes_last_checkpoint_then_stateless(api_client, namespace, operator, store_env):
     jobs = Jobs(api_client, namespace, store_env)
     jobs.create("clicks", upgradeMode="last-checkpoint")

@@ -153,6 +153,15 @@ class Step:
         times.extend([self.now] * n)
         del times[: max(0, len(times) - (self.spec.restart.max_restarts + 2))]  # bounded
         over = restarts_in_window(self.tr, self.now, self.restart_window()) > self.spec.restart.max_restarts
+        if over and self.upgrade_unproven():
+            # A new spec that crash-loops before it was ever Ready rolls back to the last stable one
+            # (upgrade.roll_back_if_late, its deadline now) instead of failing the job; those
+            # restarts are the rejected spec's, so they leave the job's restart budget.
+            since = self.tr["upgradeDeadline"] - self.upgrade_timeout()
+            self.tr["upgradeDeadline"] = self.now
+            self.tr["upgradeCrashLoop"] = len([t for t in times if t >= since])
+            times[:] = [t for t in times if t < since]
+            return
         if over or self.spec.restart.policy == "Never":
             why = (f"{self.spec.restart.max_restarts} restarts within {self.spec.restart.window} exceeded" if over
                    else "restart.policy is Never")
@@ -162,6 +171,10 @@ class Step:
             self.tr["failedGeneration"] = self.obs.generation
             self.set_phase("Failed", "RestartLimitExceeded", why, warning=True)
             self.remove_pods()
+
+    def upgrade_unproven(self) -> bool:
+        """An upgraded attempt that has not been Ready yet, with a stable spec to roll back to."""
+        return "upgradeDeadline" in self.tr and bool(self.tr.get("stableSpecDoc"))
 
     def awaiting_savepoint(self) -> bool:
         """A drain's savepoint is not listed yet: the store listing may lag the runtime's exit, so

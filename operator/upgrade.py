@@ -2,9 +2,10 @@
 
 upgradeMode savepoint drains with a savepoint the new attempt restores; last-checkpoint drains
 with a final checkpoint; stateless deletes the pod at once and starts the new attempt without state
-(restoreFrom.fresh). If the new attempt is not Ready within
-the upgrade timeout, the job rolls back to the last spec that ran (kept in status.tracking) and the
-restore point the upgrade started from, and that failed spec is not tried again until edited.
+(restoreFrom.fresh). If the new attempt is not Ready within the upgrade timeout, or crash-loops
+past maxRestarts before it was ever Ready, the job rolls back to the last spec that ran (kept in
+status.tracking) and the restore point the upgrade started from, and that failed spec is not tried
+again until edited.
 """
 
 from __future__ import annotations
@@ -46,9 +47,13 @@ def roll_back_if_late(run: Step, pod: PodObs) -> bool:
     restore = (run.tr.get("restoreFrom") or {}).get("savepoint")
     if restore:
         run.tr["restoreTarget"] = restore
-    message = (f"attempt {run.attempt} with the new spec was not Ready within {run.upgrade_timeout():g}s; "
+    crashes = run.tr.pop("upgradeCrashLoop", None)
+    why = (f"restarted {crashes} times before it was Ready" if crashes
+           else f"was not Ready within {run.upgrade_timeout():g}s")
+    message = (f"attempt {run.attempt} with the new spec {why}; "
                f"rolling back to the last stable spec" + (f" from savepoint {restore}" if restore else ""))
-    run.st["lastFailure"] = {"reason": "UpgradeTimeout", "message": message, "at": cp.iso(run.now)}
+    run.st["lastFailure"] = {"reason": "UpgradeFailed" if crashes else "UpgradeTimeout", "message": message,
+                             "at": cp.iso(run.now)}
     run.set_phase("Upgrading", "UpgradeRolledBack", message, warning=True)
     drain_then_remove(run)
     return True

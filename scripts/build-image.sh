@@ -28,7 +28,10 @@ if [ -f "$host_ca" ]; then
   tls=(--volume "$host_ca:/run/sparkpoint-host-ca.crt:ro" --build-arg PIP_CERT=/run/sparkpoint-host-ca.crt)
 fi
 
-for target in operator runtime; do
+# Targets: both by default, or those named (`scripts/build-image.sh operator`).
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(operator runtime)
+for target in "${targets[@]}"; do
   tag="sparkpoint/$target:dev"
   have=$(buildah inspect --type image --format '{{index .OCIv1.Config.Labels "io.sparkpoint.inputs"}}' \
          "$tag" 2>/dev/null || true)

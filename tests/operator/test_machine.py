@@ -358,3 +358,47 @@ def test_a_skipped_savepoint_is_requested_again_until_it_is_in_the_store():
                        store_savepoints=[{"name": "nonce-1"}]))
     assert "pendingSavepoint" not in d.status["tracking"]
     assert [a.reason for a in d.of(Emit)] == ["SavepointCompleted"]
+
+
+def test_an_upgrade_that_crash_loops_rolls_back_instead_of_failing_the_job():
+    """Seen in e2e: a new entrypoint that does not exist made the runtime exit 2 again and again;
+    maxRestarts ran out long before the upgrade timeout, and the job went Failed although its last
+    stable spec ran fine. A crash loop of an attempt that was never Ready rolls back at once."""
+    old, new = make_spec(image="sparkpoint:v1"), make_spec(image="sparkpoint:v2")
+    from sparkpoint.operator.step import stable_doc
+
+    st = running(stableSpec=spec_key(old), stableSpecDoc=stable_doc(old))
+    d = decide(observe(st, [pod()], runtime=RUNTIME, spec=new, generation=2))
+    d = decide(observe(d.status, [], spec=new, generation=2, now=T0 + 10, store_savepoints=[{"name": "upgrade-2"}]))
+    assert d.status["tracking"]["upgradeDeadline"] == T0 + 10 + 300
+    max_restarts = new.restart.max_restarts
+    # The new attempt's runtime keeps exiting 2 in place, well before the deadline.
+    for n in range(1, max_restarts + 2):
+        d = decide(observe(d.status, [pod(2, ready=False, restart_count=n, last_exit_code=2)], spec=new,
+                           generation=2, now=T0 + 20 + n))
+        if d.status["phase"] != "Pending":
+            break
+    assert d.status["phase"] == "Upgrading", d.status.get("lastFailure")
+    assert [describe(a) for a in d.of(DeletePod)] == ["delete:job-2"]
+    assert "UpgradeRolledBack" in [a.reason for a in d.of(Emit)]
+    assert d.status["lastFailure"]["reason"] == "UpgradeFailed"
+    assert f"restarted {max_restarts + 1} times before it was Ready" in d.status["lastFailure"]["message"]
+    # Attempt 3 runs the old spec from the upgrade's savepoint, with the restart budget the old spec had.
+    d = decide(observe(d.status, [], spec=new, generation=2, now=T0 + 60, store_savepoints=[{"name": "upgrade-2"}]))
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 3 and create.spec.image == "sparkpoint:v1" and create.restore_from.savepoint == "upgrade-2"
+    d = decide(observe(d.status, [pod(3)], runtime=RUNTIME, spec=new, generation=2, now=T0 + 90))
+    assert d.status["phase"] == "Running"
+    # One crash of the rolled-back attempt is an ordinary local recovery, not the end of the job.
+    d = decide(observe(d.status, [pod(3, restart_count=1, last_exit_code=137)], runtime=RUNTIME, spec=new,
+                       generation=2, now=T0 + 100))
+    assert d.status["phase"] == "Running"
+
+
+def test_a_crash_loop_without_an_upgrade_still_fails_the_job():
+    spec = make_spec()
+    d = decide(observe(running(stableSpec=spec_key(spec)), [pod()], runtime=RUNTIME, spec=spec))
+    for n in range(1, spec.restart.max_restarts + 2):
+        d = decide(observe(d.status, [pod(restart_count=n, last_exit_code=2)], runtime=RUNTIME, spec=spec,
+                           now=T0 + n))
+    assert d.status["phase"] == "Failed" and "exceeded" in d.status["lastFailure"]["message"]
