@@ -38,6 +38,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--interval", default="10s")
     p.add_argument("--checkpoints", type=int, default=3)
     p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--parallelism", type=int, default=1, help="1: one task slot, least JVM work on 2 cores")
+    p.add_argument("--rows-per-second", type=int, default=0,
+                   help="throttle the source (0: as fast as it goes); a source that outruns the windows "
+                        "backpressures and the checkpoint barriers wait behind the queued records")
     args = p.parse_args(argv)
     port = free_port()
     conf = {
@@ -45,8 +49,12 @@ def main(argv: list[str]) -> int:
         "execution.checkpointing.interval": args.interval, "execution.checkpointing.dir": args.checkpoint,
         "s3.endpoint": args.endpoint, "s3.path.style.access": "true",
         "s3.access-key": os.environ["AWS_ACCESS_KEY_ID"], "s3.secret-key": os.environ["AWS_SECRET_ACCESS_KEY"],
-        "rest.port": str(port), "rest.address": "127.0.0.1", "parallelism.default": "2",
-        "taskmanager.memory.process.size": "1g",
+        "rest.port": str(port), "rest.address": "127.0.0.1", "parallelism.default": str(args.parallelism),
+        "taskmanager.memory.process.size": "1g", "taskmanager.numberOfTaskSlots": str(args.parallelism),
+        # Under backpressure aligned barriers can wait minutes: let them overtake the buffered records.
+        "execution.checkpointing.unaligned.enabled": "true",
+        "execution.checkpointing.timeout": f"{int(args.timeout)}s",
+        "execution.checkpointing.min-pause": "0s",
     }
     # The S3 filesystem reads its options when the cluster starts: give them in the conf dir too.
     conf_dir = tempfile.mkdtemp(prefix="flink-conf-")
@@ -74,13 +82,14 @@ def main(argv: list[str]) -> int:
     if args.payload_bytes:
         parts = " || ".join(f"SHA256(CAST(`value` AS STRING) || '#{i}')" for i in range(max(1, args.payload_bytes // 64)))
         payload = f", MAX({parts}) AS payload"
+    rate = f", 'rows-per-second' = '{args.rows_per_second}'" if args.rows_per_second else ""
     t_env.execute_sql(f"""
         CREATE TABLE events (
             `value` BIGINT,
             ts AS TO_TIMESTAMP_LTZ((`value` / {args.rows}) * 1000, 3),
             WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
         ) WITH ('connector' = 'datagen', 'fields.value.kind' = 'sequence', 'fields.value.start' = '0',
-                'fields.value.end' = '{10**15}')""")
+                'fields.value.end' = '{10**15}'{rate})""")
     t_env.execute_sql(f"CREATE TABLE sink (w TIMESTAMP(3), k BIGINT, events BIGINT, value_sum BIGINT"
                       f"{', payload STRING' if payload else ''}) WITH ('connector' = 'blackhole')")
     started = time.monotonic()
@@ -101,6 +110,7 @@ def main(argv: list[str]) -> int:
             continue
         if job["state"] == "RUNNING" and running_since is None:
             running_since = time.monotonic()
+            print(json.dumps({"event": "running", "seconds": round(running_since - started, 2)}), flush=True)
         if counts.get("completed", 0) >= args.checkpoints:
             break
     job = rest(port, f"/jobs/{job_id}")
