@@ -222,10 +222,11 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
     minutes = args.retention_minutes if args.retention_minutes is not None else 1.5 if args.small else 30.0
     if minutes <= 0:
         p.error("--retention-minutes must be positive")
+    with_flink = "flink" in args.setups.split(",")
     if args.small:  # GC must get a few passes in a minute or two
         return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 10.0, True, gc_interval="10s",
-                                 grace="20s", grace_seconds=20.0, steady_batches=12)
-    return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 30.0, False,
+                                 grace="20s", grace_seconds=20.0, steady_batches=12, flink=with_flink)
+    return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 30.0, False, flink=with_flink,
                              retention_size="100m" if size_name == "full" else "tiny")
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import recovery, retention, sparkpoint_setup, vanilla
+from . import flink, recovery, retention, sparkpoint_setup, vanilla
 from .churn import ChurnWorkload
 from .common import Context, Workload
 
@@ -28,6 +28,7 @@ class ExtrasPlan:
     grace_seconds: float = 600.0
     retention_size: str = "tiny"
     steady_batches: int = 30
+    flink: bool = True  # also kill and restore Flink (when scripts/ensure-flink.sh has installed it)
 
 
 def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any]) -> Any:
@@ -64,6 +65,15 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
                              ("vanilla-changelog", lambda ctx=ctx, lat=lat: recovery.vanilla(
                                  ctx, job, f"recovery-vanilla-{lat}ms", jar_list, ["--changelog"]))):
                 r = _attempt(skipped, f"recovery {name} {lat} ms", fn)
+                if r:
+                    out["recovery"].append(r)
+            d = flink.flink_dir()
+            if d is not None and plan.flink:
+                args = ["--rows", str(job.rows_per_batch), "--keys", str(job.keys), "--batches", str(job.total_batches),
+                        "--payload-bytes", str(w.payload_bytes), "--interval", job.checkpoint_interval,
+                        "--parallelism", "1"]
+                r = _attempt(skipped, f"recovery flink {lat} ms", lambda ctx=ctx, lat=lat, args=args, d=d: recovery.flink(
+                    ctx, str(d / "venv" / "bin" / "python"), str(d / "plugins"), args, f"recovery-flink-{lat}ms"))
                 if r:
                     out["recovery"].append(r)
     if "churn" in plan.phases:

@@ -135,3 +135,14 @@ def test_harness_keeps_big_sizes_out_of_small_runs():
         peer_bench.main(["--small", "--churn", "0", "--no-write"])
     with pytest.raises(SystemExit):
         peer_bench.main(["--extras", "bogus", "--no-write"])
+
+
+def test_flink_restart_picks_the_newest_complete_checkpoint_and_times_records_flowing():
+    keys = ["job/chk-2/_metadata", "job/chk-10/_metadata", "job/chk-11/abc", "job/shared/x", "job/taskowned/y"]
+    assert recovery.latest_flink_checkpoint(keys) == "job/chk-10"  # chk-11 has no _metadata yet
+    assert recovery.latest_flink_checkpoint(["job/shared/x"]) is None
+    events = [{"event": "progress", "state": "INITIALIZING", "records": 0, "ts": 5.0},
+              {"event": "progress", "state": "RUNNING", "records": 0, "ts": 6.0},
+              {"event": "progress", "state": "RUNNING", "records": 120, "ts": 7.5}]
+    assert recovery.first_flink_records(events, 1.0) == 6.5
+    assert recovery.first_flink_records(events[:2], 1.0) is None
