@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default=None, help=f"churn state sizes from {sorted(churn.SIZES)}; "
                    "default tiny (--small), 100m (medium), 100m,1g (--full)")
     p.add_argument("--churn", default="0.01,0.1", help="fractions of the keys updated per checkpoint interval")
+    p.add_argument("--recovery-setups", default=",".join(extras.RECOVERY_SETUPS),
+                   help="which setups the recovery phase kills and restarts (flink: only with flink in --setups)")
     p.add_argument("--retention-minutes", type=float, default=None,
                    help="length of the bucket-bytes run; default 1.5 (--small), 30 otherwise")
     args = p.parse_args(argv)
@@ -199,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.raw_out).write_text(json.dumps(raw, indent=0))
     print(f"raw results: {base / 'peer-results.json'}", flush=True)
     write(raw, args.no_write)
-    shutil.rmtree(base, ignore_errors=True)
+    if args.raw_out:  # a smoke run: keep the per-run logs for a look
+        print(f"per-run logs kept in {base}", flush=True)
+    else:
+        shutil.rmtree(base, ignore_errors=True)
     return 0 if results else 1
 
 
@@ -223,10 +228,15 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
     if minutes <= 0:
         p.error("--retention-minutes must be positive")
     with_flink = "flink" in args.setups.split(",")
+    recovery_setups = tuple(x for x in args.recovery_setups.split(",") if x)
+    if set(recovery_setups) - set(extras.RECOVERY_SETUPS):
+        p.error(f"--recovery-setups: choose from {extras.RECOVERY_SETUPS}")
     if args.small:  # GC must get a few passes in a minute or two
         return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 10.0, True, gc_interval="10s",
-                                 grace="20s", grace_seconds=20.0, steady_batches=12, flink=with_flink)
+                                 grace="20s", grace_seconds=20.0, steady_batches=12, flink=with_flink,
+                                 recovery_setups=recovery_setups)
     return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 30.0, False, flink=with_flink,
+                             recovery_setups=recovery_setups,
                              retention_size="100m" if size_name == "full" else "tiny")
 
 

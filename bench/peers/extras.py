@@ -13,6 +13,7 @@ from .churn import ChurnWorkload
 from .common import Context, Workload
 
 PHASES = ("recovery", "churn", "retention")
+RECOVERY_SETUPS = ("sparkpoint", "vanilla-changelog", "flink")
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class ExtrasPlan:
     retention_size: str = "tiny"
     steady_batches: int = 30
     flink: bool = True  # also kill and restore Flink (when scripts/ensure-flink.sh has installed it)
+    recovery_setups: tuple[str, ...] = RECOVERY_SETUPS
 
 
 def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any]) -> Any:
@@ -64,11 +66,13 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
                                  ctx, job, f"recovery-sp-{lat}ms")),
                              ("vanilla-changelog", lambda ctx=ctx, lat=lat: recovery.vanilla(
                                  ctx, job, f"recovery-vanilla-{lat}ms", jar_list, ["--changelog"]))):
+                if name not in plan.recovery_setups:
+                    continue
                 r = _attempt(skipped, f"recovery {name} {lat} ms", fn)
                 if r:
                     out["recovery"].append(r)
             d = flink.flink_dir()
-            if d is not None and plan.flink:
+            if d is not None and plan.flink and "flink" in plan.recovery_setups:
                 args = ["--rows", str(job.rows_per_batch), "--keys", str(job.keys), "--batches", str(job.total_batches),
                         "--payload-bytes", str(w.payload_bytes), "--interval", job.checkpoint_interval,
                         "--parallelism", "1"]

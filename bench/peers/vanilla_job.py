@@ -50,6 +50,14 @@ def session(args: argparse.Namespace):  # -> SparkSession
     return spark
 
 
+def spark_interval(text: str) -> str:
+    """"100ms" / "1s" / "2m" -> what processingTime parses ("100 milliseconds", ...)."""
+    for suffix, unit in (("ms", "milliseconds"), ("s", "seconds"), ("m", "minutes")):
+        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+            return f"{text[: -len(suffix)]} {unit}"
+    return text
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--checkpoint", required=True)
@@ -88,7 +96,7 @@ def main(argv: list[str]) -> int:
     def write_batch(batch_df, batch_id: int) -> None:
         batch_df.write.mode("overwrite").json(os.path.join(args.output, f"batch-{batch_id}"))
 
-    trigger = args.trigger.replace("ms", " milliseconds") if args.trigger.endswith("ms") else args.trigger
+    trigger = spark_interval(args.trigger)
     mode = "update" if args.query == "churn" else "append"
     query = (df.writeStream.outputMode(mode).option("checkpointLocation", args.checkpoint)
              .trigger(processingTime=trigger).foreachBatch(write_batch).start())

@@ -146,3 +146,12 @@ def test_flink_restart_picks_the_newest_complete_checkpoint_and_times_records_fl
               {"event": "progress", "state": "RUNNING", "records": 120, "ts": 7.5}]
     assert recovery.first_flink_records(events, 1.0) == 6.5
     assert recovery.first_flink_records(events[:2], 1.0) is None
+
+
+def test_vanilla_trigger_is_spelled_as_spark_parses_it():
+    from peers import vanilla_job
+
+    assert vanilla_job.spark_interval("100ms") == "100 milliseconds"
+    assert vanilla_job.spark_interval("1s") == "1 seconds"
+    assert vanilla_job.spark_interval("2m") == "2 minutes"
+    assert vanilla_job.spark_interval("5 seconds") == "5 seconds"
