@@ -24,7 +24,7 @@ from sparkpoint.runtime.demo import RuntimeProcess
 from sparkpoint.runtime.store import JobRef, open_store
 
 from .churn import ChurnWorkload
-from .common import Context
+from .common import Context, json_lines
 from .sparkpoint_setup import churn_job
 
 JOB = Path(__file__).with_name("vanilla_job.py")
@@ -52,6 +52,15 @@ def ratio_summary(samples: list[dict[str, Any]], settle_fraction: float = 0.5) -
     settled = [r for t, r in ratios if t >= ratios[-1][0] * settle_fraction] or [ratios[-1][1]]
     return {"final": round(ratios[-1][1], 3), "median_settled": round(statistics.median(settled), 3),
             "max_settled": round(max(settled), 3), "samples": len(samples)}
+
+
+def _wait_running(started: Callable[[], bool], alive: Callable[[], bool], what: str, timeout: float = 1800) -> None:
+    """The clock starts once the job works (a JVM start under load takes minutes, not part of the figure)."""
+    deadline = time.monotonic() + timeout
+    while not started():
+        if not alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the job never reached {what}")
+        time.sleep(1)
 
 
 def _sample_loop(duration_s: float, sample_s: float, sample: Callable[[float], dict[str, Any]],
@@ -85,7 +94,10 @@ def sparkpoint(ctx: Context, w: ChurnWorkload, tag: str, duration_s: float, samp
         live = gc_pass(store, ref, retain=retain, grace_seconds=grace_s, dry_run=True)
         return {**split_bytes((o.key, o.size) for o in store.list("")), "live_bytes": live.live_bytes,
                 "checkpoints": len(live.kept_checkpoints)}
+    log = ctx.base / f"{tag}.log"
     try:
+        _wait_running(lambda: any(e.get("msg") == "checkpoint request finished" and e["request"]["status"] == "completed"
+                                  for e in json_lines(log)), p.alive, "its first checkpoint")
         samples = _sample_loop(duration_s, sample_s, sample, p.alive)
     finally:
         p.kill()
@@ -114,6 +126,8 @@ def vanilla(ctx: Context, w: ChurnWorkload, tag: str, jar_list: str, duration_s:
         listed = split_bytes((o.key, o.size) for o in store.list(""))
         return {**listed, "checkpoint_area": listed["total"]}
     try:
+        _wait_running(lambda: any(e.get("event") == "batch" and e["batchId"] >= 1 for e in json_lines(ctx.base / f"{tag}.log")),
+                      lambda: proc.poll() is None, "its first steady batch")
         samples = _sample_loop(duration_s, sample_s, sample, lambda: proc.poll() is None)
     finally:
         with contextlib.suppress(ProcessLookupError):
