@@ -73,6 +73,7 @@ class ChurnJob:
     interval: str
     retain: int = 3
     run_forever: bool = False
+    gc_grace: str = "10m"  # spec.gc.grace: the runtime reuses unreferenced objects up to half of it
 
     @property
     def until_batch(self) -> int | None:
@@ -89,7 +90,8 @@ class ChurnJob:
                                  "sink": {"kind": "upsert", "keyColumns": ["key"]}},
                          "spark": {"master": "local[2]"},
                          "checkpoint": {"interval": self.interval, "retain": self.retain,
-                                        "storage": {"url": store_url}}}}
+                                        "storage": {"url": store_url}},
+                         "gc": {"grace": self.gc_grace}}}
 
     def write(self, path: Path, store_url: str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,8 +100,8 @@ class ChurnJob:
 
 
 def churn_job(w: churn.ChurnWorkload, *, name: str, interval: str, retain: int = 3,
-              run_forever: bool = False) -> ChurnJob:
-    return ChurnJob(name=name, w=w, interval=interval, retain=retain, run_forever=run_forever)
+              run_forever: bool = False, gc_grace: str = "10m") -> ChurnJob:
+    return ChurnJob(name=name, w=w, interval=interval, retain=retain, run_forever=run_forever, gc_grace=gc_grace)
 
 
 def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str) -> dict[str, Any]:
