@@ -64,6 +64,8 @@ def checkpoint_table(raw: dict[str, Any]) -> list[str]:
             # What changed between checkpoints = the files not in the previous manifest: the
             # incremental setups upload exactly those; the full baseline uploads everything.
             note = "1.00 (only new files)" if "full" not in setup else f"{size / up if up else 0:.2f}x size"
+            if setup == "flink":  # Flink reports the checkpointed (incremental) size, not what changed
+                note = "n/a (see the churn table)"
             lines.append(f"| {lat} ms | {setup} | {len(cps)} | {sync:.3f} | {asyn:.3f} | {size:.2f} | {up:.2f} | {note} |")
         else:
             lines.append(f"| {lat} ms | {setup} | {len(cps)} (one per batch) | {sync:.3f} | 0 (synchronous) "

@@ -57,7 +57,7 @@ def churn_rows(ex: dict[str, Any]) -> list[dict[str, Any]]:
         if not st:
             out.append({**r, "n": 0})
             continue
-        out.append({**r, "n": len(st), "uploaded": statistics.median(s["uploaded"] for s in st),
+        out.append({**r, "n": sum(s.get("batches", 1) for s in st), "uploaded": statistics.median(s["uploaded"] for s in st),
                     "changed": statistics.median(s["changed"] for s in st),
                     "ratio": statistics.median(s["ratio"] for s in st),
                     "measured_churn": statistics.median(s["churn"] for s in st)})
@@ -80,6 +80,7 @@ def churn_lines(ex: dict[str, Any]) -> list[str]:
            "| size | state (MiB) | churn per interval (nominal) | setup | checkpoints | measured churn per checkpoint "
            "| median uploaded (MiB) | median changed (MiB) | uploaded / changed |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    # Vanilla's one steady entry stands for `batches` checkpoints (one per batch).
     for r in rows:
         if not r["n"]:
             out.append(f"| {r['size']} | {r['state_bytes'] / MIB:.1f} | {r['churn']:.0%} | {r['setup']} | 0 | n/a "
