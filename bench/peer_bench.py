@@ -241,7 +241,15 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
 
 
 def write(raw: dict, no_write: bool) -> None:
-    section = render(raw, report.plot)
+    if no_write:  # plots too go elsewhere, so a smoke run leaves the measured ones in docs/img alone
+        saved, report.IMG = report.IMG, Path(tempfile.mkdtemp(prefix="peer-plots-"))
+        try:
+            section = render(raw, report.plot)
+        finally:
+            print(f"plots in {report.IMG}", flush=True)
+            report.IMG = saved
+    else:
+        section = render(raw, report.plot)
     print(section)
     if not no_write:
         report.write_section(START, END, section)

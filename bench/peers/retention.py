@@ -48,10 +48,10 @@ def ratio_summary(samples: list[dict[str, Any]], settle_fraction: float = 0.5) -
     and max over the samples after `settle_fraction` of the run (once GC has had time to work)."""
     ratios = [(s["t"], s["checkpoint_area"] / s["live_bytes"]) for s in samples if s.get("live_bytes")]
     if not ratios:
-        return {"final": None, "median_settled": None, "max_settled": None, "samples": len(samples)}
+        return {"final": None, "median_settled": None, "max_settled": None, "sample_count": len(samples)}
     settled = [r for t, r in ratios if t >= ratios[-1][0] * settle_fraction] or [ratios[-1][1]]
     return {"final": round(ratios[-1][1], 3), "median_settled": round(statistics.median(settled), 3),
-            "max_settled": round(max(settled), 3), "samples": len(samples)}
+            "max_settled": round(max(settled), 3), "sample_count": len(samples)}
 
 
 def _wait_running(started: Callable[[], bool], alive: Callable[[], bool], what: str, timeout: float = 1800) -> None:

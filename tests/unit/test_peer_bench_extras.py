@@ -85,8 +85,10 @@ def test_bucket_bytes_split_and_ratio_to_retained_checkpoints():
     samples = [{"t": 0, "checkpoint_area": 100, "live_bytes": 0}, {"t": 10, "checkpoint_area": 400, "live_bytes": 100},
                {"t": 60, "checkpoint_area": 150, "live_bytes": 100}, {"t": 120, "checkpoint_area": 120, "live_bytes": 100}]
     got = retention.ratio_summary(samples)
-    assert got == {"final": 1.2, "median_settled": 1.35, "max_settled": 1.5, "samples": 4}
+    assert got == {"final": 1.2, "median_settled": 1.35, "max_settled": 1.5, "sample_count": 4}
     assert retention.ratio_summary([{"t": 0, "checkpoint_area": 5}])["final"] is None
+    # The summary sits next to the samples in one result dict: it must not shadow them.
+    assert "samples" not in got
 
 
 def test_received_bytes_sums_servers_and_ignores_other_metrics():
