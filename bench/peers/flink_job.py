@@ -7,8 +7,10 @@ rows/s and each checkpoint's statistics (from the MiniCluster's REST API) as JSO
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -63,6 +65,7 @@ def main(argv: list[str]) -> int:
     }
     # The S3 filesystem reads its options when the cluster starts: give them in the conf dir too.
     conf_dir = tempfile.mkdtemp(prefix="flink-conf-")
+    atexit.register(shutil.rmtree, conf_dir, True)
     with open(os.path.join(conf_dir, "config.yaml"), "w") as f:
         f.writelines(f"{k}: {json.dumps(v)}\n" for k, v in conf.items())
     os.environ["FLINK_CONF_DIR"] = conf_dir
