@@ -90,6 +90,9 @@ def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str, jar_list: str, fla
             proc.kill()
     if proc.wait() != 0:
         raise RuntimeError(f"{tag} exited {proc.returncode}; see {log}")
+    last = max((e["batchId"] for e in json_lines(log) if e.get("event") == "batch"), default=-1)
+    if marks and marks[-1][0] < last:  # it stopped between two polls: count up to its last batch
+        marks.append((last, received_bytes(ctx.endpoint)))
     if len(marks) < 2 or marks[-1][0] <= marks[0][0]:
         raise RuntimeError(f"{tag}: too few steady batches observed ({marks}); see {log}")
     batches = marks[-1][0] - marks[0][0]
