@@ -44,7 +44,7 @@ BUCKET = "bench"
 ALL_SETUPS = ["floor", "vanilla-changelog", "sparkpoint-10s", "sparkpoint-full-10s", "vanilla-v2", "flink",
               "vanilla", "sparkpoint-60s"]
 # At 20 ms only the setups whose batches can pay the latency (the floor is the reference).
-LATENCY_SETUPS = ["floor", "sparkpoint-10s", "vanilla-changelog"]
+LATENCY_SETUPS = ["floor", "sparkpoint-10s", "vanilla-changelog", "flink"]
 SIZES = {  # rows per batch, keys, batches, payload bytes per key
     "small": Workload(rows_per_batch=2000, keys=2000, batches=10, warmup_batches=3),
     "medium": Workload(rows_per_batch=10000, keys=50000, batches=60, payload_bytes=512),
