@@ -9,6 +9,10 @@ hits all alike; ratios to the floor carry bootstrap confidence intervals.
     python bench/peer_bench.py --small     # minutes: every setup at tiny size, 2 rounds
     python bench/peer_bench.py             # medium state
     python bench/peer_bench.py --full      # ~100 MB state, 5 rounds (pending a quiet machine)
+    python bench/peer_bench.py --full --sizes 100m,1g,4g   # churn runs at 4 GB too (disk and hours)
+
+After the rounds come the extra figures (--extras): recovery after a kill, key churn (uploaded vs
+changed bytes, --sizes x --churn) and bucket bytes over time with retention and GC (--retention-minutes).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import report  # bench/report.py
-from peers import flink, limits, restore_load, sparkpoint_setup, store_requests, vanilla
+from peers import churn, extras, flink, limits, restore_load, sparkpoint_setup, store_requests, vanilla
 from peers.common import Context, RunResult, Workload
 from peers.render import END, START, render
 from peers.toxiproxy import Toxiproxy
@@ -40,7 +44,7 @@ BUCKET = "bench"
 ALL_SETUPS = ["floor", "vanilla-changelog", "sparkpoint-10s", "sparkpoint-full-10s", "vanilla-v2", "flink",
               "vanilla", "sparkpoint-60s"]
 # At 20 ms only the setups whose batches can pay the latency (the floor is the reference).
-LATENCY_SETUPS = ["floor", "sparkpoint-10s", "vanilla-changelog"]
+LATENCY_SETUPS = ["floor", "sparkpoint-10s", "vanilla-changelog", "flink"]
 SIZES = {  # rows per batch, keys, batches, payload bytes per key
     "small": Workload(rows_per_batch=2000, keys=2000, batches=10, warmup_batches=3),
     "medium": Workload(rows_per_batch=10000, keys=50000, batches=60, payload_bytes=512),
@@ -99,6 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latencies", default="0,20", help="injected round-trip ms, comma-separated")
     p.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     p.add_argument("--render-only", metavar="JSON", help="rewrite the section from saved raw results")
+    p.add_argument("--raw-out", metavar="JSON", help="also write the raw results here (smoke runs: keep them)")
+    p.add_argument("--no-limits", action="store_true", help="skip the physical limits and restore-under-load")
+    p.add_argument("--extras", default=",".join(extras.PHASES), help=f"subset of {extras.PHASES}, or 'none'")
+    p.add_argument("--sizes", default=None, help=f"churn state sizes from {sorted(churn.SIZES)}; "
+                   "default tiny (--small), 100m (medium), 100m,1g (--full)")
+    p.add_argument("--churn", default="0.01,0.1", help="fractions of the keys updated per checkpoint interval")
+    p.add_argument("--recovery-setups", default=",".join(extras.RECOVERY_SETUPS),
+                   help="which setups the recovery phase kills and restarts (flink: only with flink in --setups)")
+    p.add_argument("--retention-minutes", type=float, default=None,
+                   help="length of the bucket-bytes run; default 1.5 (--small), 30 otherwise")
     args = p.parse_args(argv)
     if args.render_only:
         write(json.loads(Path(args.render_only).read_text()), args.no_write)
@@ -111,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"--setups: unknown {sorted(unknown)}; choose from {ALL_SETUPS}")
     latencies = [int(x) for x in args.latencies.split(",") if x]
+    plan = extras_plan(p, args, size_name)
     command = "python bench/peer_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
     loads = [load_average()]
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-peers-"))
@@ -118,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     minio, proxy = MinioServer().start(), Toxiproxy().start()
     skipped: dict[str, str] = {}
     results: list[RunResult] = []
+    extra: dict = {}
     partial = base / "peer-results.partial.json"
     print(f"scratch dir {base} (per-run logs; partial results in {partial.name})", flush=True)
     try:
@@ -127,14 +143,17 @@ def main(argv: list[str] | None = None) -> int:
         env = {**minio.env(), "SPARKPOINT_S3_ENDPOINT": endpoint}
         os.environ.update(minio.env())  # this process's own store client talks to MinIO directly
         store = open_store(minio.store_url(BUCKET))
-        print("limits", flush=True)
-        limit = limits.measure(store, base, args.small)
-        print(json.dumps(limit), flush=True)
-        print("restore under CPU load", flush=True)
-        restore = restore_load.measure(store, base, files=8 if args.small else 32,
-                                       file_mib=8 if args.small else 32, repeats=2 if args.small else 3)
-        print(json.dumps(restore), flush=True)
-        jar_list = vanilla.jars() if any(s.startswith("vanilla") for s in setups) else ""
+        limit, restore = None, None
+        if not args.no_limits:
+            print("limits", flush=True)
+            limit = limits.measure(store, base, args.small)
+            print(json.dumps(limit), flush=True)
+            print("restore under CPU load", flush=True)
+            restore = restore_load.measure(store, base, files=8 if args.small else 32,
+                                           file_mib=8 if args.small else 32, repeats=2 if args.small else 3)
+            print(json.dumps(restore), flush=True)
+        needs_vanilla = any(s.startswith("vanilla") for s in setups) or plan.phases
+        jar_list = vanilla.jars() if needs_vanilla else ""
         if "flink" in setups:
             why = flink.unavailable()
             if why:
@@ -161,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
                               f"requests {r.requests}", flush=True)
                         partial.write_text(json.dumps([asdict(x) for x in results]))
                     loads.append(load_average())
+
+            def ctx_at(latency: int) -> Context:
+                proxy.set_latency("minio", latency)
+                return Context(base=base, bucket=BUCKET, endpoint=endpoint, env=env, latency_ms=latency)
+            extras.run(plan, w, ctx_at, latencies, jar_list, skipped, extra)
+            loads.append(load_average())
         except Interrupted:
             print("interrupted: reporting the runs that finished", flush=True)
             skipped["(run)"] = f"stopped early by SIGTERM after {len(results)} runs"
@@ -170,16 +195,61 @@ def main(argv: list[str] | None = None) -> int:
         minio.stop()
     raw = {"size": size_name, "workload": asdict(w), "rounds": rounds, "limits": limit, "restore": restore, "loads": loads,
            "versions": versions(), "command": command, "skipped": skipped, "bucket_bytes_end": bucket_bytes,
-           "results": [asdict(r) for r in results]}
+           "results": [asdict(r) for r in results], "extras": extra}
     (base / "peer-results.json").write_text(json.dumps(raw))
+    if args.raw_out:
+        Path(args.raw_out).write_text(json.dumps(raw, indent=0))
     print(f"raw results: {base / 'peer-results.json'}", flush=True)
     write(raw, args.no_write)
-    shutil.rmtree(base, ignore_errors=True)
+    if args.raw_out:  # a smoke run: keep the per-run logs for a look
+        print(f"per-run logs kept in {base}", flush=True)
+    else:
+        shutil.rmtree(base, ignore_errors=True)
     return 0 if results else 1
 
 
+def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name: str) -> extras.ExtrasPlan:
+    phases = tuple(x for x in args.extras.split(",") if x and x != "none")
+    if set(phases) - set(extras.PHASES):
+        p.error(f"--extras: unknown {sorted(set(phases) - set(extras.PHASES))}; choose from {extras.PHASES}")
+    default_sizes = {"small": "tiny", "medium": "100m", "full": "100m,1g"}[size_name]
+    sizes = tuple(x for x in (args.sizes or default_sizes).split(",") if x)
+    if set(sizes) - set(churn.SIZES):
+        p.error(f"--sizes: unknown {sorted(set(sizes) - set(churn.SIZES))}; choose from {sorted(churn.SIZES)}")
+    if args.small and set(sizes) - {"tiny"}:
+        p.error("--sizes: --small runs only the tiny size (1g/4g take hours: use --full --sizes ...)")
+    try:
+        churns = tuple(float(x) for x in args.churn.split(",") if x)
+    except ValueError:
+        p.error(f"--churn: {args.churn!r} is not a comma-separated list of fractions")
+    if not churns or any(not 0 < c <= 1 for c in churns):
+        p.error(f"--churn: fractions must be in (0, 1], got {args.churn!r}")
+    minutes = args.retention_minutes if args.retention_minutes is not None else 1.5 if args.small else 30.0
+    if minutes <= 0:
+        p.error("--retention-minutes must be positive")
+    with_flink = "flink" in args.setups.split(",")
+    recovery_setups = tuple(x for x in args.recovery_setups.split(",") if x)
+    if set(recovery_setups) - set(extras.RECOVERY_SETUPS):
+        p.error(f"--recovery-setups: choose from {extras.RECOVERY_SETUPS}")
+    if args.small:  # GC must get a few passes in a minute or two
+        return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 10.0, True, gc_interval="10s",
+                                 grace="20s", grace_seconds=20.0, steady_batches=12, flink=with_flink,
+                                 recovery_setups=recovery_setups)
+    return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 30.0, False, flink=with_flink,
+                             recovery_setups=recovery_setups,
+                             retention_size="100m" if size_name == "full" else "tiny")
+
+
 def write(raw: dict, no_write: bool) -> None:
-    section = render(raw, report.plot)
+    if no_write:  # plots too go elsewhere, so a smoke run leaves the measured ones in docs/img alone
+        saved, report.IMG = report.IMG, Path(tempfile.mkdtemp(prefix="peer-plots-"))
+        try:
+            section = render(raw, report.plot)
+        finally:
+            print(f"plots in {report.IMG}", flush=True)
+            report.IMG = saved
+    else:
+        section = render(raw, report.plot)
     print(section)
     if not no_write:
         report.write_section(START, END, section)

@@ -7,13 +7,20 @@ rows/s and each checkpoint's statistics (from the MiniCluster's REST API) as JSO
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
 import time
 import urllib.request
+
+# The source is NumberSequenceSource (lazy splits), not SQL datagen's `sequence`: that one materialises
+# every value of its range in a deque when the task starts (SequenceGenerator.open), and fails outright
+# past 2^31 - 1 values per subtask, so the job restarted forever and never checkpointed (seen here).
+SEQUENCE_END = 10**15
 
 
 def free_port() -> int:
@@ -38,6 +45,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--interval", default="10s")
     p.add_argument("--checkpoints", type=int, default=3)
     p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--parallelism", type=int, default=1, help="1: one task slot, least JVM work on 2 cores")
+    p.add_argument("--restore-from", default="", help="a retained checkpoint (.../chk-N) to start from")
     args = p.parse_args(argv)
     port = free_port()
     conf = {
@@ -45,22 +54,36 @@ def main(argv: list[str]) -> int:
         "execution.checkpointing.interval": args.interval, "execution.checkpointing.dir": args.checkpoint,
         "s3.endpoint": args.endpoint, "s3.path.style.access": "true",
         "s3.access-key": os.environ["AWS_ACCESS_KEY_ID"], "s3.secret-key": os.environ["AWS_SECRET_ACCESS_KEY"],
-        "rest.port": str(port), "rest.address": "127.0.0.1", "parallelism.default": "2",
-        "taskmanager.memory.process.size": "1g",
+        "rest.port": str(port), "rest.address": "127.0.0.1", "parallelism.default": str(args.parallelism),
+        "taskmanager.memory.process.size": "1g", "taskmanager.numberOfTaskSlots": str(args.parallelism),
+        # Under backpressure aligned barriers can wait minutes: let them overtake the buffered records.
+        "execution.checkpointing.unaligned.enabled": "true",
+        "execution.checkpointing.timeout": f"{int(args.timeout)}s",
+        "execution.checkpointing.min-pause": "0s",
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        **({"execution.state-recovery.path": args.restore_from} if args.restore_from else {}),
     }
     # The S3 filesystem reads its options when the cluster starts: give them in the conf dir too.
     conf_dir = tempfile.mkdtemp(prefix="flink-conf-")
+    atexit.register(shutil.rmtree, conf_dir, True)
     with open(os.path.join(conf_dir, "config.yaml"), "w") as f:
         f.writelines(f"{k}: {json.dumps(v)}\n" for k, v in conf.items())
     os.environ["FLINK_CONF_DIR"] = conf_dir
+    # The DataStream source goes through PyFlink's PythonConfigUtil, which reflects into java.util
+    # (refused by Java 17+ unless opened); JVM_ARGS reaches the gateway JVM that hosts the MiniCluster.
+    os.environ["JVM_ARGS"] = " ".join([os.environ.get("JVM_ARGS", ""), "--add-opens=java.base/java.util=ALL-UNNAMED",
+                                       "--add-opens=java.base/java.lang=ALL-UNNAMED"]).strip()
 
-    from pyflink.common import Configuration
-    from pyflink.table import EnvironmentSettings, TableEnvironment
+    from pyflink.common import Configuration, WatermarkStrategy
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+    from pyflink.table import DataTypes, Schema, StreamTableEnvironment
 
     c = Configuration()
     for k, v in conf.items():
         c.set_string(k, v)
-    t_env = TableEnvironment.create(EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(c).build())
+    env = StreamExecutionEnvironment.get_execution_environment(c)
+    t_env = StreamTableEnvironment.create(env)
     # The local MiniCluster runs inside the gateway's JVM and loads no plugins: register the S3
     # filesystem (its jar is on the classpath, see scripts/ensure-flink.sh) with our options ourselves.
     from pyflink.java_gateway import get_gateway
@@ -74,13 +97,12 @@ def main(argv: list[str]) -> int:
     if args.payload_bytes:
         parts = " || ".join(f"SHA256(CAST(`value` AS STRING) || '#{i}')" for i in range(max(1, args.payload_bytes // 64)))
         payload = f", MAX({parts}) AS payload"
-    t_env.execute_sql(f"""
-        CREATE TABLE events (
-            `value` BIGINT,
-            ts AS TO_TIMESTAMP_LTZ((`value` / {args.rows}) * 1000, 3),
-            WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
-        ) WITH ('connector' = 'datagen', 'fields.value.kind' = 'sequence', 'fields.value.start' = '0',
-                'fields.value.end' = '{10**15}')""")
+    numbers = env.from_source(NumberSequenceSource(0, SEQUENCE_END), WatermarkStrategy.no_watermarks(), "events")
+    t_env.create_temporary_view("events", t_env.from_data_stream(numbers, Schema.new_builder()
+        .column("f0", DataTypes.BIGINT())
+        .column_by_expression("value", "f0")
+        .column_by_expression("ts", f"TO_TIMESTAMP_LTZ((f0 / {args.rows}) * 1000, 3)")
+        .watermark("ts", "ts - INTERVAL '5' SECOND").build()))
     t_env.execute_sql(f"CREATE TABLE sink (w TIMESTAMP(3), k BIGINT, events BIGINT, value_sum BIGINT"
                       f"{', payload STRING' if payload else ''}) WITH ('connector' = 'blackhole')")
     started = time.monotonic()
@@ -101,6 +123,12 @@ def main(argv: list[str]) -> int:
             continue
         if job["state"] == "RUNNING" and running_since is None:
             running_since = time.monotonic()
+            print(json.dumps({"event": "running", "seconds": round(running_since - started, 2)}), flush=True)
+        # One line a second: what a recovery measurement (and a human watching) needs.
+        print(json.dumps({"event": "progress", "ts": round(time.time(), 3), "state": job["state"],
+                          "records": job["vertices"][0]["metrics"].get("write-records", 0),
+                          "completed": counts.get("completed", 0), "restored": counts.get("restored", 0),
+                          "failed": counts.get("failed", 0)}), flush=True)
         if counts.get("completed", 0) >= args.checkpoints:
             break
     job = rest(port, f"/jobs/{job_id}")

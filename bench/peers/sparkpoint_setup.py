@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import shlex
 import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob
 
+from . import churn
 from .common import Context, RunResult, Workload, json_lines
+
+HERE = Path(__file__).resolve().parent
 
 SETUPS = {  # name -> (checkpoint interval, full upload)
     "floor": ("24h", False),  # no checkpoint within a run (0s is rejected by the spec)
@@ -55,3 +63,65 @@ def _span(batches: list[dict]) -> float:
     if len(batches) < 2 or not all(isinstance(t, int | float) for t in ts):
         return sum(b["durationSeconds"] for b in batches)
     return float(ts[-1] - ts[0])
+
+
+@dataclass
+class ChurnJob:
+    """A StreamingJob running churn_query.py (upsert sink: update mode, idempotent by key)."""
+    name: str
+    w: churn.ChurnWorkload
+    interval: str
+    retain: int = 3
+    run_forever: bool = False
+    gc_grace: str = "10m"  # spec.gc.grace: the runtime reuses unreferenced objects up to half of it
+
+    @property
+    def until_batch(self) -> int | None:
+        return None if self.run_forever else self.w.batches + 1
+
+    def spec(self, store_url: str) -> dict[str, Any]:
+        w = self.w
+        args = {"keys": w.keys, "rows_per_batch": w.rows_per_batch, "payload_bytes": w.payload_bytes,
+                "total_batches": 10**9 if self.run_forever else w.batches}
+        return {"apiVersion": "sparkpoint.dev/v1alpha1", "kind": "StreamingJob",
+                "metadata": {"name": self.name, "namespace": "default"},
+                "spec": {"job": {"entrypoint": "churn_query:build", "args": args, "pythonPath": [str(HERE)],
+                                 "triggerInterval": churn.trigger(w),
+                                 "sink": {"kind": "upsert", "keyColumns": ["key"]}},
+                         "spark": {"master": "local[2]"},
+                         "checkpoint": {"interval": self.interval, "retain": self.retain,
+                                        "storage": {"url": store_url}},
+                         "gc": {"grace": self.gc_grace}}}
+
+    def write(self, path: Path, store_url: str) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(self.spec(store_url), sort_keys=False))
+        return path
+
+
+def churn_job(w: churn.ChurnWorkload, *, name: str, interval: str, retain: int = 3,
+              run_forever: bool = False, gc_grace: str = "10m") -> ChurnJob:
+    return ChurnJob(name=name, w=w, interval=interval, retain=retain, run_forever=run_forever, gc_grace=gc_grace)
+
+
+def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str) -> dict[str, Any]:
+    """Sparkpoint incremental (10 s) on the churn query: uploaded vs changed bytes per checkpoint."""
+    job = churn_job(w, name="sp-churn", interval=f"{churn.CHECKPOINT_INTERVAL_S}s")
+    store = f"s3://{ctx.bucket}/{tag}-{uuid.uuid4().hex[:8]}"
+    job_file = job.write(ctx.base / f"{tag}.yaml", store)
+    log = ctx.base / f"{tag}.log"
+    p = RuntimeProcess(job_file, ctx.base / f"{tag}-pod", log, until_batch=job.until_batch, env=ctx.env).start()
+    try:
+        code = p.wait(7200)
+    except BaseException:
+        p.kill()
+        raise
+    if code != 0:
+        raise RuntimeError(f"{tag} exited {code}; see {log}")
+    cps = [e["request"] for e in json_lines(log) if e.get("msg") == "checkpoint request finished"
+           and e["request"]["status"] == "completed" and e["request"].get("batchId") is not None]
+    cps = [{"batch_id": c["batchId"], "new_bytes": c.get("newBytes", 0), "bytes": c.get("bytes", 0),
+            "sync_s": c["syncSeconds"], "async_s": c["asyncSeconds"]} for c in cps]
+    return {"setup": "sparkpoint-10s", "size": w.size, "churn": w.churn, "state_bytes": w.state_bytes,
+            "checkpoints": cps, "steady": churn.steady(cps, w),
+            "command": f"python -m sparkpoint.runtime.cli run {shlex.quote(job_file.name)} --until-batch {job.until_batch}"}

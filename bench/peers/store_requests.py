@@ -44,6 +44,19 @@ def parse_requests(text: str) -> dict[str, int]:
     return out
 
 
+RECEIVED_METRIC = "minio_s3_traffic_received_bytes"
+
+
+def parse_received_bytes(text: str) -> int:
+    """Bytes MinIO received in S3 requests (the uploads), summed over servers."""
+    total = 0.0
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(RECEIVED_METRIC + " ") or line.startswith(RECEIVED_METRIC + "{"):
+            total += float(line.rsplit(None, 1)[1])
+    return int(total)
+
+
 def delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
     """Requests made between two scrapes (counters only grow; a reset reads as the new value)."""
     return {k: (after.get(k, 0) - before.get(k, 0)) if after.get(k, 0) >= before.get(k, 0) else after.get(k, 0)

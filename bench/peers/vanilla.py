@@ -6,9 +6,13 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import time
+import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
+from . import churn, store_requests
 from .common import Context, RunResult, Workload, json_lines
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,3 +57,52 @@ def run(name: str, w: Workload, ctx: Context, tag: str, jar_list: str) -> RunRes
 def _env() -> dict[str, str]:
     import os
     return dict(os.environ)
+
+
+def received_bytes(endpoint: str) -> int:
+    with urllib.request.urlopen(f"{endpoint}/minio/v2/metrics/cluster", timeout=10) as resp:
+        return store_requests.parse_received_bytes(resp.read().decode())
+
+
+def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str, jar_list: str, flags: list[str]) -> dict[str, Any]:
+    """Vanilla on the churn query. It checkpoints every batch; uploaded bytes per batch = what MinIO
+    received between the first steady batch and the last one, over the batches in between (offset and
+    commit logs and the asynchronous snapshot uploads included)."""
+    prefix = f"{tag}-{uuid.uuid4().hex[:8]}"
+    args = ["--checkpoint", f"s3a://{ctx.bucket}/{prefix}/checkpoint", "--endpoint", ctx.endpoint,
+            "--output", str(ctx.base / f"{tag}-out"), "--query", "churn", "--keys", str(w.keys),
+            "--rows", str(w.rows_per_batch), "--batches", str(w.batches), "--payload-bytes", str(w.payload_bytes),
+            "--trigger", churn.trigger(w), "--until-batch", str(w.batches - 1), *flags]
+    log = ctx.base / f"{tag}.log"
+    marks: list[tuple[int, int]] = []  # (batch id seen, bytes received by then)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, str(JOB), "--jars", jar_list, *args], stdout=out,
+                                stderr=subprocess.STDOUT, env={**_env(), **ctx.env, "TZ": "UTC"})
+    deadline = time.monotonic() + 7200
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen = max((e["batchId"] for e in json_lines(log) if e.get("event") == "batch"), default=-1)
+            if seen >= 1 and (not marks or (seen >= w.batches - 1 and marks[-1][0] < seen)):
+                marks.append((seen, received_bytes(ctx.endpoint)))
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if proc.wait() != 0:
+        raise RuntimeError(f"{tag} exited {proc.returncode}; see {log}")
+    last = max((e["batchId"] for e in json_lines(log) if e.get("event") == "batch"), default=-1)
+    if marks and marks[-1][0] < last:  # it stopped between two polls: count up to its last batch
+        marks.append((last, received_bytes(ctx.endpoint)))
+    if len(marks) < 2 or marks[-1][0] <= marks[0][0]:
+        raise RuntimeError(f"{tag}: too few steady batches observed ({marks}); see {log}")
+    batches = marks[-1][0] - marks[0][0]
+    uploaded = (marks[-1][1] - marks[0][1]) / batches
+    changed = w.rows_per_batch * w.row_bytes
+    return {"setup": name_of(flags), "size": w.size, "churn": w.churn, "state_bytes": w.state_bytes,
+            "steady": [{"uploaded": uploaded, "changed": changed, "ratio": uploaded / changed,
+                        "churn": w.rows_per_batch / w.keys, "batches": batches}],
+            "command": "python bench/peers/vanilla_job.py " + shlex.join(args)}
+
+
+def name_of(flags: list[str]) -> str:
+    return next((n for n, f in SETUPS.items() if f == flags), "vanilla")

@@ -29,6 +29,8 @@ def session(args: argparse.Namespace):  # -> SparkSession
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": str(args.changelog).lower(),
         "spark.sql.streaming.stateStore.minDeltasForSnapshot": "5",
         "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
+        # Vanilla's own cleanup: how many batches' offsets, commits and state versions it keeps.
+        "spark.sql.streaming.minBatchesToRetain": str(args.min_batches_to_retain),
         "spark.hadoop.fs.s3a.endpoint": args.endpoint,
         "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
         "spark.hadoop.fs.s3a.path.style.access": "true",
@@ -48,6 +50,14 @@ def session(args: argparse.Namespace):  # -> SparkSession
     return spark
 
 
+def spark_interval(text: str) -> str:
+    """"100ms" / "1s" / "2m" -> what processingTime parses ("100 milliseconds", ...)."""
+    for suffix, unit in (("ms", "milliseconds"), ("s", "seconds"), ("m", "minutes")):
+        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+            return f"{text[: -len(suffix)]} {unit}"
+    return text
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--checkpoint", required=True)
@@ -61,24 +71,34 @@ def main(argv: list[str]) -> int:
     p.add_argument("--window-seconds", type=int, default=10)
     p.add_argument("--watermark-seconds", type=int, default=5)
     p.add_argument("--trigger", default="100ms")
-    p.add_argument("--until-batch", type=int, required=True)
+    p.add_argument("--until-batch", type=int, required=True, help="-1: run until killed")
     p.add_argument("--changelog", action="store_true")
     p.add_argument("--format-version", type=int, default=0)
+    p.add_argument("--query", choices=["windowed", "churn"], default="windowed",
+                   help="windowed: sparkpoint/examples/windowed_aggregation.py; churn: churn_query.py")
+    p.add_argument("--min-batches-to-retain", type=int, default=100, help="Spark's default is 100")
     args = p.parse_args(argv)
-
-    from sparkpoint.examples.windowed_aggregation import build
 
     started = time.monotonic()
     spark = session(args)
-    df = build(spark, rows_per_batch=args.rows, keys=args.keys, window=f"{args.window_seconds} seconds",
-               watermark=f"{args.watermark_seconds} seconds", total_batches=args.batches,
-               payload_bytes=args.payload_bytes)
+    if args.query == "churn":
+        from churn_query import build as build_churn  # this file's own dir is on sys.path
+
+        df = build_churn(spark, keys=args.keys, rows_per_batch=args.rows, total_batches=args.batches,
+                         payload_bytes=args.payload_bytes)
+    else:
+        from sparkpoint.examples.windowed_aggregation import build
+
+        df = build(spark, rows_per_batch=args.rows, keys=args.keys, window=f"{args.window_seconds} seconds",
+                   watermark=f"{args.watermark_seconds} seconds", total_batches=args.batches,
+                   payload_bytes=args.payload_bytes)
 
     def write_batch(batch_df, batch_id: int) -> None:
         batch_df.write.mode("overwrite").json(os.path.join(args.output, f"batch-{batch_id}"))
 
-    trigger = args.trigger.replace("ms", " milliseconds") if args.trigger.endswith("ms") else args.trigger
-    query = (df.writeStream.outputMode("append").option("checkpointLocation", args.checkpoint)
+    trigger = spark_interval(args.trigger)
+    mode = "update" if args.query == "churn" else "append"
+    query = (df.writeStream.outputMode(mode).option("checkpointLocation", args.checkpoint)
              .trigger(processingTime=trigger).foreachBatch(write_batch).start())
     print(json.dumps({"event": "started", "seconds": round(time.monotonic() - started, 3)}), flush=True)
     seen: set[int] = set()
@@ -91,8 +111,8 @@ def main(argv: list[str]) -> int:
             print(json.dumps({"event": "batch", "batchId": prog["batchId"], "rows": prog["numInputRows"],
                               "durationMs": prog["durationMs"], "stateCommitMs": ops[0].get("commitTimeMs"),
                               "stateRows": ops[0].get("numRowsTotal"),
-                              "seconds": round(time.monotonic() - started, 3)}), flush=True)
-        if seen and max(seen) >= args.until_batch:
+                              "seconds": round(time.monotonic() - started, 3), "ts": round(time.time(), 3), "timestamp": prog["timestamp"]}), flush=True)
+        if args.until_batch >= 0 and seen and max(seen) >= args.until_batch:
             query.stop()
             break
         time.sleep(0.2)

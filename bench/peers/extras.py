@@ -1,0 +1,109 @@
+"""The figures beyond the alternating batch-duration rounds: recovery after a kill, key churn (uploaded
+vs changed bytes per checkpoint at each state size) and bucket bytes over time with retention and GC.
+Each phase records its failures in `skipped` and goes on, so one broken setup loses only its own rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import flink, recovery, retention, sparkpoint_setup, vanilla
+from .churn import ChurnWorkload
+from .common import Context, Workload
+
+PHASES = ("recovery", "churn", "retention")
+RECOVERY_SETUPS = ("sparkpoint", "vanilla-changelog", "flink")
+
+
+@dataclass(frozen=True)
+class ExtrasPlan:
+    phases: tuple[str, ...]
+    sizes: tuple[str, ...]  # churn.SIZES names
+    churns: tuple[float, ...]
+    retention_seconds: float
+    sample_seconds: float
+    small: bool
+    gc_interval: str = "60s"  # the sidecar's defaults (spec.gc), as the runtime uses them
+    grace: str = "10m"
+    grace_seconds: float = 600.0
+    retention_size: str = "tiny"
+    steady_batches: int = 30
+    flink: bool = True  # also kill and restore Flink (when scripts/ensure-flink.sh has installed it)
+    recovery_setups: tuple[str, ...] = RECOVERY_SETUPS
+
+
+def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any]) -> Any:
+    print(f"== {key}", flush=True)
+    try:
+        out = fn()
+    except Exception as exc:  # one broken figure must not lose the others
+        skipped[key] = f"{type(exc).__name__}: {exc}"[:300]
+        print(f"   FAILED: {skipped[key]}", flush=True)
+        return None
+    print(f"   {_brief(out)}", flush=True)
+    return out
+
+
+def _brief(out: Any) -> str:
+    if isinstance(out, dict):
+        return str({k: v for k, v in out.items() if k not in ("samples", "checkpoints", "command")})[:600]
+    return str(out)[:600]
+
+
+def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latencies: list[int], jar_list: str,
+        skipped: dict[str, str], out: dict[str, Any]) -> dict[str, Any]:
+    """Fills `out` as it goes (an interrupted run keeps what finished)."""
+    out.update({"recovery": [], "churn": [], "retention": [], "plan": dict(plan.__dict__)})
+    if "recovery" in plan.phases:
+        job = recovery.windowed_job(w.rows_per_batch, w.keys, w.payload_bytes, plan.small)
+        out["recovery_job"] = {"rows_per_batch": job.rows_per_batch, "keys": job.keys,
+                               "batches": job.total_batches, "trigger": job.trigger,
+                               "checkpoint_interval": job.checkpoint_interval}
+        for lat in latencies:
+            ctx = ctx_at(lat)
+            for name, fn in (("sparkpoint", lambda ctx=ctx, lat=lat: recovery.sparkpoint(
+                                 ctx, job, f"recovery-sp-{lat}ms")),
+                             ("vanilla-changelog", lambda ctx=ctx, lat=lat: recovery.vanilla(
+                                 ctx, job, f"recovery-vanilla-{lat}ms", jar_list, ["--changelog"]))):
+                if name not in plan.recovery_setups:
+                    continue
+                r = _attempt(skipped, f"recovery {name} {lat} ms", fn)
+                if r:
+                    out["recovery"].append(r)
+            d = flink.flink_dir()
+            if d is not None and plan.flink and "flink" in plan.recovery_setups:
+                args = ["--rows", str(job.rows_per_batch), "--keys", str(job.keys), "--batches", str(job.total_batches),
+                        "--payload-bytes", str(w.payload_bytes), "--interval", job.checkpoint_interval,
+                        "--parallelism", "1"]
+                r = _attempt(skipped, f"recovery flink {lat} ms", lambda ctx=ctx, lat=lat, args=args, d=d: recovery.flink(
+                    ctx, str(d / "venv" / "bin" / "python"), str(d / "plugins"), args, f"recovery-flink-{lat}ms"))
+                if r:
+                    out["recovery"].append(r)
+    if "churn" in plan.phases:
+        ctx = ctx_at(0)
+        for size in plan.sizes:
+            for c in plan.churns:
+                cw = ChurnWorkload.of(size, c, steady_batches=plan.steady_batches)
+                tag = f"churn-{size}-{int(c * 100)}pct"
+                for name, fn in (("sparkpoint-10s", lambda cw=cw, tag=tag: sparkpoint_setup.run_churn(
+                                     cw, ctx, tag + "-sp")),
+                                 ("vanilla-changelog", lambda cw=cw, tag=tag: vanilla.run_churn(
+                                     cw, ctx, tag + "-vanilla", jar_list, ["--changelog"]))):
+                    r = _attempt(skipped, f"churn {size} {c:.0%} {name}", fn)
+                    if r:
+                        r["rows_per_batch"], r["row_bytes"] = cw.rows_per_batch, cw.row_bytes
+                        out["churn"].append(r)
+    if "retention" in plan.phases:
+        ctx = ctx_at(0)
+        rw = ChurnWorkload.of(plan.retention_size, 0.1)
+        r = _attempt(skipped, "retention sparkpoint-10s", lambda: retention.sparkpoint(
+            ctx, rw, "retention-sp", plan.retention_seconds, plan.sample_seconds, gc_interval=plan.gc_interval,
+            grace=plan.grace, grace_s=plan.grace_seconds))
+        if r:
+            out["retention"].append(r)
+        r = _attempt(skipped, "retention vanilla-changelog", lambda: retention.vanilla(
+            ctx, rw, "retention-vanilla", jar_list, plan.retention_seconds, plan.sample_seconds))
+        if r:
+            out["retention"].append(r)
+    return out

@@ -1,0 +1,151 @@
+"""Report sections for the extra figures (extras.py): recovery after a kill, key churn, bucket bytes
+over time with retention and GC. Pure functions of the raw results, plus their plots."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+MIB = 1024 * 1024
+RETENTION_GOAL = 1.5
+
+
+def recovery_lines(ex: dict[str, Any]) -> list[str]:
+    rows = ex.get("recovery") or []
+    if not rows:
+        return []
+    j = ex.get("recovery_job", {})
+    out = ["### Recovery after a kill", "",
+           f"The windowed query ({j.get('rows_per_batch')} rows per batch, {j.get('keys')} keys, {j.get('batches')} "
+           f"batches, trigger {j.get('trigger')}, Sparkpoint checkpoint interval {j.get('checkpoint_interval')}) is "
+           "SIGKILLed (whole process group, JVM included) once it has a checkpoint and a few batches, and restarted. "
+           "Time = from the restart (process start, JVM included) to the end of the first batch after the last "
+           "one the killed process completed. Sparkpoint restarts twice: local (hot dir kept) and remote (the "
+           "pod's disk wiped, restore from the store); vanilla Spark always restarts from its s3a:// "
+           "checkpointLocation. Each run then goes on to the end and its output is compared with the "
+           "independently computed result.", "",
+           "| latency | setup | restart | restored from | killed after batch | state restore (s) "
+           "| first new batch after restart (s) | output vs expected |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if r.get("correct") is None:
+            verdict = "not checked (blackhole sink)"
+        else:
+            verdict = ("correct" if r["correct"] else
+                       f"**wrong**: {r.get('missing')} missing, {r.get('extra_or_duplicate')} extra/duplicate") + \
+                f" ({r.get('rows')} rows)"
+        for x in r["restarts"]:
+            rs = x.get("restore_seconds")
+            out.append(f"| {r['latency_ms']} ms | {r['setup']} | {x['kind']} | {x.get('restored_from') or 'n/a'} "
+                       f"| {x['killed_after_batch']} | {'n/a' if rs is None else f'{rs:.2f}'} "
+                       f"| {x['first_new_batch_s']:.1f} | {verdict} |")
+    if not any(r["setup"] == "flink" for r in rows):
+        out += ["", "Flink: no recovery row in this run (not installed, or its run failed: see the list of "
+                "failures above).", ""]
+    else:
+        out += ["", "Flink: SIGKILL after its first completed checkpoint to the store, restart from the newest "
+                "retained chk-N (execution.state-recovery.path); time to records flowing again (no "
+                "micro-batches). Its sink is a blackhole, so its output is not checked.", ""]
+    return out
+
+
+def churn_rows(ex: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per churn run: medians over its steady checkpoints (the fill's checkpoint excluded)."""
+    out = []
+    for r in ex.get("churn") or []:
+        st = r.get("steady") or []
+        if not st:
+            out.append({**r, "n": 0})
+            continue
+        out.append({**r, "n": sum(s.get("batches", 1) for s in st), "uploaded": statistics.median(s["uploaded"] for s in st),
+                    "changed": statistics.median(s["changed"] for s in st),
+                    "ratio": statistics.median(s["ratio"] for s in st),
+                    "measured_churn": statistics.median(s["churn"] for s in st)})
+    return out
+
+
+def churn_lines(ex: dict[str, Any]) -> list[str]:
+    rows = churn_rows(ex)
+    if not rows:
+        return []
+    out = ["### Key churn: bytes uploaded per checkpoint vs bytes changed", "",
+           "A keyed aggregation without windows (bench/peers/churn_query.py): the first batch loads every key, "
+           "then each batch updates the next rows-per-batch keys of a rotating window, so a fixed fraction of the "
+           "keys changes per 10 s checkpoint interval when batches keep up (10 batches per interval; under load "
+           "fewer, hence the measured churn). Changed bytes = distinct keys updated since the previous checkpoint "
+           "x bytes per state row (3 longs + payload), a logical measure: RocksDB's compaction rewrites more. "
+           "Sparkpoint: new bytes of each checkpoint (the fill's checkpoint excluded); vanilla (changelog, a "
+           "checkpoint per batch): bytes MinIO received per batch in steady state (state files, offset and commit "
+           "logs, its asynchronous snapshot uploads).", "",
+           "| size | state (MiB) | churn per interval (nominal) | setup | checkpoints | measured churn per checkpoint "
+           "| median uploaded (MiB) | median changed (MiB) | uploaded / changed |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    # Vanilla's one steady entry stands for `batches` checkpoints (one per batch).
+    for r in rows:
+        if not r["n"]:
+            out.append(f"| {r['size']} | {r['state_bytes'] / MIB:.1f} | {r['churn']:.0%} | {r['setup']} | 0 | n/a "
+                       "| n/a | n/a | n/a |")
+            continue
+        out.append(f"| {r['size']} | {r['state_bytes'] / MIB:.1f} | {r['churn']:.0%} | {r['setup']} | {r['n']} "
+                   f"| {r['measured_churn']:.2%} | {r['uploaded'] / MIB:.3f} | {r['changed'] / MIB:.3f} "
+                   f"| {r['ratio']:.2f} |")
+    return out + [""]
+
+
+def retention_lines(ex: dict[str, Any]) -> list[str]:
+    rows = ex.get("retention") or []
+    if not rows:
+        return []
+    plan = ex.get("plan", {})
+    out = ["### Bucket bytes over time with retention and GC", "",
+           f"The churn query (10% per interval) runs for {plan.get('retention_seconds', 0) / 60:.1f} min. Sparkpoint: "
+           f"checkpoint every 10 s, retain 3, its GC loop (`sparkpoint gc`, the sidecar's command) every "
+           f"{plan.get('gc_interval')} with grace {plan.get('grace')}; sampled every {plan.get('sample_seconds')} s: "
+           "the job's checkpoint area in the bucket (objects/ and checkpoints/; sink output excluded) against the "
+           f"live bytes of the retained checkpoints (GC, dry run). Goal: <= {RETENTION_GOAL}x. Vanilla: the same "
+           "query with changelog checkpointing and Spark's own cleanup (spark.sql.streaming.minBatchesToRetain, "
+           "default 100); everything under its checkpointLocation.", "",
+           "| setup | samples | state (MiB, logical) | bucket at end (MiB) | checkpoint area at end (MiB) "
+           "| retained checkpoints (MiB) | area / retained: end, median, max (settled) | goal <= 1.5x |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        last = r["samples"][-1] if r["samples"] else {}
+        live = last.get("live_bytes")
+        if r.get("final") is not None:
+            verdict = "met" if r["max_settled"] <= RETENTION_GOAL else "not met"
+            ratio = f"{r['final']:.2f}, {r['median_settled']:.2f}, {r['max_settled']:.2f}"
+        else:
+            verdict, ratio = "n/a", "n/a"
+        out.append(f"| {r['setup']} | {len(r['samples'])} | {r['state_bytes'] / MIB:.1f} "
+                   f"| {last.get('total', 0) / MIB:.2f} | {last.get('checkpoint_area', 0) / MIB:.2f} "
+                   f"| {'n/a' if live is None else f'{live / MIB:.2f}'} | {ratio} | {verdict} |")
+    return out + [""]
+
+
+def plots(ex: dict[str, Any], plot: Callable[..., str]) -> list[str]:
+    out = []
+    rows = [r for r in ex.get("retention") or [] if r["samples"]]
+    if rows:
+        def lines(ax) -> None:  # type: ignore[no-untyped-def]
+            for r in rows:
+                t = [s["t"] / 60 for s in r["samples"]]
+                ax.plot(t, [s["checkpoint_area"] / MIB for s in r["samples"]], label=f"{r['setup']}: bucket")
+                if any(s.get("live_bytes") for s in r["samples"]):
+                    ax.plot(t, [s.get("live_bytes", 0) / MIB for s in r["samples"]], ls="--",
+                            label=f"{r['setup']}: retained checkpoints")
+            ax.set_xlabel("minutes")
+            ax.set_ylabel("MiB")
+            ax.legend(fontsize=7)
+        out += [plot("peers-bucket-bytes", "Bucket bytes over time with retention and GC", lines, (8, 4)), ""]
+    crow = [r for r in churn_rows(ex) if r["n"]]
+    if crow:
+        def bars(ax) -> None:  # type: ignore[no-untyped-def]
+            ax.bar(range(len(crow)), [r["ratio"] for r in crow])
+            ax.axhline(1.05, color="tab:red", lw=0.8, ls="--", label="goal 1.05x")
+            ax.set_xticks(range(len(crow)), [f"{r['setup']}\n{r['size']} {r['churn']:.0%}" for r in crow],
+                          rotation=60, fontsize=7)
+            ax.set_yscale("log")
+            ax.set_ylabel("uploaded / changed bytes per checkpoint")
+            ax.legend(fontsize=7)
+        out += [plot("peers-churn-upload-ratio", "Uploaded vs changed bytes per checkpoint", bars, (8, 4)), ""]
+    return out

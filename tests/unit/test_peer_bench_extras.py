@@ -1,0 +1,171 @@
+"""Pure parts of the peer benchmark's extra figures (bench/peers): the key-churn schedule and the
+changed bytes between checkpoints, recovery time from progress logs, bucket bytes vs retained bytes,
+MinIO's received-bytes counter, the report sections, and the harness's flag checks."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from peers import churn, recovery, render, render_extras, retention, store_requests  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def test_fill_batch_loads_every_key_once_and_later_batches_rotate():
+    w = churn.ChurnWorkload.of("tiny", 0.1, steady_batches=30)
+    assert w.rows_per_batch == 20  # 10% of 2000 keys per interval of 10 batches
+    assert w.keys_of_batch(0) == set(range(2000))
+    assert w.keys_of_batch(1) == set(range(20))
+    assert w.keys_of_batch(2) == set(range(20, 40))
+    assert w.keys_of_batch(w.batches) == set()  # the source stops after the last batch
+    assert w.row_bytes == 24 + 256 and w.state_bytes == 2000 * 280
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=st.integers(1, 300), churn_pct=st.integers(1, 100), per_interval=st.integers(1, 12),
+       steady=st.integers(1, 40), data=st.data())
+def test_changed_keys_equals_the_union_of_the_batches_keys(keys, churn_pct, per_interval, steady, data):
+    w = churn.ChurnWorkload(size="x", keys=keys, payload_bytes=64, churn=churn_pct / 100,
+                            batches_per_interval=per_interval, steady_batches=steady)
+    after = data.draw(st.integers(-1, w.batches))
+    upto = data.draw(st.integers(after, w.batches + 2))
+    union = set().union(*(w.keys_of_batch(b) for b in range(after + 1, upto + 1)))
+    assert w.changed_keys(after, upto) == len(union)
+
+
+def test_changed_bytes_and_steady_checkpoints_skip_the_fill():
+    w = churn.ChurnWorkload.of("tiny", 0.01)  # 2 keys per batch
+    cps = [{"batch_id": 0, "new_bytes": 10 * MIB}, {"batch_id": 5, "new_bytes": 5600},
+           {"batch_id": 5, "new_bytes": 0}, {"batch_id": 15, "new_bytes": 11200}]
+    assert w.changed_bytes([c["batch_id"] for c in cps]) == [2000 * 280, 10 * 280, 0, 20 * 280]
+    st_ = churn.steady(cps, w)
+    assert [s["ratio"] for s in st_] == [2.0, 2.0]  # the fill and the empty interval are left out
+    assert st_[0]["churn"] == pytest.approx(10 / 2000)
+    assert churn.trigger(w) == "1000ms"
+
+
+def test_churn_workload_rejects_bad_parameters():
+    with pytest.raises(ValueError, match="churn"):
+        churn.ChurnWorkload.of("tiny", 0)
+    with pytest.raises(ValueError, match="unknown size"):
+        churn.ChurnWorkload.of("8g", 0.1)
+
+
+def test_recovery_time_is_from_restart_to_the_end_of_the_first_new_batch():
+    sp = [{"msg": "query running", "ts": 100.0}, {"msg": "batch completed", "batchId": 7, "ts": 130.5},
+          {"msg": "batch completed", "batchId": 8, "ts": 131.0}]
+    assert recovery.seconds_to_first_new_batch(sp, 100.0, after_batch=6) == 30.5
+    assert recovery.seconds_to_first_new_batch(sp, 100.0, after_batch=8) is None
+    assert recovery.last_batch(sp) == 8
+    # Vanilla: the progress's trigger start plus its triggerExecution, not when the harness printed it.
+    van = [{"event": "started"}, {"event": "batch", "batchId": 4, "ts": 99.0,
+                                  "timestamp": "1970-01-01T00:01:40.000Z", "durationMs": {"triggerExecution": 2500}}]
+    assert recovery.seconds_to_first_new_batch(van, 90.0, after_batch=3) == 12.5
+
+
+def test_compare_counts_missing_and_duplicate_rows():
+    expected = Counter({"a": 1, "b": 1})
+    assert recovery.compare(Counter({"a": 1, "b": 1}), expected)["correct"]
+    got = recovery.compare(Counter({"a": 2}), expected)
+    assert (got["correct"], got["missing"], got["extra_or_duplicate"], got["rows"]) == (False, 1, 1, 2)
+
+
+def test_bucket_bytes_split_and_ratio_to_retained_checkpoints():
+    listed = [("default/j/objects/ab/abc", 300), ("default/j/checkpoints/chk-000001.json", 10),
+              ("default/j/outputs/default/part", 1000)]
+    assert retention.split_bytes(listed) == {"total": 1310, "checkpoint_area": 310, "objects": 3}
+    samples = [{"t": 0, "checkpoint_area": 100, "live_bytes": 0}, {"t": 10, "checkpoint_area": 400, "live_bytes": 100},
+               {"t": 60, "checkpoint_area": 150, "live_bytes": 100}, {"t": 120, "checkpoint_area": 120, "live_bytes": 100}]
+    got = retention.ratio_summary(samples)
+    assert got == {"final": 1.2, "median_settled": 1.35, "max_settled": 1.5, "sample_count": 4}
+    assert retention.ratio_summary([{"t": 0, "checkpoint_area": 5}])["final"] is None
+    # The summary sits next to the samples in one result dict: it must not shadow them.
+    assert "samples" not in got
+
+
+def test_received_bytes_sums_servers_and_ignores_other_metrics():
+    text = ('# HELP minio_s3_traffic_received_bytes x\nminio_s3_traffic_received_bytes{server="a"} 1.5e+03\n'
+            'minio_s3_traffic_received_bytes{server="b"} 500\nminio_s3_traffic_sent_bytes{server="a"} 9\n')
+    assert store_requests.parse_received_bytes(text) == 2000
+
+
+def _raw(extras):
+    return {"size": "small", "rounds": 1, "loads": ["9.0 8.0 7.0"], "command": "c", "skipped": {},
+            "bucket_bytes_end": 0, "workload": {"rows_per_batch": 1, "keys": 1, "batches": 1, "payload_bytes": 0,
+                                                "trigger": "1s", "warmup_batches": 0},
+            "versions": {}, "limits": None, "restore": None, "results": [], "extras": extras}
+
+
+def test_report_shows_recovery_churn_and_retention():
+    ex = {"plan": {"retention_seconds": 90, "gc_interval": "10s", "grace": "20s", "sample_seconds": 10},
+          "recovery_job": {"rows_per_batch": 10, "keys": 10, "batches": 24, "trigger": "1s", "checkpoint_interval": "5s"},
+          "recovery": [{"setup": "sparkpoint", "latency_ms": 0, "correct": True, "rows": 40, "restarts": [
+              {"kind": "local", "restored_from": "local", "killed_after_batch": 6, "restore_seconds": 0.1,
+               "first_new_batch_s": 21.0}]},
+              {"setup": "vanilla-changelog", "latency_ms": 0, "correct": False, "missing": 2, "extra_or_duplicate": 0,
+               "rows": 38, "restarts": [{"kind": "remote", "killed_after_batch": 5, "first_new_batch_s": 30.0}]}],
+          "churn": [{"setup": "sparkpoint-10s", "size": "tiny", "churn": 0.01, "state_bytes": 2 * MIB,
+                     "steady": [{"uploaded": MIB, "changed": MIB / 2, "ratio": 2.0, "churn": 0.01}]}],
+          "retention": [{"setup": "sparkpoint-10s", "state_bytes": MIB, "final": 1.2, "median_settled": 1.3,
+                         "max_settled": 1.6, "samples": [{"t": 0, "total": 2 * MIB, "checkpoint_area": MIB,
+                                                          "live_bytes": MIB}]}]}
+    plots = []
+    text = render.render(_raw(ex), lambda name, title, draw, size=None: plots.append(name) or f"![{title}]({name})")
+    assert "| 0 ms | sparkpoint | local | local | 6 | 0.10 | 21.0 | correct (40 rows) |" in text
+    assert "**wrong**: 2 missing, 0 extra/duplicate (38 rows)" in text
+    assert "| tiny | 2.0 | 1% | sparkpoint-10s | 1 | 1.00% | 1.000 | 0.500 | 2.00 |" in text
+    assert "| 1.20, 1.30, 1.60 | not met |" in text
+    assert "Physical limits" not in text  # skipped with --no-limits
+    assert plots == ["peers-bucket-bytes", "peers-churn-upload-ratio"]
+    assert render_extras.recovery_lines({}) == []
+
+
+def test_harness_keeps_big_sizes_out_of_small_runs():
+    import peer_bench
+
+    with pytest.raises(SystemExit):
+        peer_bench.main(["--small", "--sizes", "1g", "--no-write"])
+    with pytest.raises(SystemExit):
+        peer_bench.main(["--small", "--churn", "0", "--no-write"])
+    with pytest.raises(SystemExit):
+        peer_bench.main(["--extras", "bogus", "--no-write"])
+
+
+def test_flink_restart_picks_the_newest_complete_checkpoint_and_times_records_flowing():
+    keys = ["job/chk-2/_metadata", "job/chk-10/_metadata", "job/chk-11/abc", "job/shared/x", "job/taskowned/y"]
+    assert recovery.latest_flink_checkpoint(keys) == "job/chk-10"  # chk-11 has no _metadata yet
+    assert recovery.latest_flink_checkpoint(["job/shared/x"]) is None
+    events = [{"event": "progress", "state": "INITIALIZING", "records": 0, "ts": 5.0},
+              {"event": "progress", "state": "RUNNING", "records": 0, "ts": 6.0},
+              {"event": "progress", "state": "RUNNING", "records": 120, "ts": 7.5}]
+    assert recovery.first_flink_records(events, 1.0) == 6.5
+    assert recovery.first_flink_records(events[:2], 1.0) is None
+
+
+def test_vanilla_trigger_is_spelled_as_spark_parses_it():
+    from peers import vanilla_job
+
+    assert vanilla_job.spark_interval("100ms") == "100 milliseconds"
+    assert vanilla_job.spark_interval("1s") == "1 seconds"
+    assert vanilla_job.spark_interval("2m") == "2 minutes"
+    assert vanilla_job.spark_interval("5 seconds") == "5 seconds"
+
+
+def test_churn_job_is_a_valid_spec_whose_reuse_window_fits_the_gc_grace():
+    from peers.sparkpoint_setup import churn_job
+
+    from sparkpoint.runtime.config import JobSpec
+
+    w = churn.ChurnWorkload.of("tiny", 0.1)
+    spec = JobSpec.model_validate(churn_job(w, name="sp-x", interval="10s", gc_grace="20s").spec("s3://bench/p")["spec"])
+    assert spec.reuse_window_seconds() == 10.0  # GC refuses a grace under twice the reuse window
+    assert (spec.job.entrypoint, spec.job.sink.kind, spec.job.trigger_interval) == ("churn_query:build", "upsert", "1000ms")
+    assert spec.job.args["rows_per_batch"] == w.rows_per_batch
