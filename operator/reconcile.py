@@ -27,7 +27,7 @@ from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
 from . import builders, control_token, store_view
-from .caches import FactCache, TtlCache, fresher_body, secret_fingerprint
+from .caches import FactCache, SpecCache, TtlCache, fresher_body, secret_fingerprint
 from .checkpoints import iso
 from .kube import Kube
 from .machine import DRAIN_GRACE, decide
@@ -111,6 +111,7 @@ class Reconciler:
         self._secrets: TtlCache[dict[str, str]] = TtlCache(SECRET_TTL, 4096)
         self._stores: TtlCache[Any] = TtlCache(STORE_CLIENT_TTL, 64)
         self._facts: FactCache = FactCache(KNOWN_MANIFESTS)
+        self._specs = SpecCache(parse_spec)
         self._store_pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
 
     # --- the per-job loop (run by a kopf daemon) ----------------------------------------------------
@@ -149,6 +150,7 @@ class Reconciler:
                 stop.cancel()
             for cache in (self._wake, self._writers, self._store):
                 cache.pop(key, None)
+            self._specs.forget(key)
 
     # --- one round -------------------------------------------------------------------------------------
     async def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None,
@@ -165,7 +167,7 @@ class Reconciler:
         meta = body["metadata"]
         own = writer.current() or {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
         try:
-            spec = parse_spec(body.get("spec"))
+            spec = self._specs.get((namespace, name), body.get("spec"))
         except SpecError as exc:
             await self._invalid_spec(body, own, str(exc))
             return 300.0
