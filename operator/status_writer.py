@@ -70,6 +70,9 @@ class StatusWriter:
                 return
             self.confirmed = desired
             if stored is not None:
+                # Kept until the watch delivers it: a round needs its spec, metadata and status, not
+                # the managedFields that were half of it (one such copy per job at 1,000 jobs).
+                (stored.get("metadata") or {}).pop("managedFields", None)
                 self.stored = stored
             if self.desired is desired:
                 self.desired = None

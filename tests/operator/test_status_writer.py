@@ -74,3 +74,18 @@ def test_a_failed_write_drops_what_was_not_sent_and_reports_it():
         writer.submit(server.status, {"phase": "Running"})
         assert await writer.flush() and server.status == {"phase": "Running"}
     asyncio.run(scenario())
+
+
+def test_the_object_a_patch_returned_is_kept_without_its_managed_fields():
+    async def scenario():
+        async def patch(doc: dict) -> dict:
+            return {"metadata": {"resourceVersion": "7", "generation": 2,
+                                 "managedFields": [{"manager": "sparkpoint-operator", "fieldsV1": {"f:status": {}}}]},
+                    "spec": {"image": "x"}, "status": doc}
+        writer = StatusWriter(patch)
+        writer.submit({"phase": "Pending"}, {"phase": "Running"})
+        assert await writer.flush()
+        return writer.stored
+    stored = asyncio.run(scenario())
+    assert stored == {"metadata": {"resourceVersion": "7", "generation": 2}, "spec": {"image": "x"},
+                      "status": {"phase": "Running"}}
