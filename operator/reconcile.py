@@ -81,6 +81,7 @@ class _StoreCache:
     read_at: float = 0.0
     checkpoints: list | None = None
     savepoints: list | None = None
+    refresh: asyncio.Task | None = None  # a routine refresh running behind the job's rounds
 
 
 def _expected_savepoints(status: dict[str, Any], runtime: dict[str, Any] | None) -> set[str]:
@@ -148,9 +149,11 @@ class Reconciler:
         finally:
             if stop is not None:
                 stop.cancel()
-            for cache in (self._wake, self._writers, self._store):
+            for cache in (self._wake, self._writers):
                 cache.pop(key, None)
             self._specs.forget(key)
+            if (store := self._store.pop(key, None)) and store.refresh:
+                store.refresh.cancel()
 
     # --- one round -------------------------------------------------------------------------------------
     async def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None,
@@ -235,10 +238,20 @@ class Reconciler:
         if age < (STORE_REFRESH_BLIND if blind else STORE_REFRESH) and not missing:
             return cache
         cache.read_at = self.clock()
+        if cache.checkpoints is not None and not blind and not missing:
+            # A routine refresh while the runtime answers: behind the round, which decides on the
+            # facts it has (a slow store must not make this round's checkpoint trigger late).
+            if cache.refresh is None or cache.refresh.done():
+                cache.refresh = asyncio.create_task(self._read_store(cache, namespace, name, spec))
+            return cache
+        await self._read_store(cache, namespace, name, spec)
+        return cache
+
+    async def _read_store(self, cache: _StoreCache, namespace: str, name: str, spec: JobSpec) -> None:
         try:
             store = await self._open_store(namespace, spec)
             if store is None:
-                return cache
+                return
             job = StoreJob(namespace, name)
             loop = asyncio.get_running_loop()
             cache.checkpoints = await loop.run_in_executor(self._store_pool, store_view.recent_checkpoints,
@@ -247,7 +260,6 @@ class Reconciler:
         except Exception as exc:  # the store may be down: decide on what the runtime says
             log.warning("store not readable", extra={"job": f"{namespace}/{name}", "error": type(exc).__name__})
             self._forget_store(namespace, spec)  # maybe rotated credentials: read the Secret again
-        return cache
 
     async def _open_store(self, namespace: str, spec: JobSpec, deletes: bool = False) -> Any:
         """The store client for the job's storage: one per store URL and credentials, shared by the
