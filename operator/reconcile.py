@@ -57,6 +57,7 @@ OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours to diff
 SECRET_TTL = 120.0  # a changed storage Secret is read again within this (at once after a store error)
 STORE_CLIENT_TTL = 600.0
 STORE_THREADS = 8  # blocking store reads (every job's refresh) run here, not in kube's executor
+ROUTINE_STORE_READS = 4  # background refreshes at once: the other threads serve rounds that wait
 KNOWN_MANIFESTS = 12_000  # checkpoint facts kept (about RECENT_MANIFESTS per job at 1,000 jobs)
 PodSource = Callable[[str, str], Iterable[PodObs]]
 
@@ -114,6 +115,7 @@ class Reconciler:
         self._facts: FactCache = FactCache(KNOWN_MANIFESTS)
         self._specs = SpecCache(parse_spec)
         self._store_pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
+        self._routine_reads = asyncio.Semaphore(ROUTINE_STORE_READS)
 
     # --- the per-job loop (run by a kopf daemon) ----------------------------------------------------
     def wake(self, namespace: str, name: str) -> None:
@@ -199,7 +201,7 @@ class Reconciler:
         writer = self._writers.get((namespace, name))
         if writer is None:
             def patch(doc: dict[str, Any]) -> Any:
-                return self.kube.patch_status(namespace, name, doc)
+                return self.kube.patch_status(namespace, name, doc, routine=not writer.urgent)
 
             def failed(exc: Exception) -> None:
                 self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
@@ -242,10 +244,14 @@ class Reconciler:
             # A routine refresh while the runtime answers: behind the round, which decides on the
             # facts it has (a slow store must not make this round's checkpoint trigger late).
             if cache.refresh is None or cache.refresh.done():
-                cache.refresh = asyncio.create_task(self._read_store(cache, namespace, name, spec))
+                cache.refresh = asyncio.create_task(self._routine_read(cache, namespace, name, spec))
             return cache
         await self._read_store(cache, namespace, name, spec)
         return cache
+
+    async def _routine_read(self, cache: _StoreCache, namespace: str, name: str, spec: JobSpec) -> None:
+        async with self._routine_reads:
+            await self._read_store(cache, namespace, name, spec)
 
     async def _read_store(self, cache: _StoreCache, namespace: str, name: str, spec: JobSpec) -> None:
         try:

@@ -29,6 +29,7 @@ class StatusWriter:
         self.desired: dict[str, Any] | None = None  # the newest decided status not yet confirmed
         self.stored: dict[str, Any] | None = None  # the object as the last PATCH returned it
         self.failed = False
+        self.urgent = False  # a round waits for the write (flush): its PATCHes are not routine
         self._task: asyncio.Task | None = None
 
     @property
@@ -53,8 +54,12 @@ class StatusWriter:
 
     async def flush(self) -> bool:
         """Wait until everything submitted is written; False if a write failed."""
-        while self._task is not None and not self._task.done():
-            await asyncio.shield(self._task)
+        self.urgent = True
+        try:
+            while self._task is not None and not self._task.done():
+                await asyncio.shield(self._task)
+        finally:
+            self.urgent = False
         return not self.failed
 
     async def _drain(self) -> None:
