@@ -114,10 +114,19 @@ class Kube:
                 return False
             raise
 
-    async def apply_config_map(self, body: dict[str, Any]) -> None:
-        """Create or replace (each attempt's ConfigMap carries its own restore point)."""
+    async def apply_config_map(self, body: dict[str, Any], exists: bool = False) -> None:
+        """Create or replace (each attempt's ConfigMap carries its own restore point). `exists`:
+        it most likely does (a later attempt), so replace first: one call less on a restart."""
+        meta = body["metadata"]
+        if exists:
+            try:
+                await self._run(self.core.replace_namespaced_config_map, meta["name"], meta["namespace"], body,
+                                _preload_content=False)
+                return
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
         if not await self.create(body):
-            meta = body["metadata"]
             await self._run(self.core.replace_namespaced_config_map, meta["name"], meta["namespace"], body,
                             _preload_content=False)
 

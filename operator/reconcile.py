@@ -321,7 +321,8 @@ class Reconciler:
                 run_spec = override or spec  # a rollback runs the last stable spec
                 # The pod last: it mounts the ConfigMap and the token Secret (created once, an existing
                 # one is kept: the token never changes under a pod); the Service may come in parallel.
-                await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from)),
+                await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from),
+                                                                exists=attempt > 1),
                                      self.kube.create(builders.build_control_token_secret(job, control_token.new_token())),
                                      self.kube.create(builders.build_service(job)))
                 await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account))
