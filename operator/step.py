@@ -3,7 +3,6 @@ the small helpers every row of the machine shares. Pure."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import weakref
@@ -66,12 +65,22 @@ def stable_doc(spec: JobSpec) -> dict[str, Any]:
     return spec.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
+def json_copy(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, scalars): what copy.deepcopy gives, about 4 times
+    faster (no memo); a status is copied every round of every job."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    return value
+
+
 class Step:
     """One decision in progress: the observation, the new status and the actions so far."""
 
     def __init__(self, obs: Observed):
         self.obs, self.now = obs, obs.now
-        self.st: dict[str, Any] = copy.deepcopy(obs.status)
+        self.st: dict[str, Any] = json_copy(obs.status)
         self.tr: dict[str, Any] = self.st.setdefault("tracking", {})
         self.spec = effective_spec(obs.spec, self.tr)
         self.rolled_back = self.spec is not obs.spec

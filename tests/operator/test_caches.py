@@ -126,3 +126,15 @@ def test_spec_key_is_remembered_per_spec_object_and_equal_for_equal_specs():
     assert spec_key(changed) != spec_key(a)
     del a  # a freed spec's entry goes with it; a new object at the same address gets its own key
     assert spec_key(parse_spec({**SPEC, "image": "third:1"})) not in (spec_key(b), spec_key(changed))
+
+
+def test_json_copy_is_a_deep_copy_of_a_status():
+    from sparkpoint.operator.step import json_copy
+
+    status = {"phase": "Running", "attempt": 2, "ok": True, "none": None, "ratio": 0.5,
+              "checkpoints": [{"id": "c-1", "bytes": 10}], "tracking": {"restartTimes": [1.0, 2.0]}}
+    copied = json_copy(status)
+    assert copied == status
+    copied["checkpoints"][0]["id"] = "changed"
+    copied["tracking"]["restartTimes"].append(3.0)
+    assert status["checkpoints"][0]["id"] == "c-1" and status["tracking"]["restartTimes"] == [1.0, 2.0]
