@@ -21,6 +21,8 @@ import kopf
 
 from sparkpoint.runtime.config import parse_duration
 
+from .malloc import limit_arenas
+
 PEERING_NAME = "sparkpoint"
 
 
@@ -56,6 +58,7 @@ def load_handlers() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    limit_arenas()  # before kopf and the executors start their threads
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.JSON)
     logging.getLogger("sparkpoint").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     if not args.verbose:  # one line per handled pod event is noise at 1,000 jobs

@@ -221,11 +221,15 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
 
 
 def build_service(job: JobRef) -> dict[str, Any]:
+    """Headless: DNS names the job's pod and Prometheus may discover it, but no virtual IP is
+    allocated (the operator talks to a runtime by pod IP; ClusterIP allocation is serialized in the
+    API server and was the slowest call of a 1,000-job ramp, docs/benchmarks.md)."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _meta(job, service_name(job)),
-        "spec": {"selector": {f"{API_GROUP}/job": job.name, "app.kubernetes.io/component": "runtime"},
+        "spec": {"clusterIP": "None",
+                 "selector": {f"{API_GROUP}/job": job.name, "app.kubernetes.io/component": "runtime"},
                  "ports": [{"name": "control", "port": CONTROL_PORT, "targetPort": "control"},
                            {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"},
                            {"name": "gc-metrics", "port": GC_METRICS_PORT, "targetPort": "gc-metrics"}]},

@@ -7,6 +7,7 @@ status this operator wrote itself before its watch delivered it back).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import time
 from collections import OrderedDict
@@ -94,3 +95,25 @@ class FactCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class SpecCache:
+    """The parsed spec of each job, parsed again only when the CR's spec changes (a job's loop
+    decides on it every round; validating it each time cost CPU at 1,000 jobs)."""
+
+    def __init__(self, parse: Callable[[Any], Any]):
+        self._parse = parse
+        self._items: dict[Hashable, tuple[Any, Any]] = {}
+
+    def get(self, key: Hashable, raw: Any) -> Any:
+        """parse(raw), from the cache when `raw` equals what was parsed last for `key`; what
+        parse raises (an invalid spec) is raised each time, never cached."""
+        known = self._items.get(key)
+        if known is not None and known[0] == raw:
+            return known[1]
+        parsed = self._parse(raw)
+        self._items[key] = (copy.deepcopy(raw), parsed)
+        return parsed
+
+    def forget(self, key: Hashable) -> None:
+        self._items.pop(key, None)

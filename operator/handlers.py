@@ -8,6 +8,7 @@ gc.onDelete.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -17,6 +18,7 @@ from sparkpoint.runtime.config import API_GROUP, API_VERSION, SpecError, parse_s
 
 from .control_token import ControlTokens, missing_is_none
 from .kube import PLURAL, Kube, load_config
+from .malloc import trim_every
 from .metrics import OperatorMetrics, serve
 from .observe import pod_observation
 from .reconcile import Draining, Reconciler
@@ -49,11 +51,13 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         log.warning("kopf peering CRDs are missing (kubectl apply -f crds/): a second replica would not "
                     "stand by but act at the same time")
     memo.http = await serve(memo.metrics, memo.get("metrics_port", 9100))
+    memo.trimmer = asyncio.create_task(trim_every(), name="malloc-trim")
     log.info("operator started", extra={"metricsPort": memo.get("metrics_port", 9100)})
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    memo.trimmer.cancel()
     await memo.client.close()
     await memo.http.cleanup()
 

@@ -27,7 +27,7 @@ from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
 from . import builders, control_token, store_view
-from .caches import FactCache, TtlCache, fresher_body, secret_fingerprint
+from .caches import FactCache, SpecCache, TtlCache, fresher_body, secret_fingerprint
 from .checkpoints import iso
 from .kube import Kube
 from .machine import DRAIN_GRACE, decide
@@ -57,6 +57,7 @@ OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours to diff
 SECRET_TTL = 120.0  # a changed storage Secret is read again within this (at once after a store error)
 STORE_CLIENT_TTL = 600.0
 STORE_THREADS = 8  # blocking store reads (every job's refresh) run here, not in kube's executor
+ROUTINE_STORE_READS = 4  # background refreshes at once: the other threads serve rounds that wait
 KNOWN_MANIFESTS = 12_000  # checkpoint facts kept (about RECENT_MANIFESTS per job at 1,000 jobs)
 PodSource = Callable[[str, str], Iterable[PodObs]]
 
@@ -81,6 +82,7 @@ class _StoreCache:
     read_at: float = 0.0
     checkpoints: list | None = None
     savepoints: list | None = None
+    refresh: asyncio.Task | None = None  # a routine refresh running behind the job's rounds
 
 
 def _expected_savepoints(status: dict[str, Any], runtime: dict[str, Any] | None) -> set[str]:
@@ -111,7 +113,9 @@ class Reconciler:
         self._secrets: TtlCache[dict[str, str]] = TtlCache(SECRET_TTL, 4096)
         self._stores: TtlCache[Any] = TtlCache(STORE_CLIENT_TTL, 64)
         self._facts: FactCache = FactCache(KNOWN_MANIFESTS)
+        self._specs = SpecCache(parse_spec)
         self._store_pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
+        self._routine_reads = asyncio.Semaphore(ROUTINE_STORE_READS)
 
     # --- the per-job loop (run by a kopf daemon) ----------------------------------------------------
     def wake(self, namespace: str, name: str) -> None:
@@ -147,8 +151,11 @@ class Reconciler:
         finally:
             if stop is not None:
                 stop.cancel()
-            for cache in (self._wake, self._writers, self._store):
+            for cache in (self._wake, self._writers):
                 cache.pop(key, None)
+            self._specs.forget(key)
+            if (store := self._store.pop(key, None)) and store.refresh:
+                store.refresh.cancel()
 
     # --- one round -------------------------------------------------------------------------------------
     async def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None,
@@ -165,7 +172,7 @@ class Reconciler:
         meta = body["metadata"]
         own = writer.current() or {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
         try:
-            spec = parse_spec(body.get("spec"))
+            spec = self._specs.get((namespace, name), body.get("spec"))
         except SpecError as exc:
             await self._invalid_spec(body, own, str(exc))
             return 300.0
@@ -194,7 +201,7 @@ class Reconciler:
         writer = self._writers.get((namespace, name))
         if writer is None:
             def patch(doc: dict[str, Any]) -> Any:
-                return self.kube.patch_status(namespace, name, doc)
+                return self.kube.patch_status(namespace, name, doc, routine=not writer.urgent)
 
             def failed(exc: Exception) -> None:
                 self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
@@ -233,10 +240,24 @@ class Reconciler:
         if age < (STORE_REFRESH_BLIND if blind else STORE_REFRESH) and not missing:
             return cache
         cache.read_at = self.clock()
+        if cache.checkpoints is not None and not blind and not missing:
+            # A routine refresh while the runtime answers: behind the round, which decides on the
+            # facts it has (a slow store must not make this round's checkpoint trigger late).
+            if cache.refresh is None or cache.refresh.done():
+                cache.refresh = asyncio.create_task(self._routine_read(cache, namespace, name, spec))
+            return cache
+        await self._read_store(cache, namespace, name, spec)
+        return cache
+
+    async def _routine_read(self, cache: _StoreCache, namespace: str, name: str, spec: JobSpec) -> None:
+        async with self._routine_reads:
+            await self._read_store(cache, namespace, name, spec)
+
+    async def _read_store(self, cache: _StoreCache, namespace: str, name: str, spec: JobSpec) -> None:
         try:
             store = await self._open_store(namespace, spec)
             if store is None:
-                return cache
+                return
             job = StoreJob(namespace, name)
             loop = asyncio.get_running_loop()
             cache.checkpoints = await loop.run_in_executor(self._store_pool, store_view.recent_checkpoints,
@@ -245,7 +266,6 @@ class Reconciler:
         except Exception as exc:  # the store may be down: decide on what the runtime says
             log.warning("store not readable", extra={"job": f"{namespace}/{name}", "error": type(exc).__name__})
             self._forget_store(namespace, spec)  # maybe rotated credentials: read the Secret again
-        return cache
 
     async def _open_store(self, namespace: str, spec: JobSpec, deletes: bool = False) -> Any:
         """The store client for the job's storage: one per store URL and credentials, shared by the
@@ -301,7 +321,8 @@ class Reconciler:
                 run_spec = override or spec  # a rollback runs the last stable spec
                 # The pod last: it mounts the ConfigMap and the token Secret (created once, an existing
                 # one is kept: the token never changes under a pod); the Service may come in parallel.
-                await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from)),
+                await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from),
+                                                                exists=attempt > 1),
                                      self.kube.create(builders.build_control_token_secret(job, control_token.new_token())),
                                      self.kube.create(builders.build_service(job)))
                 await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account))

@@ -29,6 +29,7 @@ class StatusWriter:
         self.desired: dict[str, Any] | None = None  # the newest decided status not yet confirmed
         self.stored: dict[str, Any] | None = None  # the object as the last PATCH returned it
         self.failed = False
+        self.urgent = False  # a round waits for the write (flush): its PATCHes are not routine
         self._task: asyncio.Task | None = None
 
     @property
@@ -53,8 +54,12 @@ class StatusWriter:
 
     async def flush(self) -> bool:
         """Wait until everything submitted is written; False if a write failed."""
-        while self._task is not None and not self._task.done():
-            await asyncio.shield(self._task)
+        self.urgent = True
+        try:
+            while self._task is not None and not self._task.done():
+                await asyncio.shield(self._task)
+        finally:
+            self.urgent = False
         return not self.failed
 
     async def _drain(self) -> None:
@@ -70,6 +75,9 @@ class StatusWriter:
                 return
             self.confirmed = desired
             if stored is not None:
+                # Kept until the watch delivers it: a round needs its spec, metadata and status, not
+                # the managedFields that were half of it (one such copy per job at 1,000 jobs).
+                (stored.get("metadata") or {}).pop("managedFields", None)
                 self.stored = stored
             if self.desired is desired:
                 self.desired = None

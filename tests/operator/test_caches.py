@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.operator.caches import FactCache, TtlCache, fresher_body, secret_fingerprint
+from sparkpoint.operator.caches import FactCache, SpecCache, TtlCache, fresher_body, secret_fingerprint
+from sparkpoint.operator.step import spec_key
+from sparkpoint.runtime.config import SpecError, parse_spec
 
 
 class Clock:
@@ -85,3 +87,54 @@ def test_the_store_client_key_differs_per_credentials_without_holding_them():
     c = secret_fingerprint({"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s2"})
     assert a == b != c
     assert "s1" not in a
+
+
+SPEC = {"job": {"entrypoint": "examples.windowed:build"}}
+
+
+def test_spec_cache_parses_again_only_when_the_spec_changes():
+    parsed: list[dict] = []
+
+    def parse(raw):
+        parsed.append(raw)
+        return parse_spec(raw)
+    cache = SpecCache(parse)
+    raw = {**SPEC, "checkpoint": {"interval": "10s"}}
+    first = cache.get(("ns", "a"), raw)
+    assert cache.get(("ns", "a"), dict(raw)) is first and len(parsed) == 1
+    raw["checkpoint"]["interval"] = "20s"  # changed in place: the cache kept its own copy
+    second = cache.get(("ns", "a"), raw)
+    assert second.checkpoint.interval == "20s" and len(parsed) == 2
+    assert cache.get(("ns", "b"), raw) is not second  # per job
+    cache.forget(("ns", "a"))
+    assert cache.get(("ns", "a"), raw) is not second
+
+
+def test_spec_cache_never_caches_an_invalid_spec():
+    cache = SpecCache(parse_spec)
+    bad = {**SPEC, "checkpoint": {"retain": 0}}
+    for _ in range(2):
+        with pytest.raises(SpecError, match="spec.checkpoint.retain"):
+            cache.get(("ns", "a"), bad)
+    assert cache.get(("ns", "a"), SPEC).job.entrypoint == "examples.windowed:build"
+
+
+def test_spec_key_is_remembered_per_spec_object_and_equal_for_equal_specs():
+    a, b = parse_spec(SPEC), parse_spec(SPEC)
+    assert spec_key(a) == spec_key(a) == spec_key(b)
+    changed = parse_spec({**SPEC, "image": "other:1"})
+    assert spec_key(changed) != spec_key(a)
+    del a  # a freed spec's entry goes with it; a new object at the same address gets its own key
+    assert spec_key(parse_spec({**SPEC, "image": "third:1"})) not in (spec_key(b), spec_key(changed))
+
+
+def test_json_copy_is_a_deep_copy_of_a_status():
+    from sparkpoint.operator.step import json_copy
+
+    status = {"phase": "Running", "attempt": 2, "ok": True, "none": None, "ratio": 0.5,
+              "checkpoints": [{"id": "c-1", "bytes": 10}], "tracking": {"restartTimes": [1.0, 2.0]}}
+    copied = json_copy(status)
+    assert copied == status
+    copied["checkpoints"][0]["id"] = "changed"
+    copied["tracking"]["restartTimes"].append(3.0)
+    assert status["checkpoints"][0]["id"] == "c-1" and status["tracking"]["restartTimes"] == [1.0, 2.0]

@@ -74,3 +74,37 @@ def test_a_failed_write_drops_what_was_not_sent_and_reports_it():
         writer.submit(server.status, {"phase": "Running"})
         assert await writer.flush() and server.status == {"phase": "Running"}
     asyncio.run(scenario())
+
+
+def test_the_object_a_patch_returned_is_kept_without_its_managed_fields():
+    async def scenario():
+        async def patch(doc: dict) -> dict:
+            return {"metadata": {"resourceVersion": "7", "generation": 2,
+                                 "managedFields": [{"manager": "sparkpoint-operator", "fieldsV1": {"f:status": {}}}]},
+                    "spec": {"image": "x"}, "status": doc}
+        writer = StatusWriter(patch)
+        writer.submit({"phase": "Pending"}, {"phase": "Running"})
+        assert await writer.flush()
+        return writer.stored
+    stored = asyncio.run(scenario())
+    assert stored == {"metadata": {"resourceVersion": "7", "generation": 2}, "spec": {"image": "x"},
+                      "status": {"phase": "Running"}}
+
+
+def test_a_write_a_round_waits_for_is_urgent_and_one_it_does_not_wait_for_is_routine():
+    async def scenario():
+        seen: list[bool] = []
+        writer: StatusWriter
+
+        async def patch(doc: dict) -> dict:
+            seen.append(writer.urgent)
+            return {"status": doc}
+        writer = StatusWriter(patch)
+        writer.submit({"n": 0}, {"n": 1})  # a round that only triggered: nobody waits
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        writer.submit(writer.confirmed, {"n": 2})  # a round that creates a pod: waits for its status
+        assert await writer.flush()
+        return seen, writer.urgent
+    seen, urgent_after = asyncio.run(scenario())
+    assert seen == [False, True] and urgent_after is False

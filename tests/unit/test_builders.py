@@ -77,6 +77,13 @@ def test_service_selects_the_runtime_pods() -> None:
     assert all(pod["metadata"]["labels"][k] == v for k, v in svc["spec"]["selector"].items())
 
 
+def test_service_is_headless() -> None:
+    # No ClusterIP to allocate (serialized in the API server: the slowest call of a 1,000-job ramp);
+    # nothing reaches a runtime through one (the operator uses the pod IP).
+    svc = builders.build_service(JOB)
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["selector"]
+
+
 def _endpoint_sources(spec: config.JobSpec) -> list[dict]:
     """How each container gets SPARKPOINT_S3_ENDPOINT, in the order Kubernetes applies them."""
     pod = builders.build_pod(JOB, spec, attempt=1)
