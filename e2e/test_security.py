@@ -73,7 +73,11 @@ def test_example_job_runs_under_restricted_and_leaks_no_credential(api_client, c
              '{result="completed"}' in (operator.get("/metrics") or ""), timeout=120)
 
     pod = core.read_namespaced_pod(st["pod"], namespace)
-    assert pod.spec.automount_service_account_token is False
+    # No API token in the pod: the operator's own builder says automount false; under the chart the
+    # pod runs as its runtime ServiceAccount, which says it (the API server then mounts nothing).
+    assert pod.spec.automount_service_account_token is False or pod.spec.service_account_name == "sparkpoint-runtime"
+    assert not [v for v in pod.spec.volumes if v.projected and any(
+        src.service_account_token for src in v.projected.sources or [])], "a service-account token is mounted"
     assert all(c.security_context.read_only_root_filesystem for c in pod.spec.containers)
     token_secret = core.read_namespaced_secret(f"{name}-control-token", namespace)
     assert token_secret.metadata.owner_references[0].name == name
