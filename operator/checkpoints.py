@@ -76,6 +76,17 @@ def next_trigger_in(tracking: dict[str, Any], interval: float, now: float) -> fl
     return max(0.0, last + interval - now)
 
 
+TRIGGER_BOOKKEEPING = frozenset({"lastTriggerAt", "pendingTrigger"})
+
+
+def only_trigger_bookkeeping(patch: dict[str, Any]) -> bool:
+    """A status merge patch that records no more than a trigger being made: it may wait for the
+    trigger's completion to be written with it (an operator restarted meanwhile triggers again at
+    once: one extra checkpoint, never a lost record)."""
+    tracking = patch.get("tracking")
+    return set(patch) == {"tracking"} and isinstance(tracking, dict) and set(tracking) <= TRIGGER_BOOKKEEPING
+
+
 def follow_trigger(pending: dict[str, Any], runtime: dict[str, Any] | None, latest_completed_at: float | None,
                    timeout: float, now: float) -> str | None:
     """How the pending trigger ended (completed | failed | timed_out | skipped) or None if open."""

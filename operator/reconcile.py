@@ -2,14 +2,15 @@
 
 Observe: the CR (kopf's watched body, or what our own last status PATCH returned when the watch
 has not caught up), the job's pods (a kopf index fed by the pod watch), the runtime's GET /status
-(when its pod is ready), the store's recent manifests and savepoints (cached, refreshed every
-STORE_REFRESH seconds, sooner when the runtime cannot be asked). Decide: machine.decide. Act: write
+(when its pod is ready; a round that only triggers the next checkpoint reuses the last answer,
+runtime_view.py), the store's recent manifests and savepoints (store_facts.py). Decide: machine.decide. Act: write
 the decided status (only what changed), then the actions, each idempotent. The status goes
 through the job's StatusWriter: a round that creates or deletes something waits until its status
 is stored (an operator killed then finds its intent there); a round that only triggers a
 checkpoint does not wait, and triggers before its status is written, so a slow API server does
 not make triggers late (an operator killed between the two triggers once more: one extra
-checkpoint, the runtime runs one at a time).
+checkpoint, the runtime runs one at a time). The trigger's own bookkeeping is written with its
+completion (status_writer.py, lazy).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.runtime.checkpoint.savepoint import delete_savepoint
@@ -27,8 +26,8 @@ from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
 from . import builders, control_token, store_view
-from .caches import FactCache, SpecCache, TtlCache, fresher_body, secret_fingerprint
-from .checkpoints import iso
+from .caches import SpecCache, fresher_body
+from .checkpoints import iso, only_trigger_bookkeeping
 from .kube import Kube
 from .machine import DRAIN_GRACE, decide
 from .metrics import OperatorMetrics
@@ -46,19 +45,13 @@ from .model import (
 )
 from .observe import pod_observation
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
+from .runtime_view import Answer, may_reuse
 from .status import apply_conditions
 from .status_writer import StatusWriter
+from .store_facts import StoreFacts
 
 log = logging.getLogger("sparkpoint.operator")
-STORE_REFRESH = 60.0
-STORE_REFRESH_BLIND = 15.0  # while the runtime is unreachable the store is the only source
-SAVEPOINT_RECHECK = 3.0  # a savepoint the runtime or status names but the cache lacks: look again this soon
 OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours to diff
-SECRET_TTL = 120.0  # a changed storage Secret is read again within this (at once after a store error)
-STORE_CLIENT_TTL = 600.0
-STORE_THREADS = 8  # blocking store reads (every job's refresh) run here, not in kube's executor
-ROUTINE_STORE_READS = 4  # background refreshes at once: the other threads serve rounds that wait
-KNOWN_MANIFESTS = 12_000  # checkpoint facts kept (about RECENT_MANIFESTS per job at 1,000 jobs)
 PodSource = Callable[[str, str], Iterable[PodObs]]
 
 
@@ -75,14 +68,6 @@ class Draining(Exception):
     def __init__(self, message: str, delay: float = 3.0):
         super().__init__(message)
         self.delay = delay
-
-
-@dataclass
-class _StoreCache:
-    read_at: float = 0.0
-    checkpoints: list | None = None
-    savepoints: list | None = None
-    refresh: asyncio.Task | None = None  # a routine refresh running behind the job's rounds
 
 
 def _expected_savepoints(status: dict[str, Any], runtime: dict[str, Any] | None) -> set[str]:
@@ -107,15 +92,11 @@ class Reconciler:
         self.kube, self.client, self.metrics, self.post_event, self.clock = kube, client, metrics, post_event, clock
         self.upgrade_timeout = upgrade_timeout
         self.job_service_account = job_service_account
-        self._store: dict[tuple[str, str], _StoreCache] = {}
+        self.store = StoreFacts(kube, clock)
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
         self._writers: dict[tuple[str, str], StatusWriter] = {}
-        self._secrets: TtlCache[dict[str, str]] = TtlCache(SECRET_TTL, 4096)
-        self._stores: TtlCache[Any] = TtlCache(STORE_CLIENT_TTL, 64)
-        self._facts: FactCache = FactCache(KNOWN_MANIFESTS)
+        self._answers: dict[tuple[str, str], Answer] = {}  # each job's last GET /status
         self._specs = SpecCache(parse_spec)
-        self._store_pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
-        self._routine_reads = asyncio.Semaphore(ROUTINE_STORE_READS)
 
     # --- the per-job loop (run by a kopf daemon) ----------------------------------------------------
     def wake(self, namespace: str, name: str) -> None:
@@ -132,12 +113,14 @@ class Reconciler:
         wake = self._wake.setdefault(key, asyncio.Event())
         stop = asyncio.ensure_future(stopped.wait()) if hasattr(stopped, "wait") else None
         try:
+            woken = True  # the first round asks the runtime
             while not stopped:
                 wake.clear()
                 t0 = time.perf_counter()
                 try:
                     delay = await self.reconcile(namespace, name, dict(body) if body is not None else None,
-                                                 list(pods(namespace, name)) if pods is not None else None)
+                                                 list(pods(namespace, name)) if pods is not None else None,
+                                                 woken=woken)
                 except Exception as exc:  # the loop must survive anything; kopf would stop the daemon
                     self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
                     log.exception("reconcile failed", extra={"job": f"{namespace}/{name}"})
@@ -148,22 +131,23 @@ class Reconciler:
                 waiting = asyncio.ensure_future(wake.wait())
                 await asyncio.wait({waiting, stop} - {None}, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
                 waiting.cancel()
+                woken = wake.is_set()
         finally:
             if stop is not None:
                 stop.cancel()
-            for cache in (self._wake, self._writers):
+            for cache in (self._wake, self._writers, self._answers):
                 cache.pop(key, None)
             self._specs.forget(key)
-            if (store := self._store.pop(key, None)) and store.refresh:
-                store.refresh.cancel()
+            self.store.forget_job(key)
 
     # --- one round -------------------------------------------------------------------------------------
     async def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None,
-                        pods: list[PodObs] | None = None) -> float | None:
+                        pods: list[PodObs] | None = None, woken: bool = True) -> float | None:
+        """One round; `woken`: an event (pod, spec) started it, not its requeue time."""
         writer = self._writer(namespace, name)
         if body is None:
             body = await self.kube.get_job(namespace, name)
-        elif not writer.pending:
+        elif not writer.writing:
             body = fresher_body(body, writer.stored)  # the watch may not have delivered our last write
             if body is not writer.stored:
                 writer.stored = None  # the watch has caught up: do not keep a second copy
@@ -179,9 +163,9 @@ class Reconciler:
         if pods is None:
             pods = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
         current = next((p for p in pods if p.attempt == own.get("attempt")), None)
-        runtime = await self._runtime_status(current, namespace, name)
-        cache = await self._store_facts(namespace, name, spec, blind=runtime is None,
-                                        expect=_expected_savepoints(own, runtime))
+        runtime = await self._runtime_status(current, namespace, name, own, woken)
+        cache = await self.store.facts(namespace, name, spec, blind=runtime is None,
+                                       expect=_expected_savepoints(own, runtime))
         obs = Observed(spec=spec, generation=meta.get("generation", 1), status=own, pods=pods, now=self.clock(),
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
                        store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout)
@@ -205,7 +189,7 @@ class Reconciler:
 
             def failed(exc: Exception) -> None:
                 self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
-            writer = self._writers[(namespace, name)] = StatusWriter(patch, failed)
+            writer = self._writers[(namespace, name)] = StatusWriter(patch, failed, lazy=only_trigger_bookkeeping)
         return writer
 
     async def _invalid_spec(self, body: dict[str, Any], own: dict[str, Any], message: str) -> None:
@@ -223,80 +207,21 @@ class Reconciler:
             self.post_event(body, "Warning", "InvalidSpec", message)
         self.metrics.job_phase(meta["namespace"], meta["name"], "Failed")
 
-    async def _runtime_status(self, pod: PodObs | None, namespace: str, name: str) -> dict[str, Any] | None:
+    async def _runtime_status(self, pod: PodObs | None, namespace: str, name: str, status: dict[str, Any],
+                              woken: bool) -> dict[str, Any] | None:
         if pod is None or not pod.ip or pod.deleting or pod.phase != "Running":
             return None
+        key, now = (namespace, name), self.clock()
+        last = self._answers.get(key)
+        if may_reuse(last, pod, status, woken, now):
+            return last.doc
         try:
-            return await self.client.status(base_url(pod.ip, builders.CONTROL_PORT, namespace, name))
+            doc = await self.client.status(base_url(pod.ip, builders.CONTROL_PORT, namespace, name))
         except RuntimeApiError:
+            self._answers.pop(key, None)
             return None
-
-    async def _store_facts(self, namespace: str, name: str, spec: JobSpec, blind: bool,
-                           expect: set[str]) -> _StoreCache:
-        cache = self._store.setdefault((namespace, name), _StoreCache())
-        age = self.clock() - cache.read_at
-        known = {s["name"] for s in cache.savepoints or []}
-        missing = bool(expect - known) and age >= SAVEPOINT_RECHECK
-        if age < (STORE_REFRESH_BLIND if blind else STORE_REFRESH) and not missing:
-            return cache
-        cache.read_at = self.clock()
-        if cache.checkpoints is not None and not blind and not missing:
-            # A routine refresh while the runtime answers: behind the round, which decides on the
-            # facts it has (a slow store must not make this round's checkpoint trigger late).
-            if cache.refresh is None or cache.refresh.done():
-                cache.refresh = asyncio.create_task(self._routine_read(cache, namespace, name, spec))
-            return cache
-        await self._read_store(cache, namespace, name, spec)
-        return cache
-
-    async def _routine_read(self, cache: _StoreCache, namespace: str, name: str, spec: JobSpec) -> None:
-        async with self._routine_reads:
-            await self._read_store(cache, namespace, name, spec)
-
-    async def _read_store(self, cache: _StoreCache, namespace: str, name: str, spec: JobSpec) -> None:
-        try:
-            store = await self._open_store(namespace, spec)
-            if store is None:
-                return
-            job = StoreJob(namespace, name)
-            loop = asyncio.get_running_loop()
-            cache.checkpoints = await loop.run_in_executor(self._store_pool, store_view.recent_checkpoints,
-                                                           store, job, self._facts)
-            cache.savepoints = await loop.run_in_executor(self._store_pool, store_view.savepoints, store, job)
-        except Exception as exc:  # the store may be down: decide on what the runtime says
-            log.warning("store not readable", extra={"job": f"{namespace}/{name}", "error": type(exc).__name__})
-            self._forget_store(namespace, spec)  # maybe rotated credentials: read the Secret again
-
-    async def _open_store(self, namespace: str, spec: JobSpec, deletes: bool = False) -> Any:
-        """The store client for the job's storage: one per store URL and credentials, shared by the
-        jobs that use the same (a client holds a connection pool); the Secret is read at most
-        every SECRET_TTL seconds. `deletes`: with spec.gc.secretRef's credential when set (the
-        storage Secret's may lack delete rights)."""
-        storage = spec.checkpoint.storage
-        if storage is None:
-            return None
-        secret = None
-        secret_ref = (spec.gc.secret_ref if deletes else None) or storage.secret_ref
-        if secret_ref:
-            secret_key = (namespace, secret_ref.name)
-            secret = self._secrets.get(secret_key)
-            if secret is None:
-                secret = self._secrets.put(secret_key, await self.kube.secret_data(*secret_key))
-        env = store_view.store_env(spec, secret)
-        client_key = (storage.url, secret_fingerprint(env))
-        return self._stores.get(client_key) or self._stores.put(client_key, store_view.open_job_store(spec, secret, STORE_THREADS))
-
-    def _forget_store(self, namespace: str, spec: JobSpec) -> None:
-        storage = spec.checkpoint.storage
-        if storage is None:
-            return
-        for secret_ref in (storage.secret_ref, spec.gc.secret_ref):
-            if secret_ref is None:
-                continue
-            secret = self._secrets.get((namespace, secret_ref.name))
-            self._secrets.invalidate((namespace, secret_ref.name))
-            if secret is not None:
-                self._stores.invalidate((storage.url, secret_fingerprint(store_view.store_env(spec, secret))))
+        self._answers[key] = Answer(pod.name, pod.restart_count, now, doc)
+        return doc
 
     def _count_restarts(self, namespace: str, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
         local = new.get("localRecoveries", 0) - old.get("localRecoveries", 0)
@@ -353,12 +278,13 @@ class Reconciler:
         except RuntimeApiError as exc:
             self.metrics.triggers.labels("error").inc()
             log.warning("checkpoint trigger failed", extra={"job": f"{ns}/{name}", "error": str(exc)})
+            self._answers.pop((ns, name), None)  # the next round asks the runtime again
             tracking.pop("pendingTrigger", None)  # the next interval tries again
 
     async def _delete_savepoint(self, body: dict[str, Any], spec: JobSpec, sp_name: str) -> None:
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
-            store = await self._open_store(ns, spec, deletes=True)
+            store = await self.store.open_store(ns, spec, deletes=True)
             if store is not None:
                 await asyncio.to_thread(delete_savepoint, store, StoreJob(ns, name), sp_name)
                 self.post_event(body, "Normal", "SavepointPruned", f"periodic savepoint {sp_name} deleted "
@@ -401,9 +327,9 @@ class Reconciler:
         except SpecError:
             spec = None
         if spec is not None and spec.gc.on_delete == "delete":
-            store = await self._open_store(ns, spec, deletes=True)
+            store = await self.store.open_store(ns, spec, deletes=True)
             if store is not None:
                 count = await asyncio.to_thread(store_view.delete_checkpoints, store, StoreJob(ns, name))
                 log.info("checkpoints deleted", extra={"job": f"{ns}/{name}", "objects": count})
         self.metrics.job_phase(ns, name, None)
-        self._store.pop((ns, name), None)
+        self.store.forget_job((ns, name))

@@ -108,3 +108,50 @@ def test_a_write_a_round_waits_for_is_urgent_and_one_it_does_not_wait_for_is_rou
         return seen, writer.urgent
     seen, urgent_after = asyncio.run(scenario())
     assert seen == [False, True] and urgent_after is False
+
+
+def _only_x(patch: dict) -> bool:
+    return set(patch) == {"x"}
+
+
+def test_a_lazy_change_is_kept_and_written_with_the_next_real_one():
+    async def scenario():
+        server = FakeServer({"phase": "Running", "x": 0})
+        server.gate.set()
+        writer = StatusWriter(server.patch, lazy=_only_x)
+        writer.submit(server.status, {"phase": "Running", "x": 1})
+        assert await writer.flush() and server.patches == []  # not written on its own
+        assert writer.pending and writer.current() == {"phase": "Running", "x": 1}  # but decided on
+        writer.submit(writer.current(), {"phase": "Running", "x": 2})
+        assert server.patches == [] and writer.current()["x"] == 2
+        writer.submit(writer.current(), {"phase": "Recovering", "x": 2})
+        assert await writer.flush()
+        assert server.patches == [{"phase": "Recovering", "x": 2}]  # against what the server has
+        assert not writer.pending
+    asyncio.run(scenario())
+
+
+def test_a_lazy_change_after_a_write_in_flight_is_written_too():
+    async def scenario():
+        server = FakeServer({"phase": "Running", "x": 0})
+        writer = StatusWriter(server.patch, lazy=_only_x)
+        writer.submit(server.status, {"phase": "Recovering", "x": 0})
+        await asyncio.sleep(0)
+        writer.submit(writer.current(), {"phase": "Recovering", "x": 1})  # in flight: not deferred
+        server.gate.set()
+        assert await writer.flush()
+        assert server.status == {"phase": "Recovering", "x": 1}
+    asyncio.run(scenario())
+
+
+def test_going_back_to_the_confirmed_status_while_a_write_is_in_flight_undoes_it():
+    async def scenario():
+        server = FakeServer({"phase": "Running"})
+        writer = StatusWriter(server.patch)
+        writer.submit(server.status, {"phase": "Recovering"})
+        await asyncio.sleep(0)
+        writer.submit(writer.current(), {"phase": "Running"})
+        server.gate.set()
+        assert await writer.flush()
+        assert server.status == {"phase": "Running"}
+    asyncio.run(scenario())

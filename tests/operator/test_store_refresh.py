@@ -1,4 +1,4 @@
-"""When a job's store facts are read (operator/reconcile.py): a routine refresh runs behind the
+"""When a job's store facts are read (operator/store_facts.py): a routine refresh runs behind the
 job's rounds, so a slow store never delays a round (its checkpoint trigger); a round that needs
 the store (no facts yet, runtime unreachable, an expected savepoint missing) waits for it."""
 
@@ -6,21 +6,21 @@ from __future__ import annotations
 
 import asyncio
 
-from sparkpoint.operator import reconcile
-from sparkpoint.operator.reconcile import Reconciler
+from sparkpoint.operator import store_facts as reconcile
+from sparkpoint.operator.store_facts import StoreFacts
 from sparkpoint.runtime.config import parse_spec
 
 SPEC = parse_spec({"job": {"entrypoint": "a:b"}})
 
 
-class SlowStore(Reconciler):
+class SlowStore(StoreFacts):
     """Each store read returns the next generation of facts once the test releases it."""
 
     def __init__(self, clock):
-        super().__init__(kube=None, client=None, metrics=None, post_event=None, clock=clock)
+        super().__init__(kube=None, clock=clock)
         self.gate, self.reads = asyncio.Event(), 0
 
-    async def _read_store(self, cache, namespace, name, spec) -> None:
+    async def read(self, cache, namespace, name, spec) -> None:
         self.reads += 1
         read = self.reads
         await self.gate.wait()
@@ -33,30 +33,30 @@ def test_a_routine_refresh_does_not_hold_up_the_round_but_a_blind_one_does():
 
     async def scenario():
         rec = SlowStore(lambda: now[0])
-        first = asyncio.create_task(rec._store_facts("ns", "job", SPEC, blind=False, expect=set()))
+        first = asyncio.create_task(rec.facts("ns", "job", SPEC, blind=False, expect=set()))
         await asyncio.sleep(0.01)
         assert not first.done()  # no facts yet: the round waits
         rec.gate.set()
         assert (await first).checkpoints == ["read-1"]
 
         now[0] += reconcile.STORE_REFRESH
-        cache = await asyncio.wait_for(rec._store_facts("ns", "job", SPEC, blind=False, expect=set()), 1)
+        cache = await asyncio.wait_for(rec.facts("ns", "job", SPEC, blind=False, expect=set()), 1)
         assert cache.checkpoints == ["read-1"] and rec.reads == 2  # decided on what it had, read started
-        again = await asyncio.wait_for(rec._store_facts("ns", "job", SPEC, blind=False, expect=set()), 1)
+        again = await asyncio.wait_for(rec.facts("ns", "job", SPEC, blind=False, expect=set()), 1)
         assert again.checkpoints == ["read-1"] and rec.reads == 2  # one refresh at a time
         rec.gate.set()
         await asyncio.wait_for(cache.refresh, 1)
         assert cache.checkpoints == ["read-2"]
 
         now[0] += reconcile.STORE_REFRESH_BLIND
-        blind = asyncio.create_task(rec._store_facts("ns", "job", SPEC, blind=True, expect=set()))
+        blind = asyncio.create_task(rec.facts("ns", "job", SPEC, blind=True, expect=set()))
         await asyncio.sleep(0.01)
         assert not blind.done()  # the runtime cannot be asked: the store is the only source
         rec.gate.set()
         assert (await blind).checkpoints == ["read-3"]
 
         now[0] += reconcile.SAVEPOINT_RECHECK
-        wanted = asyncio.create_task(rec._store_facts("ns", "job", SPEC, blind=False, expect={"sp-1"}))
+        wanted = asyncio.create_task(rec.facts("ns", "job", SPEC, blind=False, expect={"sp-1"}))
         await asyncio.sleep(0.01)
         assert not wanted.done()  # a savepoint the round expects is looked for before deciding
         rec.gate.set()

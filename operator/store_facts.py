@@ -1,0 +1,126 @@
+"""What the operator knows from the checkpoint store, per job: its recent checkpoints and savepoints.
+
+Read through a cache: every STORE_REFRESH seconds while the runtime answers (behind the job's
+rounds, so a slow store never makes a trigger late), every STORE_REFRESH_BLIND seconds while it
+does not (then the store is the only source, and the round waits for it), and within
+SAVEPOINT_RECHECK seconds when a savepoint the round expects is not listed yet. Store clients are
+shared by the jobs that use the same store URL and credentials; Secrets are read at most every
+SECRET_TTL seconds (at once again after a store error: maybe rotated credentials).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from sparkpoint.runtime.config import JobSpec
+from sparkpoint.runtime.store import JobRef as StoreJob
+
+from . import store_view
+from .caches import FactCache, TtlCache, secret_fingerprint
+from .kube import Kube
+
+log = logging.getLogger("sparkpoint.operator")
+STORE_REFRESH = 60.0
+STORE_REFRESH_BLIND = 15.0  # while the runtime is unreachable the store is the only source
+SAVEPOINT_RECHECK = 3.0  # a savepoint the runtime or status names but the cache lacks: look again this soon
+SECRET_TTL = 120.0  # a changed storage Secret is read again within this (at once after a store error)
+STORE_CLIENT_TTL = 600.0
+STORE_THREADS = 8  # blocking store reads (every job's refresh) run here, not in kube's executor
+ROUTINE_STORE_READS = 4  # background refreshes at once: the other threads serve rounds that wait
+KNOWN_MANIFESTS = 12_000  # checkpoint facts kept (about RECENT_MANIFESTS per job at 1,000 jobs)
+
+
+@dataclass
+class JobFacts:
+    read_at: float = 0.0
+    checkpoints: list | None = None
+    savepoints: list | None = None
+    refresh: asyncio.Task | None = None  # a routine refresh running behind the job's rounds
+
+
+class StoreFacts:
+    def __init__(self, kube: Kube | None, clock: Callable[[], float]):
+        self.kube, self.clock = kube, clock
+        self._jobs: dict[tuple[str, str], JobFacts] = {}
+        self._secrets: TtlCache[dict[str, str]] = TtlCache(SECRET_TTL, 4096)
+        self._clients: TtlCache[Any] = TtlCache(STORE_CLIENT_TTL, 64)
+        self._manifests: FactCache = FactCache(KNOWN_MANIFESTS)
+        self._pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
+        self._routine_reads = asyncio.Semaphore(ROUTINE_STORE_READS)
+
+    def forget_job(self, key: tuple[str, str]) -> None:
+        if (facts := self._jobs.pop(key, None)) and facts.refresh:
+            facts.refresh.cancel()
+
+    async def facts(self, namespace: str, name: str, spec: JobSpec, blind: bool, expect: set[str]) -> JobFacts:
+        """The job's facts for this round. `blind`: the runtime could not be asked; `expect`:
+        savepoints that should be listed."""
+        facts = self._jobs.setdefault((namespace, name), JobFacts())
+        age = self.clock() - facts.read_at
+        known = {s["name"] for s in facts.savepoints or []}
+        missing = bool(expect - known) and age >= SAVEPOINT_RECHECK
+        if age < (STORE_REFRESH_BLIND if blind else STORE_REFRESH) and not missing:
+            return facts
+        facts.read_at = self.clock()
+        if facts.checkpoints is not None and not blind and not missing:
+            # A routine refresh while the runtime answers: behind the round, which decides on the
+            # facts it has (a slow store must not make this round's checkpoint trigger late).
+            if facts.refresh is None or facts.refresh.done():
+                facts.refresh = asyncio.create_task(self._routine_read(facts, namespace, name, spec))
+            return facts
+        await self.read(facts, namespace, name, spec)
+        return facts
+
+    async def _routine_read(self, facts: JobFacts, namespace: str, name: str, spec: JobSpec) -> None:
+        async with self._routine_reads:
+            await self.read(facts, namespace, name, spec)
+
+    async def read(self, facts: JobFacts, namespace: str, name: str, spec: JobSpec) -> None:
+        try:
+            store = await self.open_store(namespace, spec)
+            if store is None:
+                return
+            job = StoreJob(namespace, name)
+            loop = asyncio.get_running_loop()
+            facts.checkpoints = await loop.run_in_executor(self._pool, store_view.recent_checkpoints,
+                                                           store, job, self._manifests)
+            facts.savepoints = await loop.run_in_executor(self._pool, store_view.savepoints, store, job)
+        except Exception as exc:  # the store may be down: decide on what the runtime says
+            log.warning("store not readable", extra={"job": f"{namespace}/{name}", "error": type(exc).__name__})
+            self.forget_credentials(namespace, spec)  # maybe rotated credentials: read the Secret again
+
+    async def open_store(self, namespace: str, spec: JobSpec, deletes: bool = False) -> Any:
+        """The store client for the job's storage: one per store URL and credentials, shared by the
+        jobs that use the same (a client holds a connection pool). `deletes`: with
+        spec.gc.secretRef's credential when set (the storage Secret's may lack delete rights)."""
+        storage = spec.checkpoint.storage
+        if storage is None:
+            return None
+        secret = None
+        secret_ref = (spec.gc.secret_ref if deletes else None) or storage.secret_ref
+        if secret_ref:
+            secret_key = (namespace, secret_ref.name)
+            secret = self._secrets.get(secret_key)
+            if secret is None:
+                secret = self._secrets.put(secret_key, await self.kube.secret_data(*secret_key))
+        env = store_view.store_env(spec, secret)
+        client_key = (storage.url, secret_fingerprint(env))
+        return self._clients.get(client_key) or self._clients.put(
+            client_key, store_view.open_job_store(spec, secret, STORE_THREADS))
+
+    def forget_credentials(self, namespace: str, spec: JobSpec) -> None:
+        storage = spec.checkpoint.storage
+        if storage is None:
+            return
+        for secret_ref in (storage.secret_ref, spec.gc.secret_ref):
+            if secret_ref is None:
+                continue
+            secret = self._secrets.get((namespace, secret_ref.name))
+            self._secrets.invalidate((namespace, secret_ref.name))
+            if secret is not None:
+                self._clients.invalidate((storage.url, secret_fingerprint(store_view.store_env(spec, secret))))
