@@ -43,6 +43,7 @@ def decide(obs: Observed) -> Decision:
     _adopt_newer_attempt(run)
     phase = run.st.get("phase")
     if phase is None:
+        _note_inherited_state(run)
         run.start_attempt(run.restore_point())
     elif phase in ("Failed", "Finished"):
         _terminal(run)
@@ -55,6 +56,19 @@ def decide(obs: Observed) -> Decision:
     run.st["observedGeneration"] = obs.generation
     apply_conditions(run.st, obs.generation, obs.now)
     return run.d
+
+
+def _note_inherited_state(run: Step) -> None:
+    """A new job whose store prefix already holds checkpoints (an earlier StreamingJob of the same
+    name and namespace, deleted with gc.onDelete retain) resumes from them, as the runtime does
+    without restoreFrom; say so, and how to start without state instead."""
+    if run.attempt or run.spec.restore_from or not run.obs.store_checkpoints:
+        return
+    newest = run.obs.store_checkpoints[-1]
+    run.d.emit("Normal", "ResumingExistingCheckpoints",
+               f"the store already holds checkpoints of this job (newest {newest.id}, batch {newest.batch}), "
+               "left by an earlier StreamingJob of this name: attempt 1 resumes from them. To start "
+               "without state, set spec.restoreFrom.fresh to a new name")
 
 
 def _adopt_newer_attempt(run: Step) -> None:

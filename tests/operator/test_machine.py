@@ -402,3 +402,17 @@ def test_a_crash_loop_without_an_upgrade_still_fails_the_job():
         d = decide(observe(d.status, [pod(restart_count=n, last_exit_code=2)], runtime=RUNTIME, spec=spec,
                            now=T0 + n))
     assert d.status["phase"] == "Failed" and "exceeded" in d.status["lastFailure"]["message"]
+
+
+def test_a_new_job_on_a_prefix_with_checkpoints_says_it_resumes_them():
+    store = [CheckpointFact(f"chk-{i:06d}", i, f"2026-01-01T00:00:{i:02d}Z") for i in (7, 8)]
+    d = decide(observe({}, [], store_checkpoints=store))
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 1 and create.restore_from is None  # the runtime resumes from chk-000008
+    (note,) = [a for a in d.of(Emit) if a.reason == "ResumingExistingCheckpoints"]
+    assert "chk-000008" in note.message and "restoreFrom.fresh" in note.message
+    assert d.status["latestCheckpoint"]["id"] == "chk-000008"
+    for quiet in (decide(observe({}, [], store_checkpoints=[])),  # nothing inherited
+                  decide(Observed(**{**observe({}, [], store_checkpoints=store).__dict__,
+                                     "spec": make_spec(restoreFrom={"fresh": "again"})}))):  # the user chose
+        assert not [a for a in quiet.of(Emit) if a.reason == "ResumingExistingCheckpoints"]
