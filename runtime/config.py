@@ -36,6 +36,7 @@ from .spec_rules import (
     MIN_MEMORY,
     NAME_PATTERN,
     PATTERN_HINTS,
+    SUBDOMAIN_PATTERN,
     SINK_PATH_PATTERN,
     Duration,
     cel,
@@ -139,7 +140,7 @@ class SparkSection(SpecModel):
 
 class SecretRef(SpecModel):
     # A Secret holding AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; credentials never live in the spec.
-    name: Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=253)]
+    name: Annotated[str, StringConstraints(pattern=SUBDOMAIN_PATTERN, max_length=253)]
 
 
 class StorageSpec(SpecModel):

@@ -16,6 +16,8 @@ from pydantic import AfterValidator, Field, StringConstraints
 
 # Kubernetes names: DNS-1123 labels (what a pod/configmap name derived from the job must satisfy).
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Names of objects that only have to be DNS-1123 subdomains, such as a Secret (dots allowed).
+SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # A job's Service is named after it, and a Service name is a DNS-1035 label (starts with a letter,
 # at most 63 characters); its pods are `<name>-<attempt>`: 52 leaves room for "-" and ten digits.
 JOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -104,5 +106,6 @@ PATTERN_HINTS = {
     MASTER_PATTERN: "local, local[N], local[*] or k8s",
     ENDPOINT_PATTERN: "http://host[:port] or https://host[:port]",
     SINK_PATH_PATTERN: "a relative path of segments like out/agg (no '.', '..' or empty segment)",
+    SUBDOMAIN_PATTERN: "a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')",
     JOB_NAME_PATTERN: "a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)",
 }

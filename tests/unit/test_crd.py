@@ -112,6 +112,13 @@ def test_valid_example_passes_both() -> None:
     assert model_verdict(VALID) == (True, "")
 
 
+def test_a_secret_name_with_dots_passes_both() -> None:
+    """Secret names are DNS-1123 subdomains (minio.credentials is a valid one)."""
+    spec = copy.deepcopy(VALID)
+    spec["checkpoint"]["storage"]["secretRef"]["name"] = "minio.credentials"
+    assert schema_accepts(spec) and model_verdict(spec) == (True, "")
+
+
 @pytest.mark.parametrize(("path", "value", "field"), [
     (("checkpoint", "retain"), 0, "spec.checkpoint.retain"),
     (("checkpoint", "interval"), "10 seconds", "spec.checkpoint.interval"),
@@ -130,6 +137,8 @@ def test_valid_example_passes_both() -> None:
     (("savepoint", "interval"), "hourly", "spec.savepoint.interval"),
     (("restart", "window"), "1 h", "spec.restart.window"),
     (("upgradeTimeout",), "5", "spec.upgradeTimeout"),
+    (("checkpoint", "storage", "secretRef", "name"), "Minio_Creds", "spec.checkpoint.storage.secretRef.name"),
+    (("checkpoint", "storage", "secretRef", "name"), "minio..creds", "spec.checkpoint.storage.secretRef.name"),
 ])
 def test_invalid_field_is_named_by_the_model_and_rejected_by_the_schema(path, value, field) -> None:
     spec = copy.deepcopy(VALID)
