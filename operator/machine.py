@@ -159,6 +159,7 @@ def _attempt_running(run: Step) -> None:
         if roll_back_if_late(run, pod):
             return
         if not pod.ready:
+            _note_store_wait(run)
             run.requeue(POLL)
             return
         tr["runningSince"] = obs.now
@@ -171,6 +172,15 @@ def _attempt_running(run: Step) -> None:
         return
     _report_restore(run)
     _checkpoints(run, pod)
+
+
+def _note_store_wait(run: Step) -> None:
+    """The runtime waits for an unreachable checkpoint store before it restores (rather than
+    crash-looping through the restart budget): say so once per attempt."""
+    if (run.obs.runtime or {}).get("phase") == "waiting_for_store" and run.tr.get("storeWaitReported") != run.attempt:
+        run.tr["storeWaitReported"] = run.attempt
+        run.d.emit("Warning", "WaitingForStore", f"attempt {run.attempt} waits for its checkpoint store, which is "
+                                                 "unreachable; it restores and starts once the store answers")
 
 
 def _restore_from_tracking(run: Step) -> RestoreFrom | None:

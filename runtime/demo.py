@@ -105,15 +105,15 @@ class RuntimeProcess:
     """`sparkpoint run` in its own process group (so SIGKILL takes the Spark JVM down with it)."""
 
     def __init__(self, job_file: Path, work_dir: Path, log_path: Path, *, until_batch: int | None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, port: int = 0):
         self.job_file, self.work_dir, self.log_path = job_file, work_dir, log_path
-        self.until_batch, self.env = until_batch, env or {}
+        self.until_batch, self.env, self.port = until_batch, env or {}, port
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = 0.0
 
     def start(self) -> RuntimeProcess:
         cmd = [sys.executable, "-m", "sparkpoint.runtime.cli", "run", str(self.job_file),
-               "--work-dir", str(self.work_dir), "--port", "0"]
+               "--work-dir", str(self.work_dir), "--port", str(self.port)]
         if self.until_batch is not None:
             cmd += ["--until-batch", str(self.until_batch)]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

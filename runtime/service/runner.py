@@ -36,6 +36,7 @@ from . import faults, hotdir
 from .checkpointing import CheckpointPipeline
 from .metrics import RuntimeMetrics
 from .recovery import RestoreOutcome, restore_on_start
+from .store_wait import wait_for_store
 
 log = logging.getLogger("sparkpoint.runtime")
 
@@ -91,7 +92,7 @@ class JobRuntime:
         return self.phase == "running" and self.query is not None and self.query.isActive
 
     def healthy(self) -> bool:
-        return self.phase in ("starting", "restoring", "running", "draining")
+        return self.phase in ("waiting_for_store", "starting", "restoring", "running", "draining")
 
     def status(self) -> dict[str, Any]:
         coord = self.coordinator
@@ -133,29 +134,37 @@ class JobRuntime:
         if storage and storage.endpoint and not env.get("SPARKPOINT_S3_ENDPOINT"):
             env["SPARKPOINT_S3_ENDPOINT"] = storage.endpoint  # the environment wins over the spec
         self.store = store = open_store(self.store_url, env=env)
-        store.check(writes=True)
-        self.attempt = write_fence(store, self.job)  # fence first: older attempts can no longer commit
-        self.metrics.attempt.set(self.attempt)
-        self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
-        log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
-        self.phase = "restoring"
-        self.restore = restore_on_start(
-            store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
-            hot_dir=self.hot_dir, restore_from=spec.restore_from,
-            local_recovery=spec.checkpoint.local_recovery, attempt=self.attempt)
-        self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
-        for fallback in self.restore.fallbacks:
-            self.metrics.restore_fallbacks.labels(fallback.reason).inc()
-        self.sink = self._make_sink(store)
         from .api import ControlServer
 
+        # The control API answers from the start: /healthz while the store is waited for and the
+        # state restored (a long remote restore must not fail the liveness probe), /readyz once
+        # the query runs.
         server = ControlServer(self, self.opts.host, self.opts.port, self.opts.token, self.opts.metrics_port)
         server.start()
-        # Where the API listens (the port may have been picked by the OS with --port 0).
-        (self.work_dir / "api.json").write_text(json.dumps({"host": self.opts.host, "port": server.port,
-                                                            "metricsPort": server.metrics_port,
-                                                            "pid": os.getpid(), "attempt": self.attempt}))
         try:
+            self.phase = "waiting_for_store"
+            if not wait_for_store(store, self.stop_event):
+                log.info("stopped while waiting for the checkpoint store")
+                return EXIT_OK
+            self.phase = "starting"
+            self.attempt = write_fence(store, self.job)  # fence first: older attempts can no longer commit
+            self.metrics.attempt.set(self.attempt)
+            self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
+            log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
+            self.phase = "restoring"
+            self.restore = restore_on_start(
+                store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
+                hot_dir=self.hot_dir, restore_from=spec.restore_from,
+                local_recovery=spec.checkpoint.local_recovery, attempt=self.attempt)
+            self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
+            for fallback in self.restore.fallbacks:
+                self.metrics.restore_fallbacks.labels(fallback.reason).inc()
+            self.sink = self._make_sink(store)
+            # Where the API listens (the port may have been picked by the OS with --port 0); written
+            # once the state is restored, so a reader of this file finds a runtime past its restore.
+            (self.work_dir / "api.json").write_text(json.dumps({"host": self.opts.host, "port": server.port,
+                                                                "metricsPort": server.metrics_port,
+                                                                "pid": os.getpid(), "attempt": self.attempt}))
             return self._run_query(func)
         finally:
             server.stop()

@@ -115,7 +115,12 @@ class S3Store(ObjectStore):
             raise StoreUnreachableError(
                 f"object store {self.url} is unreachable after {self.attempts} attempts "
                 f"({type(exc).__name__})") from None
-        except (ServerError, InvalidResponseError) as exc:
+        except ServerError as exc:
+            if exc.status_code >= 500:  # still failing after the retries: down or starting, not wrong
+                raise StoreUnreachableError(f"object store {self.url} is unavailable after {self.attempts} "
+                                            f"attempts (HTTP {exc.status_code})") from None
+            raise StoreError(f"{what} on {self.url} failed: {exc}") from None
+        except InvalidResponseError as exc:
             raise StoreError(f"{what} on {self.url} failed: {exc}") from None
         except ValueError as exc:  # the client validates names (e.g. bucket names) before sending
             raise StoreError(f"{what} on {self.url}: {exc}") from None
@@ -140,6 +145,8 @@ class S3Store(ObjectStore):
         try:
             first = self.put_if_absent(key, uuid.uuid4().hex.encode())
             second = self.put_if_absent(key, uuid.uuid4().hex.encode()) if first else False
+        except StoreUnreachableError:
+            raise
         except StoreError as exc:
             raise StoreError(f"object store {self.url} failed a conditional write (If-None-Match: *), "
                              f"which Sparkpoint needs: {exc}") from None

@@ -416,3 +416,13 @@ def test_a_new_job_on_a_prefix_with_checkpoints_says_it_resumes_them():
                   decide(Observed(**{**observe({}, [], store_checkpoints=store).__dict__,
                                      "spec": make_spec(restoreFrom={"fresh": "again"})}))):  # the user chose
         assert not [a for a in quiet.of(Emit) if a.reason == "ResumingExistingCheckpoints"]
+
+
+def test_an_attempt_waiting_for_its_store_is_reported_once():
+    pending = {"phase": "Pending", "attempt": 2, "pod": "job-2", "tracking": {"podSeen": True}}
+    waiting = {"phase": "waiting_for_store", "recentCheckpoints": [], "latestCheckpoint": None}
+    d = decide(observe(pending, [pod(attempt=2, ready=False)], runtime=waiting))
+    assert d.status["phase"] == "Pending"
+    assert [a.reason for a in d.of(Emit)] == ["WaitingForStore"]
+    again = decide(observe(d.status, [pod(attempt=2, ready=False)], runtime=waiting, now=T0 + 2))
+    assert not again.of(Emit)
