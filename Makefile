@@ -129,6 +129,11 @@ cluster-down:
 e2e: venv minio prometheus
 	@scripts/ensure-helm.sh >/dev/null
 	@e2e/local/build.sh >/dev/null
+	@# Images built before (image mode) are rebuilt if the sources changed since: the e2e suite must
+	@# test this tree's operator, not the last `make image`'s (a no-op when they are up to date).
+	@if command -v buildah >/dev/null 2>&1 && buildah inspect --type image sparkpoint/operator:dev >/dev/null 2>&1; then \
+	  mkdir -p e2e/local/.state; scripts/build-image.sh >e2e/local/.state/image-refresh.log 2>&1 \
+	  || { echo "image rebuild failed:"; tail -30 e2e/local/.state/image-refresh.log; exit 1; }; fi
 	$(PY) -m pytest -q -p no:cacheprovider e2e/local/tests
 	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \
 	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make e2e: the local cluster did not come up" >&2; exit 1;; esac; \
