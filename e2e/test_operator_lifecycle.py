@@ -73,3 +73,13 @@ def test_delete_drains_then_keeps_or_deletes_checkpoints(api_client, namespace, 
         assert remaining == []
         assert not list(store.list(f"{namespace}/clicks/objects/"))
     assert [m.id for m in list_savepoints(store, job)] == ["nonce-1"]  # savepoints are always kept
+    if on_delete == "retain":
+        # A new job of the same name resumes the retained checkpoints, and says so.
+        jobs.create("clicks")
+        st = jobs.wait_status("clicks", "Running again from the retained checkpoint",
+                              lambda s: s.get("phase") == "Running" and (s.get("restore") or {}).get("checkpoint"),
+                              timeout=300, operator=operator)
+        assert st["restore"]["checkpoint"] == max(remaining) and st["attempt"] == 1
+        said = [e.message for e in jobs.core.list_namespaced_event(
+            namespace, field_selector="involvedObject.name=clicks").items if e.reason == "ResumingExistingCheckpoints"]
+        assert said and max(remaining) in said[0]
