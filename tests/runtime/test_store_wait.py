@@ -68,6 +68,8 @@ def _get(port: int, path: str) -> int:
             return resp.status
     except urllib.error.HTTPError as exc:
         return exc.code
+    except OSError:  # not listening (yet)
+        return 0
 
 
 @pytest.mark.spark
