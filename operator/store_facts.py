@@ -52,6 +52,7 @@ class StoreFacts:
         self._manifests: FactCache = FactCache(KNOWN_MANIFESTS)
         self._pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
         self._routine_reads = asyncio.Semaphore(ROUTINE_STORE_READS)
+        self._secret_reads: dict[tuple[str, str], asyncio.Future] = {}
 
     def forget_job(self, key: tuple[str, str]) -> None:
         if (facts := self._jobs.pop(key, None)) and facts.refresh:
@@ -107,11 +108,20 @@ class StoreFacts:
             secret_key = (namespace, secret_ref.name)
             secret = self._secrets.get(secret_key)
             if secret is None:
-                secret = self._secrets.put(secret_key, await self.kube.secret_data(*secret_key))
+                secret = await self._read_secret(secret_key)
         env = store_view.store_env(spec, secret)
         client_key = (storage.url, secret_fingerprint(env))
         return self._clients.get(client_key) or self._clients.put(
             client_key, store_view.open_job_store(spec, secret, STORE_THREADS))
+
+    async def _read_secret(self, key: tuple[str, str]) -> dict[str, str]:
+        """One read per Secret at a time: 1,000 jobs starting together share it (a thundering herd
+        of identical GETs would queue ahead of everything else on the kube threads)."""
+        task = self._secret_reads.get(key)
+        if task is None:
+            task = self._secret_reads[key] = asyncio.ensure_future(self.kube.secret_data(*key))
+            task.add_done_callback(lambda _: self._secret_reads.pop(key, None))
+        return self._secrets.put(key, await asyncio.shield(task))
 
     def forget_credentials(self, namespace: str, spec: JobSpec) -> None:
         storage = spec.checkpoint.storage

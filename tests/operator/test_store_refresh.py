@@ -62,3 +62,23 @@ def test_a_routine_refresh_does_not_hold_up_the_round_but_a_blind_one_does():
         rec.gate.set()
         assert (await wanted).checkpoints == ["read-4"]
     asyncio.run(scenario())
+
+
+def test_jobs_starting_together_read_their_shared_secret_once():
+    class Kube:
+        reads = 0
+
+        async def secret_data(self, namespace, name):
+            Kube.reads += 1
+            await asyncio.sleep(0.01)
+            return {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b", "SPARKPOINT_S3_ENDPOINT": "http://127.0.0.1:9"}
+
+    spec = parse_spec({"job": {"entrypoint": "a:b"},
+                       "checkpoint": {"storage": {"url": "s3://bucket/p", "secretRef": {"name": "creds"}}}})
+
+    async def scenario():
+        facts = StoreFacts(kube=Kube(), clock=lambda: 0.0)
+        stores = await asyncio.gather(*(facts.open_store("ns", spec) for _ in range(50)))
+        assert len({id(s) for s in stores}) == 1
+    asyncio.run(scenario())
+    assert Kube.reads == 1
