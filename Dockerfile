@@ -86,7 +86,7 @@ LABEL org.opencontainers.image.title="sparkpoint-runtime" \
 # image records the installed version in /opt/sparkpoint/jre-version.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps tini \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps tini libnss-wrapper \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
  && mkdir -p /opt/sparkpoint \
  && dpkg-query -W -f '${Version}\n' openjdk-17-jre-headless > /opt/sparkpoint/jre-version \
@@ -98,8 +98,8 @@ RUN pyspark_dir="$(find /opt/sparkpoint/venv/lib -maxdepth 3 -type d -name pyspa
  && mkdir -p /opt/spark/work-dir /var/lib/sparkpoint \
  && for d in bin sbin jars; do ln -s "$pyspark_dir/$d" "/opt/spark/$d"; done \
  && chown 185:185 /opt/spark/work-dir /var/lib/sparkpoint
-# USER: a user name for Python under any uid. Spark itself still needs uid 185 (or any uid with a
-# passwd entry): Hadoop's login fails for a uid the JVM cannot look up (docs/image.md).
+# USER: a user name for Python under any uid; the JVM gets one from nss_wrapper (libnss-wrapper
+# above), set up by the runtime before Spark starts (runtime/spark/identity.py, docs/image.md).
 ENV JAVA_HOME=/usr/lib/jvm/java-17 \
     SPARK_HOME=/opt/spark \
     USER=sparkpoint

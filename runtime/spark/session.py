@@ -6,6 +6,8 @@ import os
 
 from sparkpoint.runtime.config import SparkSection
 
+from .identity import ensure_user_identity
+
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
@@ -33,6 +35,7 @@ def session_conf(spark: SparkSection) -> dict[str, str]:
 def build_session(spark: SparkSection, app_name: str):  # -> pyspark.sql.SparkSession
     from pyspark.sql import SparkSession  # imported lazily: the CLI validates specs without a JVM
 
+    ensure_user_identity()  # before the JVM starts: it needs a user name for this uid
     builder = SparkSession.builder.master(spark.master).appName(app_name)
     for key, value in session_conf(spark).items():
         builder = builder.config(key, value)

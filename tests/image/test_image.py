@@ -66,6 +66,24 @@ def test_an_arbitrary_uid_has_a_user_name(fixture, request):
     assert r.returncode == 0 and r.stdout.split() == ["1000570000", "sparkpoint"], r.stderr
 
 
+@pytest.mark.spark
+@pytest.mark.timeout(900)
+def test_spark_starts_under_an_arbitrary_uid(runtime_image, scratch):
+    """Under a uid without a passwd entry the JVM found no user name (Ivy's `?/.ivy2`, Hadoop's
+    "invalid null input: name") and the driver did not start; nss_wrapper now gives it one."""
+    spec = {"job": {"entrypoint": "sparkpoint.examples.windowed_aggregation:build",
+                    "args": {"rows_per_batch": 50, "keys": 10}, "triggerInterval": "1s"},
+            "spark": {"master": "local[1]"},
+            "checkpoint": {"interval": "2s", "storage": {"url": "file:///tmp/store"}}}
+    (scratch / "job.yaml").write_text(yaml.safe_dump(spec))
+    run = runtime_image.run(
+        ["sparkpoint", "run", "/tmp/job.yaml", "--namespace", "image", "--name", "anyuid",
+         "--work-dir", "/tmp/work", "--port", "0", "--until-batch", "2"],
+        volumes={scratch: "/tmp"}, user=ARBITRARY_UID, timeout=800)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "passwd entry for the JVM via nss_wrapper" in run.stdout + run.stderr
+
+
 @pytest.mark.minio
 @pytest.mark.spark
 @pytest.mark.timeout(900)
