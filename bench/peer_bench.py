@@ -30,7 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import report  # bench/report.py
-from peers import churn, extras, flink, limits, restore_load, sparkpoint_setup, store_requests, vanilla
+from peers import churn, extras, flink, limits, merge, restore_load, sparkpoint_setup, store_requests, vanilla
 from peers.common import Context, RunResult, Workload
 from peers.render import END, START, render
 from peers.toxiproxy import Toxiproxy
@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latencies", default="0,20", help="injected round-trip ms, comma-separated")
     p.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     p.add_argument("--render-only", metavar="JSON", help="rewrite the section from saved raw results")
+    p.add_argument("--merge", metavar="JSON,JSON", help="rewrite the section from several saved runs together "
+                   "(e.g. the rounds of one, the retention run of another)")
     p.add_argument("--raw-out", metavar="JSON", help="also write the raw results here (smoke runs: keep them)")
     p.add_argument("--no-limits", action="store_true", help="skip the physical limits and restore-under-load")
     p.add_argument("--extras", default=",".join(extras.PHASES), help=f"subset of {extras.PHASES}, or 'none'")
@@ -116,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.render_only:
         write(json.loads(Path(args.render_only).read_text()), args.no_write)
+        return 0
+    if args.merge:
+        write(merge.merge([json.loads(Path(x).read_text()) for x in args.merge.split(",") if x]), args.no_write)
         return 0
     size_name = "small" if args.small else "full" if args.full else "medium"
     w = SIZES[size_name]

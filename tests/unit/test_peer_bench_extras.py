@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from peers import churn, recovery, render, render_extras, retention, store_requests  # noqa: E402
+from peers import churn, merge, recovery, render, render_extras, retention, store_requests  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -169,3 +169,22 @@ def test_churn_job_is_a_valid_spec_whose_reuse_window_fits_the_gc_grace():
     assert spec.reuse_window_seconds() == 10.0  # GC refuses a grace under twice the reuse window
     assert (spec.job.entrypoint, spec.job.sink.kind, spec.job.trigger_interval) == ("churn_query:build", "upsert", "1000ms")
     assert spec.job.args["rows_per_batch"] == w.rows_per_batch
+
+
+def test_runs_merge_into_one_report_and_the_gaps_are_named():
+    rounds = _raw({"recovery": [{"setup": "sparkpoint", "latency_ms": 0, "restarts": []}], "churn": []})
+    rounds["results"] = [{"setup": "floor", "latency_ms": 0, "durations": [1.0, 1.1], "active_seconds": 2}]
+    later = _raw({"retention": [{"setup": "sparkpoint-10s"}], "churn": [{"setup": "sparkpoint-10s", "size": "1g"}]})
+    later.update(results=[], rounds=0, loads=["1.0 1.0 1.0"], command="d", skipped={"x": "why"})
+    both = merge.merge([rounds, later])
+    assert both["rounds"] == 1 and len(both["results"]) == 1 and both["command"] == "c ; d"
+    assert both["loads"] == ["9.0 8.0 7.0", "1.0 1.0 1.0"] and both["skipped"] == {"x": "why"}
+    assert [len(both["extras"][k]) for k in ("recovery", "churn", "retention")] == [1, 1, 1]
+    gaps = render.not_measured(both)
+    assert any("sizes 1g" in g for g in gaps) and not any("Bucket bytes" in g for g in gaps)
+    assert any(g.startswith("Recovery after a kill, sparkpoint: not at 20 ms") for g in gaps)
+    assert any(g.startswith("Recovery after a kill, flink: not at 0 ms and 20 ms") for g in gaps)
+    other = dict(later, results=[{"setup": "floor", "latency_ms": 0, "durations": [1.0], "active_seconds": 1}],
+                 workload=dict(rounds["workload"], keys=99))
+    with pytest.raises(ValueError, match="different workloads"):
+        merge.merge([rounds, other])
