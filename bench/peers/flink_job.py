@@ -143,6 +143,16 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"event": "checkpoint", "id": cp["id"], "durationMs": cp["end_to_end_duration"],
                           "checkpointedSize": cp.get("checkpointed_size", cp.get("state_size", 0)),
                           "fullSize": cp.get("state_size", 0), "syncMs": sync, "asyncMs": asyn}), flush=True)
+    for cp in sorted(history, key=lambda h: h["id"]):
+        if cp["status"] == "FAILED":  # why (a failed checkpoint restarts the job: no tolerance set)
+            print(json.dumps({"event": "checkpoint_failed", "id": cp["id"],
+                              "reason": str(cp.get("failure_message") or "")[:500]}), flush=True)
+    try:
+        for exc in (rest(port, f"/jobs/{job_id}/exceptions").get("exceptionHistory") or {}).get("entries", [])[:5]:
+            print(json.dumps({"event": "job_exception", "name": exc.get("exceptionName"),
+                              "stack": str(exc.get("stacktrace") or "")[:800]}), flush=True)
+    except OSError:
+        pass
     print(json.dumps({"event": "finished", "rows": rows, "state": job["state"], "seconds": round(elapsed, 2),
                       "rows_per_s": rows / elapsed if elapsed > 0 else 0,
                       "completed": len([h for h in history if h["status"] == "COMPLETED"])}), flush=True)
