@@ -81,6 +81,18 @@ def run_one(setup: str, w: Workload, ctx: Context, tag: str, minio: MinioServer,
     return result
 
 
+def empty_bucket(store) -> int:  # type: ignore[no-untyped-def]
+    """Delete every object (each run uses its own prefix and is measured by now); the bytes it held.
+    Without this the rounds left 13 GB in MinIO and filled the disk (runs then failed with
+    XMinioStorageFull)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    objects = list(store.list(""))
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda o: store.delete(o.key), objects))
+    return sum(o.size for o in objects)
+
+
 def versions() -> dict[str, str]:
     env = dict(line.split("=", 1) for line in (REPO / "versions.env").read_text().splitlines()
                if "=" in line and not line.startswith("#"))
@@ -178,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
                         except Exception as exc:  # one broken setup must not lose the others' numbers
                             skipped[setup] = f"{type(exc).__name__}: {exc}"[:300]
                             print(f"   FAILED: {skipped[setup]}", flush=True)
+                            empty_bucket(store)
                             continue
+                        r.bucket_bytes = empty_bucket(store)
                         results.append(r)
                         med = sorted(r.durations)[len(r.durations) // 2] if r.durations else float("nan")
                         print(f"   median batch {med:.3f} s over {len(r.durations)} batches; "
@@ -189,12 +203,13 @@ def main(argv: list[str] | None = None) -> int:
             def ctx_at(latency: int) -> Context:
                 proxy.set_latency("minio", latency)
                 return Context(base=base, bucket=BUCKET, endpoint=endpoint, env=env, latency_ms=latency)
+            extras.after_each = lambda: empty_bucket(store)
             extras.run(plan, w, ctx_at, latencies, jar_list, skipped, extra)
             loads.append(load_average())
         except Interrupted:
             print("interrupted: reporting the runs that finished", flush=True)
             skipped["(run)"] = f"stopped early by SIGTERM after {len(results)} runs"
-        bucket_bytes = sum(o.size for o in store.list(""))
+        bucket_bytes = sum(r.bucket_bytes for r in results)  # what the rounds wrote (emptied after each)
     finally:
         proxy.stop()
         minio.stop()

@@ -33,6 +33,11 @@ class ExtrasPlan:
     recovery_setups: tuple[str, ...] = RECOVERY_SETUPS
 
 
+# Called after each figure's run (peer_bench empties the bucket: a run's data is measured by then,
+# and 1 GB churn runs would otherwise fill the disk MinIO lives on).
+after_each: Callable[[], None] = lambda: None  # noqa: E731
+
+
 def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any]) -> Any:
     print(f"== {key}", flush=True)
     try:
@@ -41,6 +46,8 @@ def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any]) -> Any:
         skipped[key] = f"{type(exc).__name__}: {exc}"[:300]
         print(f"   FAILED: {skipped[key]}", flush=True)
         return None
+    finally:
+        after_each()
     print(f"   {_brief(out)}", flush=True)
     return out
 
