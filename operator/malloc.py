@@ -14,9 +14,14 @@ import asyncio
 import ctypes
 import os
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)
+M_ARENA_MAX = -8  # glibc's mallopt parameter numbers (malloc.h)
+M_MMAP_THRESHOLD = -3
 ARENAS = 2
-TRIM_EVERY = 60.0  # seconds
+# Blocks this large come from mmap and go back to the system when freed. Setting it also stops
+# glibc from raising the threshold (up to 32 MiB) after the first large free, which otherwise
+# puts every later large buffer (decoded API answers, JSON text) on the heap, where it fragments.
+MMAP_THRESHOLD = 128 * 1024
+TRIM_EVERY = float(os.environ.get("SPARKPOINT_MALLOC_TRIM_SECONDS", "10"))  # a trim takes milliseconds
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -33,7 +38,11 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
     if "MALLOC_ARENA_MAX" in os.environ:
         return False
     libc = _glibc()
-    return bool(libc is not None and libc.mallopt(M_ARENA_MAX, arenas) == 1)
+    if libc is None or libc.mallopt(M_ARENA_MAX, arenas) != 1:
+        return False
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    return True
 
 
 
