@@ -203,8 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             def ctx_at(latency: int) -> Context:
                 proxy.set_latency("minio", latency)
                 return Context(base=base, bucket=BUCKET, endpoint=endpoint, env=env, latency_ms=latency)
-            extras.after_each = lambda: empty_bucket(store)
-            extras.run(plan, w, ctx_at, latencies, jar_list, skipped, extra)
+            extras.run(plan, w, ctx_at, latencies, jar_list, skipped, extra, after_each=lambda: empty_bucket(store))
             loads.append(load_average())
         except Interrupted:
             print("interrupted: reporting the runs that finished", flush=True)

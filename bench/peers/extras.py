@@ -33,12 +33,7 @@ class ExtrasPlan:
     recovery_setups: tuple[str, ...] = RECOVERY_SETUPS
 
 
-# Called after each figure's run (peer_bench empties the bucket: a run's data is measured by then,
-# and 1 GB churn runs would otherwise fill the disk MinIO lives on).
-after_each: Callable[[], None] = lambda: None  # noqa: E731
-
-
-def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any]) -> Any:
+def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any], after: Callable[[], None]) -> Any:
     print(f"== {key}", flush=True)
     try:
         out = fn()
@@ -47,7 +42,7 @@ def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any]) -> Any:
         print(f"   FAILED: {skipped[key]}", flush=True)
         return None
     finally:
-        after_each()
+        after()
     print(f"   {_brief(out)}", flush=True)
     return out
 
@@ -59,8 +54,15 @@ def _brief(out: Any) -> str:
 
 
 def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latencies: list[int], jar_list: str,
-        skipped: dict[str, str], out: dict[str, Any]) -> dict[str, Any]:
-    """Fills `out` as it goes (an interrupted run keeps what finished)."""
+        skipped: dict[str, str], out: dict[str, Any],
+        after_each: Callable[[], None] = lambda: None) -> dict[str, Any]:
+    """Fills `out` as it goes (an interrupted run keeps what finished). `after_each` runs after every
+    figure's run (peer_bench empties the bucket: a run's data is measured by then, and 1 GB churn
+    runs would otherwise fill the disk MinIO lives on)."""
+
+    def attempt(key: str, fn: Callable[[], Any]) -> Any:
+        return _attempt(skipped, key, fn, after_each)
+
     out.update({"recovery": [], "churn": [], "retention": [], "plan": dict(plan.__dict__)})
     if "recovery" in plan.phases:
         job = recovery.windowed_job(w.rows_per_batch, w.keys, w.payload_bytes, plan.small)
@@ -75,7 +77,7 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
                                  ctx, job, f"recovery-vanilla-{lat}ms", jar_list, ["--changelog"]))):
                 if name not in plan.recovery_setups:
                     continue
-                r = _attempt(skipped, f"recovery {name} {lat} ms", fn)
+                r = attempt(f"recovery {name} {lat} ms", fn)
                 if r:
                     out["recovery"].append(r)
             d = flink.flink_dir()
@@ -83,7 +85,7 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
                 args = ["--rows", str(job.rows_per_batch), "--keys", str(job.keys), "--batches", str(job.total_batches),
                         "--payload-bytes", str(w.payload_bytes), "--interval", job.checkpoint_interval,
                         "--parallelism", "1"]
-                r = _attempt(skipped, f"recovery flink {lat} ms", lambda ctx=ctx, lat=lat, args=args, d=d: recovery.flink(
+                r = attempt(f"recovery flink {lat} ms", lambda ctx=ctx, lat=lat, args=args, d=d: recovery.flink(
                     ctx, str(d / "venv" / "bin" / "python"), str(d / "plugins"), args, f"recovery-flink-{lat}ms"))
                 if r:
                     out["recovery"].append(r)
@@ -97,19 +99,19 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
                                      cw, ctx, tag + "-sp")),
                                  ("vanilla-changelog", lambda cw=cw, tag=tag: vanilla.run_churn(
                                      cw, ctx, tag + "-vanilla", jar_list, ["--changelog"]))):
-                    r = _attempt(skipped, f"churn {size} {c:.0%} {name}", fn)
+                    r = attempt(f"churn {size} {c:.0%} {name}", fn)
                     if r:
                         r["rows_per_batch"], r["row_bytes"] = cw.rows_per_batch, cw.row_bytes
                         out["churn"].append(r)
     if "retention" in plan.phases:
         ctx = ctx_at(0)
         rw = ChurnWorkload.of(plan.retention_size, 0.1)
-        r = _attempt(skipped, "retention sparkpoint-10s", lambda: retention.sparkpoint(
+        r = attempt("retention sparkpoint-10s", lambda: retention.sparkpoint(
             ctx, rw, "retention-sp", plan.retention_seconds, plan.sample_seconds, gc_interval=plan.gc_interval,
             grace=plan.grace, grace_s=plan.grace_seconds))
         if r:
             out["retention"].append(r)
-        r = _attempt(skipped, "retention vanilla-changelog", lambda: retention.vanilla(
+        r = attempt("retention vanilla-changelog", lambda: retention.vanilla(
             ctx, rw, "retention-vanilla", jar_list, plan.retention_seconds, plan.sample_seconds))
         if r:
             out["retention"].append(r)
