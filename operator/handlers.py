@@ -16,6 +16,7 @@ import kopf
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, SpecError, parse_spec
 
+from . import api_session
 from .control_token import ControlTokens, missing_is_none
 from .kube import PLURAL, Kube, load_config
 from .malloc import trim_every
@@ -32,6 +33,11 @@ RUNTIME_PODS = {**MANAGED, "app.kubernetes.io/component": "runtime"}
 
 def post_event(body: dict[str, Any], type_: str, reason: str, message: str) -> None:
     kopf.event(body, type=type_, reason=reason, message=message[:1000])
+
+
+@kopf.on.login()
+async def login(memo: kopf.Memo, **kwargs: Any) -> kopf.AiohttpSession | None:
+    return await api_session.login(memo.get("namespaces"), **kwargs)
 
 
 @kopf.on.startup()
