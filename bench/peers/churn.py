@@ -110,12 +110,13 @@ def trigger(w: ChurnWorkload) -> str:
 
 def steady(checkpoints: list[dict], w: ChurnWorkload) -> list[dict]:
     """Per checkpoint after the first (which carries the fill): uploaded and changed bytes, measured
-    churn. `checkpoints` need batch_id and new_bytes, in order."""
+    churn, and the checkpoint's sync_s/async_s when it has them. `checkpoints` need batch_id and
+    new_bytes, in order."""
     changed = w.changed_bytes([c["batch_id"] for c in checkpoints])
     out = []
     for c, ch in list(zip(checkpoints, changed, strict=True))[1:]:
         if ch <= 0:
             continue  # no batch since the previous checkpoint: nothing changed, nothing to compare
         out.append({"uploaded": c["new_bytes"], "changed": ch, "ratio": c["new_bytes"] / ch,
-                    "churn": ch / w.row_bytes / w.keys})
+                    "churn": ch / w.row_bytes / w.keys, **{k: c[k] for k in ("sync_s", "async_s") if k in c}})
     return out

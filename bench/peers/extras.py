@@ -1,5 +1,6 @@
 """The figures beyond the alternating batch-duration rounds: recovery after a kill, key churn (uploaded
-vs changed bytes per checkpoint at each state size) and bucket bytes over time with retention and GC.
+vs changed bytes per checkpoint at each state size, Flink too with plan.flink) and bucket bytes over
+time with retention and GC.
 Each phase records its failures in `skipped` and goes on, so one broken setup loses only its own rows."""
 
 from __future__ import annotations
@@ -95,10 +96,14 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
             for c in plan.churns:
                 cw = ChurnWorkload.of(size, c, steady_batches=plan.steady_batches)
                 tag = f"churn-{size}-{int(c * 100)}pct"
-                for name, fn in (("sparkpoint-10s", lambda cw=cw, tag=tag: sparkpoint_setup.run_churn(
-                                     cw, ctx, tag + "-sp")),
-                                 ("vanilla-changelog", lambda cw=cw, tag=tag: vanilla.run_churn(
-                                     cw, ctx, tag + "-vanilla", jar_list, ["--changelog"]))):
+                runs = [("sparkpoint-10s", lambda cw=cw, tag=tag: sparkpoint_setup.run_churn(cw, ctx, tag + "-sp")),
+                        ("vanilla-changelog", lambda cw=cw, tag=tag: vanilla.run_churn(
+                            cw, ctx, tag + "-vanilla", jar_list, ["--changelog"]))]
+                d = flink.flink_dir()
+                if d is not None and plan.flink:
+                    runs.append(("flink", lambda cw=cw, tag=tag, d=d: flink.run_churn(
+                        cw, ctx, tag + "-flink", str(d / "venv" / "bin" / "python"), str(d / "plugins"))))
+                for name, fn in runs:
                     r = attempt(f"churn {size} {c:.0%} {name}", fn)
                     if r:
                         r["rows_per_batch"], r["row_bytes"] = cw.rows_per_batch, cw.row_bytes

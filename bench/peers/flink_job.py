@@ -2,13 +2,18 @@
 as sparkpoint/examples/windowed_aggregation.py (rate-like source: `rows` rows per event-time second,
 key = value % keys, 10 s tumbling windows, 5 s watermark), RocksDB state backend, incremental
 checkpoints to s3://. Runs until `--checkpoints` checkpoints completed, then prints its sustained
-rows/s and each checkpoint's statistics (from the MiniCluster's REST API) as JSON lines."""
+rows/s and each checkpoint's statistics (from the MiniCluster's REST API) as JSON lines.
+
+`--query churn` runs churn.py's key-churn workload instead (see churn_sql): a fill that loads every key
+once, then `rows` keys of a rotating window per trigger period, each rewriting its (count, sum, payload)
+row in a SQL GROUP BY's keyed state. It stops once every batch is in and a later checkpoint completed."""
 
 from __future__ import annotations
 
 import argparse
 import atexit
 import json
+import math
 import os
 import shutil
 import socket
@@ -34,6 +39,47 @@ def rest(port: int, path: str) -> dict:
         return json.loads(resp.read())
 
 
+def fill_offsets(keys: int, rows: int) -> list[int]:
+    """Batch 0's rows each fan out to this many keys (churn.ChurnWorkload.fill_fanout)."""
+    return list(range(math.ceil(keys / rows)))
+
+
+def churn_key_sql(keys: int, rows: int) -> tuple[str, str]:
+    """(key expression of `v` and `j`, fill condition): value v < rows is a fill row that becomes keys
+    v*fanout + j (j over fill_offsets, keys >= `keys` dropped); a later v becomes the one key (v - rows) % keys,
+    the rotating window of churn.ChurnWorkload.keys_of_batch. Plain SQL: the unit tests run it in sqlite."""
+    fill = f"v < {rows}"
+    return f"CASE WHEN {fill} THEN v * {len(fill_offsets(keys, rows))} + j ELSE (v - {rows}) % {keys} END", fill
+
+
+def payload_sql(column: str, payload_bytes: int) -> str:
+    """Hex sha256 digests of the value, payload_bytes // 64 of them (churn.ChurnWorkload.payload_chars)."""
+    return " || ".join(f"SHA256(CAST(`{column}` AS STRING) || '#{i}')" for i in range(max(1, payload_bytes // 64)))
+
+
+def churn_sql(keys: int, rows: int, batches: int, payload_bytes: int, trigger_ms: int) -> list[str]:
+    """DDL and the INSERT of the churn query. The legacy datagen source emits `rows-per-second` rows in
+    one burst and sleeps to the next second (DataGeneratorSource.run), so each second is one batch of
+    sequential values, as Spark's rate-micro-batch gives. A second datagen that never passes its filter
+    keeps the job RUNNING after the sequence ends: a finished job would take the MiniCluster's REST API
+    (the checkpoint statistics) with it."""
+    key, fill = churn_key_sql(keys, rows)
+    offsets = ", ".join(map(str, fill_offsets(keys, rows)))
+    rate = max(1, round(rows * 1000 / trigger_ms))
+    payload = f", MAX({payload_sql('v', payload_bytes)}) AS payload" if payload_bytes else ""
+    return [
+        f"CREATE TABLE churn_source (v BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '{rate}', "
+        f"'fields.v.kind' = 'sequence', 'fields.v.start' = '0', 'fields.v.end' = '{rows * batches - 1}')",
+        "CREATE TABLE churn_idle (v BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '1', "
+        "'fields.v.min' = '0', 'fields.v.max' = '9')",
+        f"CREATE TABLE churn_sink (k BIGINT, events BIGINT, value_sum BIGINT{', payload STRING' if payload else ''}) "
+        "WITH ('connector' = 'blackhole')",  # the payload goes out too, or the planner drops its MAX
+        f"""INSERT INTO churn_sink SELECT k, COUNT(*) AS events, SUM(v) AS value_sum{payload} FROM (
+            SELECT v, {key} AS k FROM (SELECT v FROM churn_source UNION ALL SELECT v FROM churn_idle WHERE v < 0)
+            CROSS JOIN UNNEST(CASE WHEN {fill} THEN ARRAY[{offsets}] ELSE ARRAY[0] END) AS t(j)
+        ) WHERE k < {keys} GROUP BY k"""]
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--checkpoint", required=True)
@@ -47,7 +93,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--parallelism", type=int, default=1, help="1: one task slot, least JVM work on 2 cores")
     p.add_argument("--restore-from", default="", help="a retained checkpoint (.../chk-N) to start from")
+    p.add_argument("--query", choices=["windowed", "churn"], default="windowed")
+    p.add_argument("--trigger-ms", type=int, default=1000, help="churn: one batch of --rows rows per period")
     args = p.parse_args(argv)
+    churn = args.query == "churn"
     port = free_port()
     conf = {
         "state.backend.type": "rocksdb", "execution.checkpointing.incremental": "true",
@@ -63,6 +112,9 @@ def main(argv: list[str]) -> int:
         "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
         **({"execution.state-recovery.path": args.restore_from} if args.restore_from else {}),
     }
+    if churn:  # no backpressure in steady state: aligned, so checkpointed_size is keyed state, not in-flight data
+        conf.update({"execution.checkpointing.unaligned.enabled": "false", "web.checkpoints.history": "1000",
+                     "metrics.fetcher.update-interval": "100"})  # record counts fresh enough to place checkpoints
     # The S3 filesystem reads its options when the cluster starts: give them in the conf dir too.
     conf_dir = tempfile.mkdtemp(prefix="flink-conf-")
     atexit.register(shutil.rmtree, conf_dir, True)
@@ -74,10 +126,9 @@ def main(argv: list[str]) -> int:
     os.environ["JVM_ARGS"] = " ".join([os.environ.get("JVM_ARGS", ""), "--add-opens=java.base/java.util=ALL-UNNAMED",
                                        "--add-opens=java.base/java.lang=ALL-UNNAMED"]).strip()
 
-    from pyflink.common import Configuration, WatermarkStrategy
+    from pyflink.common import Configuration
     from pyflink.datastream import StreamExecutionEnvironment
-    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
-    from pyflink.table import DataTypes, Schema, StreamTableEnvironment
+    from pyflink.table import StreamTableEnvironment
 
     c = Configuration()
     for k, v in conf.items():
@@ -93,43 +144,45 @@ def main(argv: list[str]) -> int:
     for k, v in conf.items():
         jconf.setString(k, v)
     jvm.org.apache.flink.core.fs.FileSystem.initialize(jconf, None)
-    payload = ""
-    if args.payload_bytes:
-        parts = " || ".join(f"SHA256(CAST(`value` AS STRING) || '#{i}')" for i in range(max(1, args.payload_bytes // 64)))
-        payload = f", MAX({parts}) AS payload"
-    numbers = env.from_source(NumberSequenceSource(0, SEQUENCE_END), WatermarkStrategy.no_watermarks(), "events")
-    t_env.create_temporary_view("events", t_env.from_data_stream(numbers, Schema.new_builder()
-        .column("f0", DataTypes.BIGINT())
-        .column_by_expression("value", "f0")
-        .column_by_expression("ts", f"TO_TIMESTAMP_LTZ((f0 / {args.rows}) * 1000, 3)")
-        .watermark("ts", "ts - INTERVAL '5' SECOND").build()))
-    t_env.execute_sql(f"CREATE TABLE sink (w TIMESTAMP(3), k BIGINT, events BIGINT, value_sum BIGINT"
-                      f"{', payload STRING' if payload else ''}) WITH ('connector' = 'blackhole')")
-    started = time.monotonic()
-    result = t_env.execute_sql(f"""
-        INSERT INTO sink SELECT window_start, `value` % {args.keys}, COUNT(*), SUM(`value`){payload}
-        FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
-        GROUP BY window_start, window_end, `value` % {args.keys}""")
+    if churn:
+        started = time.monotonic()
+        for stmt in churn_sql(args.keys, args.rows, args.batches, args.payload_bytes, args.trigger_ms):
+            result = t_env.execute_sql(stmt)
+    else:
+        started, result = _windowed(env, t_env, args)
     job_id = str(result.get_job_client().get_job_id())
     print(json.dumps({"event": "started", "job": job_id, "seconds": round(time.monotonic() - started, 2)}), flush=True)
     deadline = time.monotonic() + args.timeout
     running_since = None
+    # churn: every key row the aggregation is to read (fill: each key once; then `rows` per batch).
+    expected, all_in_at = args.keys + args.rows * (args.batches - 1), None
     while time.monotonic() < deadline:
-        time.sleep(1)
+        time.sleep(0.2 if churn else 1)
         try:
             job = rest(port, f"/jobs/{job_id}")
-            counts = rest(port, f"/jobs/{job_id}/checkpoints")["counts"]
+            cps = rest(port, f"/jobs/{job_id}/checkpoints")
         except OSError:
             continue
+        counts = cps["counts"]
         if job["state"] == "RUNNING" and running_since is None:
             running_since = time.monotonic()
             print(json.dumps({"event": "running", "seconds": round(running_since - started, 2)}), flush=True)
-        # One line a second: what a recovery measurement (and a human watching) needs.
+        if churn:  # key rows into the aggregation: the harness places each checkpoint's trigger among them
+            agg = next((v for v in job["vertices"] if "GroupAggregate" in v["name"]), job["vertices"][-1])
+            records = agg["metrics"].get("read-records", 0)
+        else:
+            records = job["vertices"][0]["metrics"].get("write-records", 0)
+        # One line a second (churn: five): what a recovery measurement (and a human watching) needs.
         print(json.dumps({"event": "progress", "ts": round(time.time(), 3), "state": job["state"],
-                          "records": job["vertices"][0]["metrics"].get("write-records", 0),
-                          "completed": counts.get("completed", 0), "restored": counts.get("restored", 0),
-                          "failed": counts.get("failed", 0)}), flush=True)
-        if counts.get("completed", 0) >= args.checkpoints:
+                          "records": records, "completed": counts.get("completed", 0),
+                          "restored": counts.get("restored", 0), "failed": counts.get("failed", 0)}), flush=True)
+        if churn:
+            if all_in_at is None and records >= expected:
+                all_in_at = time.time()
+            latest = ((cps.get("latest") or {}).get("completed") or {}).get("trigger_timestamp", 0) / 1000
+            if all_in_at is not None and latest > all_in_at and counts.get("completed", 0) >= args.checkpoints:
+                break  # the last batch's changes are in a completed checkpoint
+        elif counts.get("completed", 0) >= args.checkpoints:
             break
     job = rest(port, f"/jobs/{job_id}")
     elapsed = time.monotonic() - (running_since or started)
@@ -141,6 +194,7 @@ def main(argv: list[str]) -> int:
             continue
         sync, asyn = _phase(port, job_id, cp["id"], "sync"), _phase(port, job_id, cp["id"], "async")
         print(json.dumps({"event": "checkpoint", "id": cp["id"], "durationMs": cp["end_to_end_duration"],
+                          "triggerMs": cp.get("trigger_timestamp"),
                           "checkpointedSize": cp.get("checkpointed_size", cp.get("state_size", 0)),
                           "fullSize": cp.get("state_size", 0), "syncMs": sync, "asyncMs": asyn}), flush=True)
     for cp in sorted(history, key=lambda h: h["id"]):
@@ -158,6 +212,30 @@ def main(argv: list[str]) -> int:
                       "completed": len([h for h in history if h["status"] == "COMPLETED"])}), flush=True)
     result.get_job_client().cancel()
     return 0
+
+
+def _windowed(env, t_env, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from pyflink.common import WatermarkStrategy
+    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+    from pyflink.table import DataTypes, Schema
+
+    payload = ""
+    if args.payload_bytes:
+        payload = f", MAX({payload_sql('value', args.payload_bytes)}) AS payload"
+    numbers = env.from_source(NumberSequenceSource(0, SEQUENCE_END), WatermarkStrategy.no_watermarks(), "events")
+    t_env.create_temporary_view("events", t_env.from_data_stream(numbers, Schema.new_builder()
+        .column("f0", DataTypes.BIGINT())
+        .column_by_expression("value", "f0")
+        .column_by_expression("ts", f"TO_TIMESTAMP_LTZ((f0 / {args.rows}) * 1000, 3)")
+        .watermark("ts", "ts - INTERVAL '5' SECOND").build()))
+    t_env.execute_sql(f"CREATE TABLE sink (w TIMESTAMP(3), k BIGINT, events BIGINT, value_sum BIGINT"
+                      f"{', payload STRING' if payload else ''}) WITH ('connector' = 'blackhole')")
+    started = time.monotonic()
+    result = t_env.execute_sql(f"""
+        INSERT INTO sink SELECT window_start, `value` % {args.keys}, COUNT(*), SUM(`value`){payload}
+        FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+        GROUP BY window_start, window_end, `value` % {args.keys}""")
+    return started, result
 
 
 def _phase(port: int, job_id: str, cp_id: int, which: str) -> float:

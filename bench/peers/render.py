@@ -162,9 +162,10 @@ def not_measured(raw: dict[str, Any]) -> list[str]:
         if missing:
             out.append(f"Recovery after a kill, {setup}: not at {' and '.join(f'{x} ms' for x in missing)}.")
     sizes = sorted({r.get("size") for r in ex.get("churn") or [] if r.get("size")})
-    out.append(f"Key churn: measured at sizes {', '.join(sizes) or 'none'}, 0 ms only, Sparkpoint incremental and "
-               "vanilla-changelog; not 1 GB or 4 GB unless listed (`--sizes 100m,1g,4g`: disk and hours), not "
-               "Flink (its churn query is not written yet).")
+    flink_churn = any(r.get("setup") == "flink" for r in ex.get("churn") or [])
+    out.append(f"Key churn: measured at sizes {', '.join(sizes) or 'none'}, 0 ms only, Sparkpoint incremental, "
+               f"vanilla-changelog{' and Flink' if flink_churn else ''}; not 1 GB or 4 GB unless listed (`--sizes "
+               "100m,1g,4g`: disk and hours)" + ("." if flink_churn else ", not Flink (needs flink in --setups)."))
     if not ex.get("retention"):
         out.append("Bucket bytes over 30 minutes with retention and GC (`--extras retention`): not in this run.")
     out.append("Flink's row in the batch table is its sustained rate over an unbounded run, expressed as the time "
