@@ -1,6 +1,8 @@
 """The key-churn query (see churn.py for the key schedule): a keyed aggregation without windows,
 so the state keeps every key and each batch rewrites `rows_per_batch` of them. Output (update mode):
-the updated keys and their counts, without the payload. Used by Sparkpoint (entrypoint
+the updated keys, their counts and the payload's length (not the payload itself: the sink stays
+small, but the column must be used, or Spark's column pruning drops the MAX and with it the payload
+from the state, which is then 24 bytes a key instead of ~1 KB). Used by Sparkpoint (entrypoint
 `churn_query:build`, job.pythonPath = this dir) and by vanilla_job.py --query churn."""
 
 from __future__ import annotations
@@ -26,4 +28,7 @@ def build(spark, keys: int, rows_per_batch: int, total_batches: int, payload_byt
         parts = [F.sha2(F.concat(F.col("value").cast("string"), F.lit(f"#{i}")), 256)
                  for i in range(max(1, payload_bytes // 64))]
         agg.append(F.max(F.concat(*parts)).alias("payload"))
-    return rows.groupBy("key").agg(*agg).select("key", "events", "value_sum")
+    out = ["key", "events", "value_sum"]
+    if payload_bytes:
+        out.append(F.length("payload").alias("payload_chars"))
+    return rows.groupBy("key").agg(*agg).select(*out)
