@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extras", default=",".join(extras.PHASES), help=f"subset of {extras.PHASES}, or 'none'")
     p.add_argument("--sizes", default=None, help=f"churn state sizes from {sorted(churn.SIZES)}; "
                    "default tiny (--small), 100m (medium), 100m,1g (--full)")
+    p.add_argument("--steady-batches", type=int, default=None, metavar="N",
+                   help="churn: measured batches after the fill (a checkpoint per 10; default 12 with --small, 30)")
     p.add_argument("--churn", default="0.01,0.1", help="fractions of the keys updated per checkpoint interval")
     p.add_argument("--recovery-setups", default=",".join(extras.RECOVERY_SETUPS),
                    help="which setups the recovery phase kills and restarts (flink: only with flink in --setups)")
@@ -247,15 +249,18 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
     minutes = args.retention_minutes if args.retention_minutes is not None else 1.5 if args.small else 30.0
     if minutes <= 0:
         p.error("--retention-minutes must be positive")
+    if args.steady_batches is not None and args.steady_batches < 10:
+        p.error("--steady-batches must be >= 10 (a checkpoint interval is 10 batches)")
     with_flink = "flink" in args.setups.split(",")
     recovery_setups = tuple(x for x in args.recovery_setups.split(",") if x)
     if set(recovery_setups) - set(extras.RECOVERY_SETUPS):
         p.error(f"--recovery-setups: choose from {extras.RECOVERY_SETUPS}")
     if args.small:  # GC must get a few passes in a minute or two
         return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 10.0, True, gc_interval="10s",
-                                 grace="20s", grace_seconds=20.0, steady_batches=12, flink=with_flink,
+                                 grace="20s", grace_seconds=20.0, steady_batches=args.steady_batches or 12, flink=with_flink,
                                  recovery_setups=recovery_setups)
     return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 30.0, False, flink=with_flink,
+                             steady_batches=args.steady_batches or 30,
                              recovery_setups=recovery_setups,
                              retention_size="100m" if size_name == "full" else "tiny")
 
