@@ -188,3 +188,15 @@ def test_runs_merge_into_one_report_and_the_gaps_are_named():
                  workload=dict(rounds["workload"], keys=99))
     with pytest.raises(ValueError, match="different workloads"):
         merge.merge([rounds, other])
+
+
+def test_churn_total_ratio_counts_the_compaction_the_median_passes_over() -> None:
+    steady = [{"uploaded": 1.0, "changed": 2.0, "ratio": 0.5, "churn": 0.1}] * 4 \
+        + [{"uploaded": 30.0, "changed": 2.0, "ratio": 15.0, "churn": 0.1}]  # a compaction's checkpoint
+    (row,) = render_extras.churn_rows({"churn": [{"setup": "sparkpoint-10s", "size": "100m", "churn": 0.1,
+                                                  "state_bytes": 10, "steady": steady}]})
+    assert row["ratio"] == 0.5
+    assert row["total_ratio"] == 34.0 / 10.0
+    lines = render_extras.churn_lines({"churn": [{"setup": "sparkpoint-10s", "size": "100m", "churn": 0.1,
+                                                  "state_bytes": 10, "steady": steady}]})
+    assert any(line.endswith("| 0.50 | 3.40 |") for line in lines)
