@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def pytest_addoption(parser):
     group = parser.getgroup("sparkpoint runtime")
@@ -14,9 +16,19 @@ def pytest_addoption(parser):
 def pytest_collection_modifyitems(config, items):
     """Each kill/restart costs a Spark JVM start: give the fault-injection test room (the soak runs
     for hours; its own waits are bounded, so a hang still fails)."""
-    import pytest
 
     limit = 0 if config.getoption("--soak", default=False) else 2400
     for item in items:
         if item.path.name == "test_fault_injection.py":
             item.add_marker(pytest.mark.timeout(limit))
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local Spark session with the runtime's own settings, one per test module (a JVM start each)."""
+    from sparkpoint.runtime.config import SparkSection
+    from sparkpoint.runtime.spark.session import build_session
+
+    session = build_session(SparkSection(master="local[2]", shuffle_partitions=2), "sparkpoint-tests")
+    yield session
+    session.stop()

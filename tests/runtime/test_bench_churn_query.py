@@ -13,16 +13,6 @@ pytestmark = [pytest.mark.spark]
 PEERS = Path(__file__).resolve().parents[2] / "bench" / "peers"
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from sparkpoint.runtime.config import SparkSection
-    from sparkpoint.runtime.spark.session import build_session
-
-    session = build_session(SparkSection(master="local[1]", shuffle_partitions=1), "sparkpoint-churn-query")
-    yield session
-    session.stop()
-
-
 def aggregates(df) -> str:
     """The optimized plan's Aggregate node(s): what the state store will hold per key."""
     # The optimizer run by hand: a streaming plan's own optimizedPlan refuses a query not started.

@@ -184,16 +184,6 @@ def test_stop_with_savepoint_then_corrupt_explicit_restore_fails_loudly(slow_job
 
 
 # --- the freeze on a live query --------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def spark():
-    from sparkpoint.runtime.config import SparkSection
-    from sparkpoint.runtime.spark.session import build_session
-
-    session = build_session(SparkSection(master="local[2]", shuffle_partitions=2), "sparkpoint-tests")
-    yield session
-    session.stop()
-
-
 def test_entrypoint_check_in_process(spark):
     from sparkpoint.runtime.spark.entrypoint import EntrypointError, build_stream
 
