@@ -216,7 +216,7 @@ class RestoreFrom(SpecModel):
 class GcSection(SpecModel):
     enabled: bool = True
     interval: duration_at_least("1s") = "60s"
-    grace: Duration = "10m"
+    grace: Duration = "1m"
     pending_timeout: Duration = "1h"
     # What happens to checkpoints when the StreamingJob is deleted (savepoints are always kept).
     on_delete: Literal["retain", "delete"] = "retain"
@@ -266,11 +266,6 @@ class JobSpec(SpecModel):
         if self.gc.secret_ref and (storage is None or not storage.url.startswith("s3://")):
             raise ValueError(GC_SECRET_MESSAGE)
         return self
-
-    def reuse_window_seconds(self) -> float:
-        """How old an unreferenced object may be and still be reused by a checkpoint instead of
-        uploaded again; half the GC grace period, so GC never deletes an object a checkpoint reuses."""
-        return parse_duration(self.gc.grace) / 2
 
 
 class JobIdentity(SpecModel):

@@ -26,8 +26,8 @@ class ExtrasPlan:
     sample_seconds: float
     small: bool
     gc_interval: str = "60s"  # the sidecar's defaults (spec.gc), as the runtime uses them
-    grace: str = "10m"
-    grace_seconds: float = 600.0
+    grace: str = "1m"  # spec.gc.grace's default
+    grace_seconds: float = 60.0
     retention_size: str = "tiny"
     steady_batches: int = 30
     flink: bool = True  # also kill and restore Flink (when scripts/ensure-flink.sh has installed it)

@@ -76,8 +76,8 @@ def _sample_loop(duration_s: float, sample_s: float, sample: Callable[[float], d
 
 
 def sparkpoint(ctx: Context, w: ChurnWorkload, tag: str, duration_s: float, sample_s: float, *, retain: int = 3,
-               gc_interval: str = "60s", grace: str = "10m", grace_s: float = 600.0) -> dict[str, Any]:
-    # The job's spec.gc.grace is the sidecar's --grace, as the operator sets both (its reuse window is half).
+               gc_interval: str = "60s", grace: str = "1m", grace_s: float = 60.0) -> dict[str, Any]:
+    # The job's spec.gc.grace is the sidecar's --grace, as the operator sets both.
     job = churn_job(w, name="sp-retention", interval="10s", retain=retain, run_forever=True, gc_grace=grace)
     store_url = f"s3://{ctx.bucket}/{tag}-{uuid.uuid4().hex[:8]}"
     job_file = job.write(ctx.base / f"{tag}.yaml", store_url)

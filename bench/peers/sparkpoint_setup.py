@@ -73,7 +73,7 @@ class ChurnJob:
     interval: str
     retain: int = 3
     run_forever: bool = False
-    gc_grace: str = "10m"  # spec.gc.grace: the runtime reuses unreferenced objects up to half of it
+    gc_grace: str = "1m"  # spec.gc.grace (its default)
 
     @property
     def until_batch(self) -> int | None:
@@ -100,7 +100,7 @@ class ChurnJob:
 
 
 def churn_job(w: churn.ChurnWorkload, *, name: str, interval: str, retain: int = 3,
-              run_forever: bool = False, gc_grace: str = "10m") -> ChurnJob:
+              run_forever: bool = False, gc_grace: str = "1m") -> ChurnJob:
     return ChurnJob(name=name, w=w, interval=interval, retain=retain, run_forever=run_forever, gc_grace=gc_grace)
 
 

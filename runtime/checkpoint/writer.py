@@ -5,15 +5,23 @@ Protocol, in this order (the GC relies on it):
     id with a conditional put of `pending/<id>.json` that lists every object the checkpoint will
     reference and the writer's reuse window;
  2. decide what to upload from ONE listing of the job's objects/ (not a request per object): an
-    object is reused only if the store holds it with the right size and it belongs to the base
-    checkpoint (the newest completed one, which GC always retains) or is younger than
-    `reuse_window_seconds` (GC refuses a grace shorter than twice that window); anything missing is
-    uploaded again from the frozen files, so one lost object heals at the next checkpoint;
+    object is reused only if the store holds it with the right size and it belongs to
+      - the base checkpoint (the newest completed one, which GC always retains), or
+      - another pending marker of this writer that still exists and is younger than half the pending
+        timeout (an operation in flight, or a failed one whose marker is kept: `carry_failed`), or
+      - is younger than `reuse_window_seconds` (GC refuses a grace shorter than twice that window;
+        0 = never, the runtime's setting, which lets GC delete orphans as soon as they are unreferenced);
+    anything missing is uploaded again from the frozen files, so one lost object heals at the next
+    checkpoint. Once planned, this writer's failed markers claimed before this one are deleted: this
+    operation's own marker lists every object it references;
  3. after each upload, re-stat the source: a file changed since it was hashed fails the checkpoint;
  4. re-stat every frozen file, check the fence, check that the pending marker still exists (if GC
     expired it, the objects it protected may be gone: fail rather than commit blindly), write the
     manifest with a conditional put, delete the pending marker.
 A crash anywhere leaves at most a pending marker and unreferenced objects, which GC removes.
+Why reusing from a kept marker M is safe: this operation's marker was written before it planned, and M
+existed then; a GC pass that starts before M is deleted sees M (it is younger than the pending timeout),
+and one that starts after sees this operation's marker, which lists every object it references.
 `stop_check` (e.g. "has the request timed out?") is called between files and may raise to stop.
 """
 
@@ -133,15 +141,19 @@ class CheckpointOperation:
         base_manifest = self.writer.base  # may move on if another operation commits meanwhile
         self.base_id = base_manifest.id if base_manifest else None
         base = base_manifest.shas() if base_manifest else set()
+        carried = self.writer.marker_shas(exclude=self.id)  # read before the listing, see module doc
         held = {sha_of_object_key(i.key): i for i in self.store.list(objects_prefix(self.writer.job))}
         now = self.writer.clock()
 
         def reusable(sha: str) -> bool:
             info = held.get(sha)
             return (info is not None and info.size == self.source_stats[sha].st_size
-                    and (sha in base or now - info.last_modified < self.writer.reuse_window_seconds))
+                    and (sha in base or sha in carried
+                         or now - info.last_modified < self.writer.reuse_window_seconds))
         self.to_upload = [sha for sha in self.sources if self.writer.full_upload or not reusable(sha)]
         self.planned = True
+        self.writer.note_verified(self.id, set(self.sources) - set(self.to_upload))
+        self.writer.drop_failed_markers(before=self.id)
         return self.to_upload
 
     def upload_one(self, sha: str) -> None:
@@ -154,6 +166,7 @@ class CheckpointOperation:
             raise CheckpointError(f"checkpoint {self.id}: {path} changed while it was uploaded "
                                   "(size or mtime differ from when it was hashed); not committing")
         self.uploaded.add(sha)
+        self.writer.note_verified(self.id, {sha})
 
     def upload_all(self, progress: Progress | None = None) -> None:
         if not self.planned:
@@ -210,6 +223,7 @@ class CheckpointOperation:
             raise CheckpointError(f"checkpoint {self.id} of job {w.job} already exists; not overwriting")
         w.store.delete(pending_key(w.job, self.id))
         with w.lock:
+            w.markers.pop(self.id, None)
             if w.base is None or checkpoint_number(manifest.id) > checkpoint_number(w.base.id):
                 w.base = manifest
             w.hash_cache.save()
@@ -221,12 +235,37 @@ class CheckpointOperation:
         log.info("checkpoint completed", extra={"job": str(w.job), **result.summary()})
         return result
 
-    def abort(self) -> None:
-        """Best effort: drop the pending marker (GC would time it out anyway)."""
-        try:
-            self.store.delete(pending_key(self.writer.job, self.id))
-        except StoreError as exc:
-            log.warning("could not remove pending marker", extra={"id": self.id, "error": str(exc)})
+    def abort(self, keep: bool | None = None) -> None:
+        """Give the operation up. With `keep` (default: the writer's `carry_failed`) its pending marker
+        stays, so the next checkpoint can reuse what this one uploaded, and that one's plan deletes it;
+        otherwise drop the marker now (best effort: GC would time it out anyway)."""
+        w = self.writer
+        keep = w.carry_failed if keep is None else keep
+        with w.lock:
+            own = w.markers.get(self.id)
+            if own is not None and keep:
+                own.failed = True
+                return
+            w.markers.pop(self.id, None)
+        _delete_marker(w, self.id)
+
+
+def _delete_marker(writer: CheckpointWriter, marker_id: str) -> None:
+    try:
+        writer.store.delete(pending_key(writer.job, marker_id))
+    except StoreError as exc:
+        log.warning("could not remove pending marker", extra={"id": marker_id, "error": str(exc)})
+
+
+@dataclass
+class OwnMarker:
+    """A pending marker this writer wrote and has not deleted."""
+
+    created: float  # writer clock just before the marker was written (so never later than its age says)
+    # What other operations may reuse: objects this one reused or uploaded and re-checked (not every
+    # object the marker lists: an upload whose source changed may have left wrong bytes behind).
+    shas: set[str] = field(default_factory=set)
+    failed: bool = False
 
 
 def _latest_readable(store: ObjectStore, job: JobRef) -> Manifest | None:
@@ -261,6 +300,7 @@ class CheckpointWriter:
         pending_timeout_seconds: float = 3600.0,  # GC's (gc --pending-timeout, spec.gc.pendingTimeout)
         clock: Callable[[], float] = time.time,
         full_upload: bool | None = None,
+        carry_failed: bool = False,
     ):
         self.store, self.job, self.attempt, self.job_uid = store, job, attempt, job_uid
         # Benchmark baseline only (bench/peer_bench.py "Sparkpoint full"): every checkpoint uploads
@@ -278,9 +318,45 @@ class CheckpointWriter:
         self._next_number = 0
         self.lock = threading.Lock()
         self.tickets = IdTickets()
+        # Markers of this writer's operations, in flight or failed-and-kept (`carry_failed`, for a
+        # long-lived writer such as the runtime's; a one-shot CLI drops its marker on failure).
+        self.carry_failed = carry_failed
+        self.markers: dict[str, OwnMarker] = {}
 
     def base_shas(self) -> set[str]:
         return self.base.shas() if self.base else set()
+
+    def marker_shas(self, exclude: str) -> set[str]:
+        """Objects listed by this writer's other markers that GC cannot have expired: younger than half
+        the pending timeout (GC abandons a marker only past the whole timeout)."""
+        horizon = self.clock() - self.pending_timeout_seconds / 2
+        with self.lock:
+            return {sha for mid, m in self.markers.items() if mid != exclude and m.created > horizon
+                    for sha in m.shas}
+
+    def note_verified(self, marker_id: str, shas: set[str]) -> None:
+        with self.lock:
+            if marker_id in self.markers:
+                self.markers[marker_id].shas |= shas
+
+    def drop_failed_markers(self, before: str) -> None:
+        """Delete the kept markers of failed operations that claimed their id before `before`."""
+        with self.lock:
+            gone = [mid for mid, m in self.markers.items()
+                    if m.failed and checkpoint_number(mid) < checkpoint_number(before)]
+            for mid in gone:
+                del self.markers[mid]
+        for mid in gone:
+            _delete_marker(self, mid)
+
+    def close(self) -> None:
+        """Delete the kept markers of failed operations (on a clean stop: nothing will reuse them)."""
+        with self.lock:
+            gone = [mid for mid, m in self.markers.items() if m.failed]
+            for mid in gone:
+                del self.markers[mid]
+        for mid in gone:
+            _delete_marker(self, mid)
 
     def begin(
         self,
@@ -335,8 +411,11 @@ class CheckpointWriter:
             cid = checkpoint_id(number)
             marker = PendingMarker(id=cid, attempt=self.attempt, created=utcnow(), objects=shas,
                                    reuse_window_seconds=self.reuse_window_seconds)
+            written_after = self.clock()
             if self.store.put_if_absent(pending_key(self.job, cid), marker.to_json()):
                 self._next_number = number + 1
+                with self.lock:
+                    self.markers[cid] = OwnMarker(created=written_after)
                 return cid
             number += 1
         raise CheckpointError(f"job {self.job}: could not claim a checkpoint id near {checkpoint_id(number)}")

@@ -100,6 +100,9 @@ class CheckpointPipeline:
                 req.check_not_abandoned()
                 faults.point("manifest")
                 result = op.commit()
+            except FencedError:
+                op.abort(keep=False)  # a fenced writer takes no further checkpoint to reuse it
+                raise
             except BaseException:
                 op.abort()
                 raise

@@ -226,7 +226,10 @@ class JobRuntime:
         writer = CheckpointWriter(self.store, self.job, attempt=self.attempt,
                                   job_uid=self.opts.job_uid or _job_uid(self.job),
                                   hash_cache=HashCache(self.work_dir / "hash-cache.json"),
-                                  reuse_window_seconds=spec.reuse_window_seconds(),
+                                  # No reuse by age: a checkpoint reuses only the base's objects and
+                                  # those of this writer's kept markers, so GC may delete an orphan
+                                  # as soon as nothing references it (its grace covers clock skew).
+                                  reuse_window_seconds=0, carry_failed=True,
                                   pending_timeout_seconds=parse_duration(spec.gc.pending_timeout))
         self.pipeline = pipeline = CheckpointPipeline(
             store=self.store, job=self.job, writer=writer, sink=self.sink, hot_dir=self.hot_dir,
@@ -329,6 +332,8 @@ class JobRuntime:
                 log.error("final checkpoint did not complete", extra={"request": req.to_json()})
         coord.wait_idle(max(0.0, deadline - time.monotonic()))
         coord.stop()
+        if self.pipeline is not None:
+            self.pipeline.writer.close()  # failed checkpoints' kept markers: nothing will reuse them now
         self.phase = "stopped" if ok else "failed"
         log.info("drained", extra={"ok": ok, "committed_batch": self.committed_batch()})
         return EXIT_OK if ok else EXIT_FAILED

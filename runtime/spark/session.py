@@ -22,8 +22,11 @@ def session_conf(spark: SparkSection) -> dict[str, str]:
             ROCKSDB_PROVIDER if spark.state_store == "rocksdb" else HDFS_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled":
             "true" if spark.changelog_checkpointing else "false",
-        # Snapshots every few versions keep the changelog replay (and a checkpoint's file list) short.
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "5",
+        # A RocksDB snapshot flushes the memtable into a new SST, and every few flushes L0 compacts,
+        # rewriting SSTs a checkpoint must upload again: at 5 (two flushes per 10 s checkpoint at 1 s
+        # batches) checkpoints uploaded 2.7-6.3x the changed bytes, at 50 0.55x (docs/benchmarks.md).
+        # The price is a longer changelog replay on restore (at most 50 changelogs per partition).
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "50",
         "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
         "spark.driver.memory": os.environ.get("SPARKPOINT_DRIVER_MEMORY", "1g"),
         "spark.sql.adaptive.enabled": "false",  # AQE is disabled for streaming anyway; avoid the warning

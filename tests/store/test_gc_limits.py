@@ -8,7 +8,7 @@ from sparkpoint.runtime import config
 from sparkpoint.runtime.checkpoint import CheckpointWriter, GcError, gc_pass, write_fence
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.config import parse_duration
-from sparkpoint.runtime.store.layout import objects_prefix
+from sparkpoint.runtime.store.layout import objects_prefix, pending_prefix
 
 from .clirun import sparkpoint, sparkpoint_json
 from .trees import change_files, write_tree
@@ -40,12 +40,36 @@ def test_gc_sees_the_window_of_an_in_flight_checkpoint(store, job, tmp_path) -> 
     op.abort()
 
 
-def test_runtime_config_grace_and_window_agree(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    spec = config.parse_spec({"job": {"entrypoint": "a:b"}, "gc": {"grace": "7m"}})
-    write_tree(tmp_path / "hot", 3)
-    CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="u",
-                     reuse_window_seconds=spec.reuse_window_seconds()).take_checkpoint(tmp_path / "hot")
-    gc_pass(store, job, retain=1, grace_seconds=parse_duration(spec.gc.grace))  # accepted
+def test_runtime_writer_lets_gc_delete_orphans_as_soon_as_they_are_unreferenced(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The runtime's writer records no reuse window, so the default grace (which only covers clock
+    skew) is accepted and a pass leaves just the retained checkpoints' objects; a failed checkpoint's
+    uploads stay (its marker is kept) until the next checkpoint reuses them and drops the marker."""
+    spec = config.parse_spec({"job": {"entrypoint": "a:b"}})
+    assert parse_duration(spec.gc.grace) == 60
+    hot = tmp_path / "hot"
+    paths = write_tree(hot, 3)
+    writer = CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="u",
+                              reuse_window_seconds=0, carry_failed=True)
+    for seed in range(3):
+        change_files(paths, 1, seed=seed)
+        writer.take_checkpoint(hot)
+    change_files(paths, 1, seed=7)
+    failed = writer.begin(hot, batch_id=9)
+    (hot / "new-file").write_bytes(b"x" * 4096)  # not in the failed one's set: only the next has it
+    failed.plan()
+    failed.upload_all()
+    failed.abort()
+    result = gc_pass(store, job, retain=1, grace_seconds=0)
+    live = load_manifest(store, job, list_checkpoint_ids(store, job)[-1]).shas() | set(failed.sources)
+    held = {k.key.rsplit("/", 1)[-1] for k in store.list(objects_prefix(job))}
+    assert result.deleted_objects > 0 and held == live  # orphans of dropped checkpoints: gone at once
+    assert result.live_pending == [failed.id]
+    nxt = writer.take_checkpoint(hot)
+    assert nxt.uploaded_objects == 1  # only new-file: what the failed checkpoint uploaded is reused
+    assert list(store.list(pending_prefix(job))) == []
+    writer.begin(hot, batch_id=10).abort()
+    writer.close()  # a clean stop drops kept markers: nothing will reuse them
+    assert gc_pass(store, job, retain=1, grace_seconds=0).live_pending == []
 
 
 def test_cli_reuse_window_flag_and_gc_refusal(store_url, job, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -17,6 +17,9 @@ holds exactly the objects of retained and pinned checkpoints, and no pending mar
 
 The protocol's timing assumptions are part of the model: a checkpoint is abandoned before it is
 older than the pending timeout, and the writer's reuse window is shorter than the grace period.
+Two writer configurations are modelled: reuse by age (a reuse window, the CLI's default) and the
+runtime's (no reuse window, failed operations' markers kept for the next checkpoint to reuse, and a
+GC grace of about nothing).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ FILES = ["state/1.sst", "state/2.sst", "state/3.sst", "offsets/0", "commits/0", 
 
 class GcSafety(RuleBasedStateMachine):
     make_store: staticmethod  # set by the test function: () -> ObjectStore
+    reuse_window, grace, carry_failed = REUSE_WINDOW, GRACE, False  # the writer configuration modelled
 
     def __init__(self) -> None:
         super().__init__()
@@ -78,15 +82,15 @@ class GcSafety(RuleBasedStateMachine):
     def _new_writer(self, attempt: int | None = None) -> CheckpointWriter:
         attempt = write_fence(self.store, self.job) if attempt is None else attempt
         return CheckpointWriter(self.store, self.job, attempt=attempt, job_uid="u", upload_workers=1,
-                                reuse_window_seconds=REUSE_WINDOW, pending_timeout_seconds=PENDING_TIMEOUT,
-                                clock=self.clock)
+                                reuse_window_seconds=self.reuse_window, pending_timeout_seconds=PENDING_TIMEOUT,
+                                clock=self.clock, carry_failed=self.carry_failed)
 
     def teardown(self) -> None:
         try:
             self.ops, self.gc = {}, None
             self.clock.offset += PENDING_TIMEOUT + GRACE + REUSE_WINDOW + 1
             for _ in range(2):
-                GcPass(self.store, self.job, retain=RETAIN, grace_seconds=GRACE, pins=self.pins,
+                GcPass(self.store, self.job, retain=RETAIN, grace_seconds=self.grace, pins=self.pins,
                        pending_timeout_seconds=PENDING_TIMEOUT, clock=self.clock).run()
             expected = {object_key(self.job, sha) for m in self._protected() for sha in m.shas()}
             present = {i.key for i in self.store.list(objects_prefix(self.job))}
@@ -155,6 +159,13 @@ class GcSafety(RuleBasedStateMachine):
             op.upload_one(step[1])
 
     @rule(slot=st.sampled_from([0, 1]))
+    def checkpoint_fails(self, slot: int) -> None:
+        """An upload error or a timeout at whatever step the operation is in."""
+        flight = self.ops.pop(slot, None)
+        if flight is not None:
+            flight["op"].abort()
+
+    @rule(slot=st.sampled_from([0, 1]))
     def checkpoint_until_commit(self, slot: int) -> None:
         """Everything but the commit: the state in which most of a checkpoint's life is spent."""
         self.checkpoint_step(slot)
@@ -193,7 +204,7 @@ class GcSafety(RuleBasedStateMachine):
     @rule()
     def gc_step(self) -> None:
         if self.gc is None:
-            self.gc = GcPass(self.store, self.job, retain=RETAIN, grace_seconds=GRACE, pins=set(self.pins),
+            self.gc = GcPass(self.store, self.job, retain=RETAIN, grace_seconds=self.grace, pins=set(self.pins),
                              pending_timeout_seconds=PENDING_TIMEOUT, clock=self.clock)
             self.gc_steps = ["list_pending", "list_checkpoints", "delete_manifests", "list_objects"]
         step = self.gc_steps.pop(0)
@@ -258,15 +269,35 @@ class GcSafety(RuleBasedStateMachine):
                     f"in-flight {op.id} lost object {sha[:12]}"
 
 
-def run(make_store, max_examples: int, steps: int) -> None:  # type: ignore[no-untyped-def]
-    GcSafety.make_store = staticmethod(make_store)
-    run_state_machine_as_test(GcSafety, settings=settings(
+class GcSafetyCarried(GcSafety):
+    """The runtime's writer: no reuse by age, failed markers carried; GC grace only for clock skew."""
+
+    reuse_window, grace, carry_failed = 0.0, 1.0, True
+
+    @invariant()
+    def carried_markers_are_this_writers_live_ones(self) -> None:
+        held = {i.key.rsplit("/", 1)[-1].removesuffix(".json") for i in self.store.list(pending_prefix(self.job))}
+        failed = {mid for mid, m in self.writer.markers.items() if m.failed}
+        in_flight = {f["op"].id for f in self.ops.values() if f["op"].writer is self.writer}
+        assert len(failed - in_flight) <= 2, f"failed markers pile up: {sorted(failed)}"
+        fresh = {mid for mid, m in self.writer.markers.items() if self.clock() - m.created < PENDING_TIMEOUT / 2}
+        assert fresh <= held, f"a marker the writer would reuse from is gone: {sorted(fresh - held)}"
+
+
+def run(make_store, max_examples: int, steps: int, machine: type[GcSafety] = GcSafety) -> None:  # type: ignore[no-untyped-def]
+    machine.make_store = staticmethod(make_store)
+    run_state_machine_as_test(machine, settings=settings(
         max_examples=max_examples, stateful_step_count=steps, deadline=None,
         suppress_health_check=list(HealthCheck)))
 
 
 def test_gc_safety_directory_backend() -> None:
     run(lambda tmp: DirectoryStore(tmp / "store", fsync=False), max_examples=200, steps=50)
+
+
+def test_gc_safety_carried_markers_directory_backend() -> None:
+    run(lambda tmp: DirectoryStore(tmp / "store", fsync=False), max_examples=200, steps=50,
+        machine=GcSafetyCarried)
 
 
 @pytest.mark.minio
@@ -276,3 +307,5 @@ def test_gc_safety_minio(minio_server) -> None:  # type: ignore[no-untyped-def]
     from tests.conftest import TEST_BUCKET
 
     run(lambda tmp: minio_server.open(TEST_BUCKET, f"gcprop-{uuid.uuid4().hex[:10]}"), max_examples=8, steps=30)
+    run(lambda tmp: minio_server.open(TEST_BUCKET, f"gcprop-{uuid.uuid4().hex[:10]}"), max_examples=8, steps=30,
+        machine=GcSafetyCarried)

@@ -127,6 +127,48 @@ def test_file_rewritten_between_hashing_and_upload_fails_the_checkpoint(store, j
     assert list_checkpoint_ids(store, job) == []
 
 
+class NoObjectDeletes:
+    """A store whose credential cannot delete objects (the runtime role of access_policy.py)."""
+
+    def __init__(self, inner: ObjectStore):
+        self.inner = inner
+
+    def delete(self, key: str) -> None:
+        if "/objects/" not in key:
+            self.inner.delete(key)
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.inner, name)
+
+
+def test_wrong_bytes_left_by_a_failed_upload_are_not_carried_to_the_next_checkpoint(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The runtime's writer reuses what its failed checkpoints uploaded, but only uploads it re-checked:
+    an object whose source changed while it was read (and that the role could not delete) is uploaded
+    again, so the next checkpoint restores byte for byte."""
+    hot = tmp_path / "hot"
+    paths = write_tree(hot, 5)
+    limited = NoObjectDeletes(store)
+    writer = CheckpointWriter(limited, job, attempt=write_fence(store, job), job_uid="u",  # type: ignore[arg-type]
+                              reuse_window_seconds=0, carry_failed=True, upload_workers=1)
+    victim = paths[2]
+    data = victim.read_bytes()
+    op = writer.begin(hot, batch_id=1)
+    op.plan()
+    with open(victim, "r+b") as f:  # rewritten in place while it is uploaded: same inode, same size
+        f.write(bytes(reversed(data)))
+    st = victim.stat()
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    with pytest.raises(CheckpointError, match="changed"):
+        op.upload_all()
+    op.abort()
+    assert store.stat(pending_key(job, op.id)) is not None  # kept for the next checkpoint
+    victim.write_bytes(data)  # the next checkpoint needs the original content (and hash) again
+    result = writer.take_checkpoint(hot, batch_id=2)
+    assert result.uploaded_objects >= 1 and store.stat(pending_key(job, op.id)) is None
+    restore(store, job, tmp_path / "restored", workers=1)
+    assert tree_digest(tmp_path / "restored") == tree_digest(hot)
+
+
 def test_a_cancelled_checkpoint_stops_hashing_and_uploading(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
     write_tree(tmp_path / "hot", 60, size=2048)
     counting = CountingStore(store)

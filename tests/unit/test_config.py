@@ -69,7 +69,7 @@ def test_pending_timeout_must_outlive_the_checkpoint_timeout() -> None:
     with pytest.raises(config.SpecError, match="gc.pendingTimeout must be longer than checkpoint.timeout"):
         config.parse_spec({"job": {"entrypoint": "a:b"}, "checkpoint": {"timeout": "2h"}})
     spec = config.parse_spec({"job": {"entrypoint": "a:b"}, "gc": {"grace": "20m"}})
-    assert spec.reuse_window_seconds() == 600
+    assert spec.gc.pending_timeout == "1h"
 
 
 def _spec_with(**sections) -> dict:

