@@ -258,7 +258,7 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
     if args.small:  # GC must get a few passes in a minute or two
         return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 10.0, True, gc_interval="10s",
                                  grace="20s", grace_seconds=20.0, steady_batches=args.steady_batches or 12, flink=with_flink,
-                                 recovery_setups=recovery_setups)
+                                 recovery_setups=recovery_setups, replay_intervals=(2, 10), replay_rounds=1)
     return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 30.0, False, flink=with_flink,
                              steady_batches=args.steady_batches or 30,
                              recovery_setups=recovery_setups,

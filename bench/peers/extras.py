@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import flink, recovery, retention, sparkpoint_setup, vanilla
+from . import flink, recovery, replay, retention, sparkpoint_setup, vanilla
 from .churn import ChurnWorkload
 from .common import Context, Workload
 
-PHASES = ("recovery", "churn", "retention")
+PHASES = ("recovery", "churn", "retention", "replay")
 RECOVERY_SETUPS = ("sparkpoint", "vanilla-changelog", "flink")
 
 
@@ -32,6 +32,8 @@ class ExtrasPlan:
     steady_batches: int = 30
     flink: bool = True  # also kill and restore Flink (when scripts/ensure-flink.sh has installed it)
     recovery_setups: tuple[str, ...] = RECOVERY_SETUPS
+    replay_intervals: tuple[int, ...] = (5, 50)  # minDeltasForSnapshot values the replay phase compares
+    replay_rounds: int = 2
 
 
 def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any], after: Callable[[], None]) -> Any:
@@ -45,6 +47,16 @@ def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any], after: Ca
     finally:
         after()
     print(f"   {_brief(out)}", flush=True)
+    if "replay" in plan.phases:
+        ctx = ctx_at(0)
+        rw = ChurnWorkload.of(plan.sizes[0], 0.1)
+        kill_after = max(plan.replay_intervals) - 5  # just before the longer interval's first snapshot
+        for rnd in range(plan.replay_rounds):
+            for n in plan.replay_intervals:
+                r = attempt(f"replay minDeltasForSnapshot={n} round {rnd}", lambda n=n, rnd=rnd: replay.sparkpoint(
+                    ctx, rw, f"replay-{n}-r{rnd}", n, kill_after))
+                if r:
+                    out["replay"].append(r)
     return out
 
 
@@ -64,7 +76,7 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
     def attempt(key: str, fn: Callable[[], Any]) -> Any:
         return _attempt(skipped, key, fn, after_each)
 
-    out.update({"recovery": [], "churn": [], "retention": [], "plan": dict(plan.__dict__)})
+    out.update({"recovery": [], "churn": [], "retention": [], "replay": [], "plan": dict(plan.__dict__)})
     if "recovery" in plan.phases:
         job = recovery.windowed_job(w.rows_per_batch, w.keys, w.payload_bytes, plan.small)
         out["recovery_job"] = {"rows_per_batch": job.rows_per_batch, "keys": job.keys,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-EXTRA_LISTS = ("recovery", "churn", "retention")
+EXTRA_LISTS = ("recovery", "churn", "retention", "replay")
 
 
 def merge(raws: list[dict[str, Any]]) -> dict[str, Any]:

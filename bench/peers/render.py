@@ -136,6 +136,7 @@ def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
                   f"renamed) {rs['restore_mib_s']:.0f} MiB/s = **{rs['fraction']:.0%} of raw GET** (goal >= 70%).", ""]
     ex = raw.get("extras") or {}
     lines += render_extras.recovery_lines(ex) + render_extras.churn_lines(ex) + render_extras.retention_lines(ex)
+    lines += render_extras.replay_lines(ex)
     lines += _goals(ratios)
     lines += ["### Not yet measured", ""] + [f"- {m}" for m in not_measured(raw)] + [""]
     lines += [*_plots(raw, ratios, plot), *render_extras.plots(ex, plot), END]

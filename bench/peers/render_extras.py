@@ -49,6 +49,37 @@ def recovery_lines(ex: dict[str, Any]) -> list[str]:
     return out
 
 
+def replay_lines(ex: dict[str, Any]) -> list[str]:
+    rows = ex.get("replay") or []
+    if not rows:
+        return []
+    r0 = rows[0]
+    out = ["### Remote restore against the RocksDB snapshot interval", "",
+           f"The churn query ({r0['size']}, {r0['churn']:.0%} per interval, {r0['state_bytes'] / MIB:.0f} MiB of "
+           "state) runs until a checkpoint covers a batch just before the longer interval's first snapshot, is "
+           "SIGKILLed, its pod's disk is wiped, and it restarts from the store (bench/peers/replay.py). That is "
+           "the longer interval's worst case: its restore replays every changelog since the fill. Time = from "
+           "the restart (JVM included) to the end of the first new batch.", "",
+           "| minDeltasForSnapshot | checkpoint (batch) | state files: snapshots / changelogs / SSTs "
+           "| checkpoint MiB | state restore (s) | first new batch after restart (s) |",
+           "| ---: | --- | --- | ---: | ---: | ---: |"]
+    for r in sorted(rows, key=lambda r: r["min_deltas_for_snapshot"]):
+        f = r["state_files"]
+        rs = r.get("restore_seconds")
+        out.append(f"| {r['min_deltas_for_snapshot']} | {r['checkpoint']} ({r['checkpoint_batch']}) "
+                   f"| {f['snapshot']} / {f['changelog']} / {f['sst']} | {r['checkpoint_bytes'] / MIB:.1f} "
+                   f"| {'n/a' if rs is None else f'{rs:.2f}'} | {r['first_new_batch_s']:.1f} |")
+    by: dict[int, list[float]] = {}
+    for r in rows:
+        by.setdefault(r["min_deltas_for_snapshot"], []).append(r["first_new_batch_s"])
+    if len(by) == 2:
+        (a, ta), (b, tb) = sorted(by.items())
+        ratio = statistics.median(tb) / statistics.median(ta)
+        out += ["", f"Median time to the first new batch: {statistics.median(ta):.1f} s at {a}, "
+                f"{statistics.median(tb):.1f} s at {b} ({ratio:.2f}x, {len(tb)} run(s) each, alternating).", ""]
+    return out + [""]
+
+
 def churn_rows(ex: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per churn run: medians over its steady checkpoints (the fill's checkpoint excluded)."""
     out = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,7 @@ class ChurnJob:
     retain: int = 3
     run_forever: bool = False
     gc_grace: str = "1m"  # spec.gc.grace (its default)
+    spark_conf: dict[str, str] = field(default_factory=dict)  # spec.spark.conf (e.g. a snapshot interval)
 
     @property
     def until_batch(self) -> int | None:
@@ -88,7 +89,7 @@ class ChurnJob:
                 "spec": {"job": {"entrypoint": "churn_query:build", "args": args, "pythonPath": [str(HERE)],
                                  "triggerInterval": churn.trigger(w),
                                  "sink": {"kind": "upsert", "keyColumns": ["key"]}},
-                         "spark": {"master": "local[2]"},
+                         "spark": {"master": "local[2]", **({"conf": self.spark_conf} if self.spark_conf else {})},
                          "checkpoint": {"interval": self.interval, "retain": self.retain,
                                         "storage": {"url": store_url}},
                          "gc": {"grace": self.gc_grace}}}
@@ -100,8 +101,9 @@ class ChurnJob:
 
 
 def churn_job(w: churn.ChurnWorkload, *, name: str, interval: str, retain: int = 3,
-              run_forever: bool = False, gc_grace: str = "1m") -> ChurnJob:
-    return ChurnJob(name=name, w=w, interval=interval, retain=retain, run_forever=run_forever, gc_grace=gc_grace)
+              run_forever: bool = False, gc_grace: str = "1m", spark_conf: dict[str, str] | None = None) -> ChurnJob:
+    return ChurnJob(name=name, w=w, interval=interval, retain=retain, run_forever=run_forever, gc_grace=gc_grace,
+                    spark_conf=dict(spark_conf or {}))
 
 
 def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str) -> dict[str, Any]:

@@ -200,3 +200,22 @@ def test_churn_total_ratio_counts_the_compaction_the_median_passes_over() -> Non
     lines = render_extras.churn_lines({"churn": [{"setup": "sparkpoint-10s", "size": "100m", "churn": 0.1,
                                                   "state_bytes": 10, "steady": steady}]})
     assert any(line.endswith("| 0.50 | 3.40 |") for line in lines)
+
+
+def test_replay_counts_state_files_and_renders_the_interval_ratio():
+    from peers import render_extras, replay
+
+    files = ["state/0/0/1.changelog", "state/0/0/2.changelog", "state/0/0/2.zip", "state/0/0/SSTs/a.sst",
+             "offsets/3", "commits/3", "sources/0/0"]
+    assert replay.state_files(files) == {"changelog": 2, "snapshot": 1, "sst": 1}
+
+    def row(n: int, first: float) -> dict:
+        return {"setup": "sparkpoint-10s", "size": "100m", "churn": 0.1, "state_bytes": 100 * 2**20,
+                "min_deltas_for_snapshot": n, "checkpoint": "chk-000005", "checkpoint_batch": 45,
+                "checkpoint_files": 90, "checkpoint_bytes": 50 * 2**20,
+                "state_files": {"changelog": 4, "snapshot": 4, "sst": 12}, "restore_seconds": 0.5,
+                "first_new_batch_s": first}
+    text = "\n".join(render_extras.replay_lines({"replay": [row(5, 10.0), row(50, 15.0), row(5, 12.0), row(50, 13.0)]}))
+    assert "| 50 | chk-000005 (45) | 4 / 4 / 12 | 50.0 | 0.50 | 15.0 |" in text
+    assert "11.0 s at 5, 14.0 s at 50 (1.27x, 2 run(s) each" in text
+    assert render_extras.replay_lines({}) == []
