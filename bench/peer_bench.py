@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--churn", default="0.01,0.1", help="fractions of the keys updated per checkpoint interval")
     p.add_argument("--recovery-setups", default=",".join(extras.RECOVERY_SETUPS),
                    help="which setups the recovery phase kills and restarts (flink: only with flink in --setups)")
+    p.add_argument("--retention-setups", default=",".join(extras.RETENTION_SETUPS),
+                   help="which setups the bucket-bytes phase runs (30 minutes each)")
     p.add_argument("--retention-minutes", type=float, default=None,
                    help="length of the bucket-bytes run; default 1.5 (--small), 30 otherwise")
     args = p.parse_args(argv)
@@ -255,13 +257,17 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
     recovery_setups = tuple(x for x in args.recovery_setups.split(",") if x)
     if set(recovery_setups) - set(extras.RECOVERY_SETUPS):
         p.error(f"--recovery-setups: choose from {extras.RECOVERY_SETUPS}")
+    retention_setups = tuple(x for x in args.retention_setups.split(",") if x)
+    if set(retention_setups) - set(extras.RETENTION_SETUPS):
+        p.error(f"--retention-setups: choose from {extras.RETENTION_SETUPS}")
     if args.small:  # GC must get a few passes in a minute or two
         return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 10.0, True, gc_interval="10s",
                                  grace="20s", grace_seconds=20.0, steady_batches=args.steady_batches or 12, flink=with_flink,
-                                 recovery_setups=recovery_setups, replay_intervals=(2, 10), replay_rounds=1)
+                                 recovery_setups=recovery_setups, replay_intervals=(2, 10), replay_rounds=1,
+                                 retention_setups=retention_setups)
     return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 30.0, False, flink=with_flink,
                              steady_batches=args.steady_batches or 30,
-                             recovery_setups=recovery_setups,
+                             recovery_setups=recovery_setups, retention_setups=retention_setups,
                              retention_size="100m" if size_name == "full" else "tiny")
 
 

@@ -15,6 +15,7 @@ from .common import Context, Workload
 
 PHASES = ("recovery", "churn", "retention", "replay")
 RECOVERY_SETUPS = ("sparkpoint", "vanilla-changelog", "flink")
+RETENTION_SETUPS = ("sparkpoint-10s", "vanilla-changelog")
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class ExtrasPlan:
     steady_batches: int = 30
     flink: bool = True  # also kill and restore Flink (when scripts/ensure-flink.sh has installed it)
     recovery_setups: tuple[str, ...] = RECOVERY_SETUPS
+    retention_setups: tuple[str, ...] = RETENTION_SETUPS
     replay_intervals: tuple[int, ...] = (5, 50)  # minDeltasForSnapshot values the replay phase compares
     replay_rounds: int = 2
 
@@ -47,16 +49,6 @@ def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any], after: Ca
     finally:
         after()
     print(f"   {_brief(out)}", flush=True)
-    if "replay" in plan.phases:
-        ctx = ctx_at(0)
-        rw = ChurnWorkload.of(plan.sizes[0], 0.1)
-        kill_after = max(plan.replay_intervals) - 5  # just before the longer interval's first snapshot
-        for rnd in range(plan.replay_rounds):
-            for n in plan.replay_intervals:
-                r = attempt(f"replay minDeltasForSnapshot={n} round {rnd}", lambda n=n, rnd=rnd: replay.sparkpoint(
-                    ctx, rw, f"replay-{n}-r{rnd}", n, kill_after))
-                if r:
-                    out["replay"].append(r)
     return out
 
 
@@ -123,13 +115,23 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
     if "retention" in plan.phases:
         ctx = ctx_at(0)
         rw = ChurnWorkload.of(plan.retention_size, 0.1)
-        r = attempt("retention sparkpoint-10s", lambda: retention.sparkpoint(
-            ctx, rw, "retention-sp", plan.retention_seconds, plan.sample_seconds, gc_interval=plan.gc_interval,
-            grace=plan.grace, grace_s=plan.grace_seconds))
-        if r:
-            out["retention"].append(r)
-        r = attempt("retention vanilla-changelog", lambda: retention.vanilla(
-            ctx, rw, "retention-vanilla", jar_list, plan.retention_seconds, plan.sample_seconds))
-        if r:
-            out["retention"].append(r)
+        runs = {"sparkpoint-10s": lambda: retention.sparkpoint(
+                    ctx, rw, "retention-sp", plan.retention_seconds, plan.sample_seconds,
+                    gc_interval=plan.gc_interval, grace=plan.grace, grace_s=plan.grace_seconds),
+                "vanilla-changelog": lambda: retention.vanilla(
+                    ctx, rw, "retention-vanilla", jar_list, plan.retention_seconds, plan.sample_seconds)}
+        for name in plan.retention_setups:
+            r = attempt(f"retention {name}", runs[name])
+            if r:
+                out["retention"].append(r)
+    if "replay" in plan.phases:
+        ctx = ctx_at(0)
+        rw = ChurnWorkload.of(plan.sizes[0], 0.1)
+        kill_after = max(plan.replay_intervals) - 5  # just before the longer interval's first snapshot
+        for rnd in range(plan.replay_rounds):
+            for n in plan.replay_intervals:
+                r = attempt(f"replay minDeltasForSnapshot={n} round {rnd}", lambda n=n, rnd=rnd: replay.sparkpoint(
+                    ctx, rw, f"replay-{n}-r{rnd}", n, kill_after))
+                if r:
+                    out["replay"].append(r)
     return out
