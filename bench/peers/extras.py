@@ -127,7 +127,8 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
     if "replay" in plan.phases:
         ctx = ctx_at(0)
         rw = ChurnWorkload.of(plan.sizes[0], 0.1)
-        kill_after = max(plan.replay_intervals) - 5  # just before the longer interval's first snapshot
+        # A checkpoint every ~10 batches lands in [kill_after, longer interval): before its first snapshot.
+        kill_after = max(plan.replay_intervals) - 10
         for rnd in range(plan.replay_rounds):
             for n in plan.replay_intervals:
                 r = attempt(f"replay minDeltasForSnapshot={n} round {rnd}", lambda n=n, rnd=rnd: replay.sparkpoint(

@@ -236,14 +236,16 @@ class CheckpointOperation:
         return result
 
     def abort(self, keep: bool | None = None) -> None:
-        """Give the operation up. With `keep` (default: the writer's `carry_failed`) its pending marker
-        stays, so the next checkpoint can reuse what this one uploaded, and that one's plan deletes it;
-        otherwise drop the marker now (best effort: GC would time it out anyway)."""
+        """Give the operation up. With `keep` (default: the writer's `carry_failed`) and something to
+        reuse (it got as far as its plan), its pending marker stays, so the next checkpoint can reuse
+        what this one uploaded, and that one's plan deletes it; otherwise drop the marker now (best
+        effort: GC would time it out anyway). So at most one failed marker per planned operation in
+        flight stays behind, however many checkpoints fail before their plan."""
         w = self.writer
         keep = w.carry_failed if keep is None else keep
         with w.lock:
             own = w.markers.get(self.id)
-            if own is not None and keep:
+            if own is not None and keep and own.shas:
                 own.failed = True
                 return
             w.markers.pop(self.id, None)
