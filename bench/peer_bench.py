@@ -81,13 +81,15 @@ def run_one(setup: str, w: Workload, ctx: Context, tag: str, minio: MinioServer,
     return result
 
 
-def empty_bucket(store) -> int:  # type: ignore[no-untyped-def]
+def empty_bucket(store, areas: dict[str, int] | None = None) -> int:  # type: ignore[no-untyped-def]
     """Delete every object (each run uses its own prefix and is measured by now); the bytes it held.
     Without this the rounds left 13 GB in MinIO and filled the disk (runs then failed with
-    XMinioStorageFull)."""
+    XMinioStorageFull). `areas`, if given, receives the objects' count per area of the job's data."""
     from concurrent.futures import ThreadPoolExecutor
 
     objects = list(store.list(""))
+    if areas is not None:
+        areas.update(store_requests.objects_by_area([o.key for o in objects]))
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda o: store.delete(o.key), objects))
     return sum(o.size for o in objects)
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                             print(f"   FAILED: {skipped[setup]}", flush=True)
                             empty_bucket(store)
                             continue
-                        r.bucket_bytes = empty_bucket(store)
+                        r.bucket_bytes = empty_bucket(store, r.objects_by_area)
                         results.append(r)
                         med = sorted(r.durations)[len(r.durations) // 2] if r.durations else float("nan")
                         print(f"   median batch {med:.3f} s over {len(r.durations)} batches; "

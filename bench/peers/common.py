@@ -44,6 +44,7 @@ class RunResult:
     note: str = ""
     requests: dict[str, int] = field(default_factory=dict)
     bucket_bytes: int = 0
+    objects_by_area: dict[str, int] = field(default_factory=dict)  # left in the bucket at the run's end
 
 
 def json_lines(path: Path) -> list[dict[str, Any]]:

@@ -91,6 +91,28 @@ def request_table(raw: dict[str, Any]) -> list[str]:
     return lines
 
 
+def area_table(raw: dict[str, Any]) -> list[str]:
+    """Objects each setup left in the bucket per hour of run, by area: where its PUTs went (PUTs
+    overwritten or deleted within the run, e.g. GC's, are not in it)."""
+    per: dict[tuple[int, str], dict[str, float]] = {}
+    for (lat, setup), runs in sorted(group(raw["results"]).items()):
+        seconds = sum(r["active_seconds"] for r in runs)
+        areas: dict[str, int] = defaultdict(int)
+        for r in runs:
+            for k, v in (r.get("objects_by_area") or {}).items():
+                areas[k] += v
+        if seconds > 0 and areas:
+            per[(lat, setup)] = {k: v * 3600 / seconds for k, v in areas.items()}
+    if not per:
+        return []
+    names = sorted({k for v in per.values() for k in v})
+    return (["Objects left in the bucket at the end of each run, per hour of run, by area (where the PUTs "
+             "went; objects overwritten or deleted within the run are not counted):", "",
+             "| latency | setup | " + " | ".join(names) + " |", "| --- | --- | " + " | ".join("---" for _ in names) + " |"]
+            + [f"| {lat} ms | {setup} | " + " | ".join(f"{v.get(n, 0):.0f}" for n in names) + " |"
+               for (lat, setup), v in per.items()] + [""])
+
+
 def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
     w, lim, v = raw["workload"], raw.get("limits"), raw["versions"]
     lines = [START, "## Peers: Sparkpoint vs vanilla Spark on S3, Flink, and the floor (`bench/peer_bench.py`)", ""]
@@ -120,7 +142,7 @@ def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
               f"Counted from MinIO's `/minio/v2/metrics/cluster` around each run, divided by the run's measured "
               f"span (so JVM-start requests count too). Cost at {store_requests.PRICES_SOURCE}: PUT/COPY/POST/LIST "
               "$0.005 per 1,000, GET/HEAD $0.0004 per 1,000, DELETE free; per job, 730 h/month, requests only.", ""]
-    lines += request_table(raw) + [""]
+    lines += request_table(raw) + [""] + area_table(raw)
     if lim:
         lines += ["### Physical limits (same run)", "",
                   f"sha256 {lim['sha256_mib_s']:.0f} MiB/s (one core); local disk write (fsync) "

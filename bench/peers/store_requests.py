@@ -73,3 +73,25 @@ def monthly_cost(requests_per_hour: Mapping[str, float], stored_bytes: float = 0
     """US dollars per month for one job at these request rates and this much stored data."""
     req = sum(PRICE_PER_1000.get(k, PRICE_PER_1000["OTHER"]) * v / 1000 for k, v in requests_per_hour.items())
     return req * HOURS_PER_MONTH + stored_bytes / 1e9 * STORAGE_PER_GB_MONTH
+
+
+# The first path component, below a run's prefix, that names what wrote an object: Sparkpoint's store
+# layout (DESIGN.md section 3) and a vanilla checkpointLocation's directories.
+AREAS = ("objects", "checkpoints", "pending", "savepoints", "outputs", "attempts", "fence.json",
+         "offsets", "commits", "state", "sources", "metadata")
+
+
+def area_of(key: str) -> str:
+    """What part of a job's data an object belongs to (the outputs/ area includes the sink's staging)."""
+    for part in key.split("/"):
+        if part in AREAS:
+            return part
+    return "other"
+
+
+def objects_by_area(keys: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key in keys:
+        a = area_of(key)
+        out[a] = out.get(a, 0) + 1
+    return dict(sorted(out.items()))

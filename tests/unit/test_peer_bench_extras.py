@@ -219,3 +219,17 @@ def test_replay_counts_state_files_and_renders_the_interval_ratio():
     assert "| 50 | chk-000005 (45) | 4 / 4 / 12 | 50.0 | 0.50 | 15.0 |" in text
     assert "11.0 s at 5, 14.0 s at 50 (1.27x, 2 run(s) each" in text
     assert render_extras.replay_lines({}) == []
+
+
+def test_objects_are_counted_by_the_area_of_the_job_they_belong_to():
+    keys = ["p1/default/j/objects/ab/abcd", "p1/default/j/checkpoints/chk-000001.json", "p1/default/j/fence.json",
+            "p1/default/j/outputs/out/_staging/a1/batch-3/part-0.json", "p2/checkpoint/state/0/0/1.changelog",
+            "p2/checkpoint/offsets/3", "p2/checkpoint/commits/3", "p3/whatever"]
+    assert store_requests.objects_by_area(keys) == {
+        "checkpoints": 1, "commits": 1, "fence.json": 1, "objects": 1, "offsets": 1, "other": 1, "outputs": 1, "state": 1}
+    raw = {"results": [{"latency_ms": 0, "setup": "floor", "active_seconds": 1800, "durations": [1.0],
+                        "objects_by_area": {"outputs": 7000, "attempts": 1}},
+                       {"latency_ms": 0, "setup": "floor", "active_seconds": 1800, "durations": [1.0],
+                        "objects_by_area": {"outputs": 9000}}]}
+    text = "\n".join(render.area_table(raw))
+    assert "| latency | setup | attempts | outputs |" in text and "| 0 ms | floor | 1 | 16000 |" in text
