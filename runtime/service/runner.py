@@ -167,6 +167,8 @@ class JobRuntime:
                                                                 "pid": os.getpid(), "attempt": self.attempt}))
             return self._run_query(func)
         finally:
+            if self.pipeline is not None:  # however the run ends, nothing will reuse what failed checkpoints
+                self.pipeline.writer.close()  # uploaded: drop their kept markers (in-flight ones stay)
             server.stop()
 
     def _make_sink(self, store: ObjectStore) -> Any:
@@ -332,8 +334,6 @@ class JobRuntime:
                 log.error("final checkpoint did not complete", extra={"request": req.to_json()})
         coord.wait_idle(max(0.0, deadline - time.monotonic()))
         coord.stop()
-        if self.pipeline is not None:
-            self.pipeline.writer.close()  # failed checkpoints' kept markers: nothing will reuse them now
         self.phase = "stopped" if ok else "failed"
         log.info("drained", extra={"ok": ok, "committed_batch": self.committed_batch()})
         return EXIT_OK if ok else EXIT_FAILED
