@@ -37,13 +37,26 @@ class Frozen:
     ticket: int  # fixes this checkpoint's place in the id order (batch order), see tickets.py
 
 
+NICE_ENV = "SPARKPOINT_CHECKPOINT_NICE"
+
+
+def checkpoint_nice() -> int:
+    """The async phase's nice value: 10 by default (checkpoints yield to batches), 0-19 by the env."""
+    try:
+        return min(19, max(0, int(os.environ.get(NICE_ENV, "10"))))
+    except ValueError:
+        return 10
+
+
 def _lower_thread_priority() -> None:
     """Hashing and upload yield the CPU to Spark's batch threads (Linux nice is per thread, and the
-    writer's hash/upload pools inherit it from this thread)."""
+    writer's hash/upload pools inherit it from this thread). On a busy node that lengthens the async
+    phase (docs/benchmarks.md: a checkpoint of 50 small files); SPARKPOINT_CHECKPOINT_NICE=0 trades it back."""
+    nice = checkpoint_nice()
     try:
         tid = threading.get_native_id()
-        if os.getpriority(os.PRIO_PROCESS, tid) < 10:
-            os.setpriority(os.PRIO_PROCESS, tid, 10)
+        if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
     except (AttributeError, OSError):  # not Linux, or not permitted: run at normal priority
         pass
 
