@@ -18,6 +18,7 @@ changed bytes, --sizes x --churn) and bucket bytes over time with retention and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -25,6 +26,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import urllib.request
 from dataclasses import asdict
 from pathlib import Path
@@ -71,13 +74,32 @@ def load_average() -> str:
 
 def run_one(setup: str, w: Workload, ctx: Context, tag: str, minio: MinioServer, jar_list: str) -> RunResult:
     before = scrape(minio.endpoint)
-    if setup in sparkpoint_setup.SETUPS:
-        result = sparkpoint_setup.run(setup, w, ctx, tag)
-    elif setup in vanilla.SETUPS:
-        result = vanilla.run(setup, w, ctx, tag, jar_list)
-    else:
-        result = flink.run(w, ctx, tag)
-    result.requests = store_requests.delta(before, scrape(minio.endpoint))
+    samples: list[tuple[float, dict[str, int]]] = [(time.time(), before)]
+    done = threading.Event()
+
+    def sample() -> None:  # the counters once a second, to cut out the measured batches' window
+        while not done.wait(1.0):
+            with contextlib.suppress(OSError):
+                samples.append((time.time(), scrape(minio.endpoint)))
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        if setup in sparkpoint_setup.SETUPS:
+            result = sparkpoint_setup.run(setup, w, ctx, tag)
+        elif setup in vanilla.SETUPS:
+            result = vanilla.run(setup, w, ctx, tag, jar_list)
+        else:
+            result = flink.run(w, ctx, tag)
+    finally:
+        done.set()
+        sampler.join()
+    after = scrape(minio.endpoint)
+    samples.append((time.time(), after))
+    result.requests = store_requests.delta(before, after)
+    if len(result.window) == 2 and result.window[1] > result.window[0]:
+        with contextlib.suppress(ValueError):
+            result.requests_window = store_requests.in_window(samples, *result.window)
+            result.window_seconds = result.window[1] - result.window[0]
     return result
 
 

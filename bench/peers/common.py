@@ -45,6 +45,9 @@ class RunResult:
     requests: dict[str, int] = field(default_factory=dict)
     bucket_bytes: int = 0
     objects_by_area: dict[str, int] = field(default_factory=dict)  # left in the bucket at the run's end
+    window: list[float] = field(default_factory=list)  # wall time of the first and last measured batch
+    requests_window: dict[str, int] = field(default_factory=dict)  # requests inside `window` only
+    window_seconds: float = 0.0
 
 
 def json_lines(path: Path) -> list[dict[str, Any]]:

@@ -78,12 +78,13 @@ def request_table(raw: dict[str, Any]) -> list[str]:
     lines = ["| latency | setup | " + " | ".join(f"{k}/h" for k in kinds) + " | requests $/month |",
              "| --- | --- | " + " | ".join("---" for _ in kinds) + " | --- |"]
     for (lat, setup), runs in sorted(group(raw["results"]).items()):
-        seconds = sum(r["active_seconds"] for r in runs)
+        windowed = all(r.get("window_seconds") for r in runs)  # runs before the window was recorded: whole run
+        seconds = sum(r["window_seconds"] if windowed else r["active_seconds"] for r in runs)
         if seconds <= 0:
             continue
         total: dict[str, int] = defaultdict(int)
         for r in runs:
-            for k, v in r["requests"].items():
+            for k, v in (r["requests_window"] if windowed else r["requests"]).items():
                 total[k] += v
         hourly = store_requests.per_hour(total, seconds)
         lines.append(f"| {lat} ms | {setup} | " + " | ".join(f"{hourly.get(k, 0):.0f}" for k in kinds)
@@ -139,8 +140,10 @@ def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
               "vanilla: the per-batch offset/commit log writes plus the state store commit, all inside the batch.",
               ""] + checkpoint_table(raw) + [""]
     lines += ["### Store requests and their cost", "",
-              f"Counted from MinIO's `/minio/v2/metrics/cluster` around each run, divided by the run's measured "
-              f"span (so JVM-start requests count too). Cost at {store_requests.PRICES_SOURCE}: PUT/COPY/POST/LIST "
+              f"Counted from MinIO's `/minio/v2/metrics/cluster`, scraped once a second, between the start of "
+              f"each run's first measured batch and the end of its last (runs recorded before that window was: "
+              f"every request of the run, JVM start and the drain's final checkpoint included, over the measured "
+              f"span). Cost at {store_requests.PRICES_SOURCE}: PUT/COPY/POST/LIST "
               "$0.005 per 1,000, GET/HEAD $0.0004 per 1,000, DELETE free; per job, 730 h/month, requests only.", ""]
     lines += request_table(raw) + [""] + area_table(raw)
     if lim:

@@ -53,9 +53,18 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
                f"{shlex.quote(job_file.name)} --until-batch {w.until_batch}  # interval {interval}")
     return RunResult(
         setup=name, latency_ms=ctx.latency_ms, durations=[b["durationSeconds"] for b in batches],
-        active_seconds=_span(batches), command=command,
+        active_seconds=_span(batches), command=command, window=_window(batches),
         checkpoints=[{"bytes": c.get("bytes", 0), "new_bytes": c.get("newBytes", 0),
                       "sync_s": c["syncSeconds"], "async_s": c["asyncSeconds"]} for c in cps])
+
+
+def _window(batches: list[dict]) -> list[float]:
+    """Wall times of the first measured batch's start and the last one's end (the log's `ts` is when
+    a batch's completion was logged)."""
+    ts = [b.get("ts") for b in batches]
+    if len(batches) < 2 or not all(isinstance(t, int | float) for t in ts):
+        return []
+    return [float(ts[0]) - batches[0]["durationSeconds"], float(ts[-1])]
 
 
 def _span(batches: list[dict]) -> float:

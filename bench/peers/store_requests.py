@@ -63,6 +63,26 @@ def delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]
             for k in KINDS}
 
 
+def at(samples: list[tuple[float, Mapping[str, int]]], t: float) -> dict[str, float]:
+    """Counters at wall time t, linearly interpolated between the scrapes around it (sorted by time)."""
+    if not samples:
+        raise ValueError("no scrapes")
+    before = [s for s in samples if s[0] <= t]
+    after = [s for s in samples if s[0] >= t]
+    if not before or not after:
+        raise ValueError(f"time {t:.1f} is outside the scrapes ({samples[0][0]:.1f}-{samples[-1][0]:.1f})")
+    (t0, a), (t1, b) = before[-1], after[0]
+    f = 0.0 if t1 == t0 else (t - t0) / (t1 - t0)
+    return {k: a.get(k, 0) + f * (b.get(k, 0) - a.get(k, 0)) for k in KINDS}
+
+
+def in_window(samples: list[tuple[float, Mapping[str, int]]], start: float, end: float) -> dict[str, int]:
+    """Requests made between two wall times: the steady state of a run, without its JVM start and the
+    final checkpoint of its drain (which a short run's whole-run count spreads over its span)."""
+    a, b = at(samples, start), at(samples, end)
+    return {k: max(0, round(b[k] - a[k])) for k in KINDS}
+
+
 def per_hour(counts: Mapping[str, int], seconds: float) -> dict[str, float]:
     if seconds <= 0:
         raise ValueError("the measured interval must be positive")

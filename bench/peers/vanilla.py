@@ -50,8 +50,10 @@ def run(name: str, w: Workload, ctx: Context, tag: str, jar_list: str) -> RunRes
     cps = [{"sync_s": (e["durationMs"].get("walCommit", 0) + e["durationMs"].get("commitOffsets", 0)
                        + (e.get("stateCommitMs") or 0)) / 1000, "async_s": 0.0} for e in batches]
     span = batches[-1]["seconds"] - batches[0]["seconds"] if len(batches) > 1 else sum(durations)
+    window = ([batches[0]["ts"] - durations[0], batches[-1]["ts"]]
+              if len(batches) > 1 and all("ts" in e for e in (batches[0], batches[-1])) else [])
     return RunResult(setup=name, latency_ms=ctx.latency_ms, durations=durations, active_seconds=span,
-                     checkpoints=cps, command="python bench/peers/vanilla_job.py " + shlex.join(args))
+                     checkpoints=cps, command="python bench/peers/vanilla_job.py " + shlex.join(args), window=window)
 
 
 def _env() -> dict[str, str]:

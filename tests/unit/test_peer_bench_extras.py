@@ -233,3 +233,30 @@ def test_objects_are_counted_by_the_area_of_the_job_they_belong_to():
                         "objects_by_area": {"outputs": 9000}}]}
     text = "\n".join(render.area_table(raw))
     assert "| latency | setup | attempts | outputs |" in text and "| 0 ms | floor | 1 | 16000 |" in text
+
+
+def test_requests_are_cut_to_the_measured_window_by_interpolating_the_scrapes():
+    samples = [(100.0, {"PUT": 0}), (101.0, {"PUT": 10}), (103.0, {"PUT": 30}), (110.0, {"PUT": 500})]
+    assert store_requests.at(samples, 102.0)["PUT"] == 20
+    # The drain's burst after 103 s is outside a window that ends there.
+    assert store_requests.in_window(samples, 100.5, 103.0)["PUT"] == 25
+    with pytest.raises(ValueError):
+        store_requests.at(samples, 99.0)
+
+
+def test_the_request_table_prefers_the_window_and_falls_back_for_older_runs():
+    runs = [{"latency_ms": 0, "setup": "floor", "durations": [1.0], "active_seconds": 36.0,
+             "requests": {"PUT": 200}, "requests_window": {"PUT": 1}, "window_seconds": 36.0},
+            {"latency_ms": 0, "setup": "old", "durations": [1.0], "active_seconds": 36.0,
+             "requests": {"PUT": 200}}]
+    text = "\n".join(render.request_table({"results": runs}))
+    assert "| 0 ms | floor | 100 |" in text and "| 0 ms | old | 20000 |" in text
+
+
+def test_a_sparkpoint_run_window_spans_its_measured_batches():
+    from peers import sparkpoint_setup
+
+    batches = [{"ts": 10.0, "durationSeconds": 0.5}, {"ts": 11.0, "durationSeconds": 0.4},
+               {"ts": 12.5, "durationSeconds": 0.6}]
+    assert sparkpoint_setup._window(batches) == [9.5, 12.5]
+    assert sparkpoint_setup._window(batches[:1]) == []
