@@ -170,7 +170,10 @@ def retention_lines(ex: dict[str, Any]) -> list[str]:
     rows = ex.get("retention") or []
     if not rows:
         return []
-    plan = ex.get("plan", {})
+    plan = dict(ex.get("plan", {}))
+    sp = next((r for r in rows if r["setup"].startswith("sparkpoint")), {})
+    # A merged report's plan is the first run's: the Sparkpoint row records the GC it ran with.
+    plan.update({k: sp[k] for k in ("gc_interval", "grace") if sp.get(k)})
     out = ["### Bucket bytes over time with retention and GC", "",
            f"The churn query (10% per interval) runs for {plan.get('retention_seconds', 0) / 60:.1f} min. Sparkpoint: "
            f"checkpoint every 10 s, retain 3, its GC loop (`sparkpoint gc`, the sidecar's command) every "
@@ -180,20 +183,34 @@ def retention_lines(ex: dict[str, Any]) -> list[str]:
            "query with changelog checkpointing and Spark's own cleanup (spark.sql.streaming.minBatchesToRetain, "
            "default 100); everything under its checkpointLocation.", "",
            "| setup | samples | state (MiB, logical) | bucket at end (MiB) | checkpoint area at end (MiB) "
-           "| retained checkpoints (MiB) | area / retained: end, median, max (settled) | goal <= 1.5x |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| retained checkpoints (MiB) | area / retained: end, median, max (settled) "
+           "| time-averaged (settled) | goal <= 1.5x |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         last = r["samples"][-1] if r["samples"] else {}
         live = last.get("live_bytes")
+        avg = time_averaged_ratio(r["samples"])
         if r.get("final") is not None:
-            verdict = "met" if r["max_settled"] <= RETENTION_GOAL else "not met"
+            verdict = ("met" if r["max_settled"] <= RETENTION_GOAL else
+                       "met on average, not at the peak" if avg is not None and avg <= RETENTION_GOAL else "not met")
             ratio = f"{r['final']:.2f}, {r['median_settled']:.2f}, {r['max_settled']:.2f}"
         else:
             verdict, ratio = "n/a", "n/a"
         out.append(f"| {r['setup']} | {len(r['samples'])} | {r['state_bytes'] / MIB:.1f} "
                    f"| {last.get('total', 0) / MIB:.2f} | {last.get('checkpoint_area', 0) / MIB:.2f} "
-                   f"| {'n/a' if live is None else f'{live / MIB:.2f}'} | {ratio} | {verdict} |")
+                   f"| {'n/a' if live is None else f'{live / MIB:.2f}'} | {ratio} "
+                   f"| {'n/a' if avg is None else f'{avg:.2f}'} | {verdict} |")
     return out + [""]
+
+
+def time_averaged_ratio(samples: list[dict[str, Any]], settle_fraction: float = 0.5) -> float | None:
+    """Checkpoint-area bytes over live bytes, each summed over the settled samples (evenly spaced):
+    the overhead a storage bill (GB-months) sees, where the median hides short peaks."""
+    with_live = [s for s in samples if s.get("live_bytes")]
+    if not with_live:
+        return None
+    settled = [s for s in with_live if s["t"] >= with_live[-1]["t"] * settle_fraction]
+    return sum(s["checkpoint_area"] for s in settled) / sum(s["live_bytes"] for s in settled)
 
 
 def plots(ex: dict[str, Any], plot: Callable[..., str]) -> list[str]:
