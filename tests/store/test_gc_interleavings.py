@@ -24,13 +24,15 @@ from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_mani
 from sparkpoint.runtime.store import DirectoryStore, JobRef
 from sparkpoint.runtime.store.layout import object_key, objects_prefix, pending_prefix
 
+from . import gcsteps
+from .gcsteps import gc_step
 from .timeshift import FakeClock, ShiftedStore
 from .trees import tree_digest
 
 GRACE, REUSE_WINDOW, PENDING_TIMEOUT, RETAIN = 100.0, 50.0, 400.0, 1
 JOB = JobRef("default", "interleave")
 WRITER_STEPS = ["begin", "plan", "upload", "commit"]
-GC_STEPS = ["list_pending", "list_checkpoints", "list_objects", "delete"]
+GC_STEPS = gcsteps.STEPS
 SCENARIOS = {  # name: (age of the orphaned object before the run, content the checkpoint needs)
     "fresh-content": (200.0, "new"),
     "revert-to-old-orphan": (200.0, "v0"),
@@ -97,15 +99,7 @@ class World:
             self.op = None
 
     def gc_step(self, step: str) -> None:
-        if step == "list_checkpoints":
-            self.gc.list_checkpoints()
-            self.gc.delete_manifests()
-        elif step == "delete":
-            for info in self.gc.candidates:
-                self.gc.delete_object(info)
-            self.gc.delete_abandoned_pending()
-        else:
-            getattr(self.gc, step)()
+        gc_step(self.gc, step)
 
     def check_invariants(self, where: str) -> None:
         ids = list_checkpoint_ids(self.store, JOB)

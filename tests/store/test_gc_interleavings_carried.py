@@ -28,13 +28,15 @@ from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_mani
 from sparkpoint.runtime.store import DirectoryStore, JobRef
 from sparkpoint.runtime.store.layout import object_key, objects_prefix, pending_prefix
 
+from . import gcsteps
+from .gcsteps import gc_step
 from .timeshift import FakeClock, ShiftedStore
 from .trees import tree_digest
 
 GRACE, PENDING_TIMEOUT, RETAIN = 1.0, 400.0, 1
 JOB = JobRef("default", "carried")
 Q_STEPS = ["begin", "plan", "finish"]
-GC_STEPS = ["list_pending", "list_checkpoints", "list_objects", "delete"]
+GC_STEPS = gcsteps.STEPS
 SCENARIOS = {  # name: (content Q needs for file a, age of F's marker when the run starts)
     "reuse-from-failed": ("vF", 30.0),
     "old-orphan": ("v0", 30.0),
@@ -114,15 +116,7 @@ class World:
         self.t_f.abort()
 
     def gc_step(self, step: str) -> None:
-        if step == "list_checkpoints":
-            self.gc.list_checkpoints()
-            self.gc.delete_manifests()
-        elif step == "delete":
-            for info in self.gc.candidates:
-                self.gc.delete_object(info)
-            self.gc.delete_abandoned_pending()
-        else:
-            getattr(self.gc, step)()
+        gc_step(self.gc, step)
 
     def check(self, where: str) -> None:
         for cid in list_checkpoint_ids(self.store, JOB)[-RETAIN:]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.layout import object_key, objects_prefix, pending_key
 
 from .clirun import sparkpoint_json
-from .trees import change_files, tree_digest, write_tree
+from .trees import change_files, rewrite_in_place, tree_digest, write_tree
 
 
 def _writer(store: ObjectStore, job: JobRef, **kw) -> CheckpointWriter:  # type: ignore[no-untyped-def]
@@ -113,13 +112,7 @@ def test_file_rewritten_between_hashing_and_upload_fails_the_checkpoint(store, j
     paths = write_tree(tmp_path / "hot", 5)
     writer = _writer(store, job, reuse_window_seconds=0)
     op = writer.begin(tmp_path / "hot", batch_id=1)
-    victim = paths[2]
-    data = victim.read_bytes()
-    with open(victim, "r+b") as f:  # truncated and rewritten in place: same inode, same size
-        f.truncate(0)
-        f.write(bytes(reversed(data)))
-    st = victim.stat()
-    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    rewrite_in_place(paths[2])
     with pytest.raises(CheckpointError, match="changed"):
         op.plan()
         op.upload_all()
@@ -151,13 +144,9 @@ def test_wrong_bytes_left_by_a_failed_upload_are_not_carried_to_the_next_checkpo
     writer = CheckpointWriter(limited, job, attempt=write_fence(store, job), job_uid="u",  # type: ignore[arg-type]
                               reuse_window_seconds=0, carry_failed=True, upload_workers=1)
     victim = paths[2]
-    data = victim.read_bytes()
     op = writer.begin(hot, batch_id=1)
     op.plan()
-    with open(victim, "r+b") as f:  # rewritten in place while it is uploaded: same inode, same size
-        f.write(bytes(reversed(data)))
-    st = victim.stat()
-    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    data = rewrite_in_place(victim)  # while it is uploaded
     with pytest.raises(CheckpointError, match="changed"):
         op.upload_all()
     op.abort()

@@ -36,3 +36,15 @@ def tree_digest(root: Path) -> dict[str, str]:
     """relative path -> sha256 of every file: equal digests mean byte-identical trees."""
     return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def rewrite_in_place(path: Path) -> bytes:
+    """Reverse a file's bytes in place (same inode, same size) and bump its mtime, as a writer that
+    rewrites a file while it is read would; returns the original bytes."""
+    data = path.read_bytes()
+    with open(path, "r+b") as f:
+        f.truncate(0)
+        f.write(bytes(reversed(data)))
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    return data
