@@ -53,6 +53,7 @@ from sparkpoint.runtime.store.manifest import FileEntry, Manifest, PendingMarker
 from .catalog import highest_checkpoint_number, list_checkpoint_ids, load_manifest
 from .fence import check_fence
 from .hashing import HashCache, cache_key
+from .own_markers import OwnMarkers
 from .tickets import IdTickets
 
 log = logging.getLogger("sparkpoint.checkpoint")
@@ -141,7 +142,7 @@ class CheckpointOperation:
         base_manifest = self.writer.base  # may move on if another operation commits meanwhile
         self.base_id = base_manifest.id if base_manifest else None
         base = base_manifest.shas() if base_manifest else set()
-        carried = self.writer.marker_shas(exclude=self.id)  # read before the listing, see module doc
+        carried = self.writer.own.reusable(exclude=self.id)  # read before the listing, see module doc
         held = {sha_of_object_key(i.key): i for i in self.store.list(objects_prefix(self.writer.job))}
         now = self.writer.clock()
 
@@ -152,8 +153,8 @@ class CheckpointOperation:
                          or now - info.last_modified < self.writer.reuse_window_seconds))
         self.to_upload = [sha for sha in self.sources if self.writer.full_upload or not reusable(sha)]
         self.planned = True
-        self.writer.note_verified(self.id, set(self.sources) - set(self.to_upload))
-        self.writer.drop_failed_markers(before=self.id)
+        self.writer.own.note_verified(self.id, set(self.sources) - set(self.to_upload))
+        self.writer.own.drop_failed(before=self.id)
         return self.to_upload
 
     def upload_one(self, sha: str) -> None:
@@ -166,7 +167,7 @@ class CheckpointOperation:
             raise CheckpointError(f"checkpoint {self.id}: {path} changed while it was uploaded "
                                   "(size or mtime differ from when it was hashed); not committing")
         self.uploaded.add(sha)
-        self.writer.note_verified(self.id, {sha})
+        self.writer.own.note_verified(self.id, {sha})
 
     def upload_all(self, progress: Progress | None = None) -> None:
         if not self.planned:
@@ -222,8 +223,8 @@ class CheckpointOperation:
         if not w.store.put_if_absent(checkpoint_key(w.job, self.id), manifest.to_json()):
             raise CheckpointError(f"checkpoint {self.id} of job {w.job} already exists; not overwriting")
         w.store.delete(pending_key(w.job, self.id))
+        w.own.committed(self.id)
         with w.lock:
-            w.markers.pop(self.id, None)
             if w.base is None or checkpoint_number(manifest.id) > checkpoint_number(w.base.id):
                 w.base = manifest
             w.hash_cache.save()
@@ -236,38 +237,9 @@ class CheckpointOperation:
         return result
 
     def abort(self, keep: bool | None = None) -> None:
-        """Give the operation up. With `keep` (default: the writer's `carry_failed`) and something to
-        reuse (it got as far as its plan), its pending marker stays, so the next checkpoint can reuse
-        what this one uploaded, and that one's plan deletes it; otherwise drop the marker now (best
-        effort: GC would time it out anyway). So at most one failed marker per planned operation in
-        flight stays behind, however many checkpoints fail before their plan."""
-        w = self.writer
-        keep = w.carry_failed if keep is None else keep
-        with w.lock:
-            own = w.markers.get(self.id)
-            if own is not None and keep and own.shas:
-                own.failed = True
-                return
-            w.markers.pop(self.id, None)
-        _delete_marker(w, self.id)
-
-
-def _delete_marker(writer: CheckpointWriter, marker_id: str) -> None:
-    try:
-        writer.store.delete(pending_key(writer.job, marker_id))
-    except StoreError as exc:
-        log.warning("could not remove pending marker", extra={"id": marker_id, "error": str(exc)})
-
-
-@dataclass
-class OwnMarker:
-    """A pending marker this writer wrote and has not deleted."""
-
-    created: float  # writer clock just before the marker was written (so never later than its age says)
-    # What other operations may reuse: objects this one reused or uploaded and re-checked (not every
-    # object the marker lists: an upload whose source changed may have left wrong bytes behind).
-    shas: set[str] = field(default_factory=set)
-    failed: bool = False
+        """Give the operation up; its pending marker is kept for the next checkpoint to reuse from, or
+        deleted (own_markers.OwnMarkers.give_up)."""
+        self.writer.own.give_up(self.id, keep)
 
 
 def _latest_readable(store: ObjectStore, job: JobRef) -> Manifest | None:
@@ -322,43 +294,15 @@ class CheckpointWriter:
         self.tickets = IdTickets()
         # Markers of this writer's operations, in flight or failed-and-kept (`carry_failed`, for a
         # long-lived writer such as the runtime's; a one-shot CLI drops its marker on failure).
-        self.carry_failed = carry_failed
-        self.markers: dict[str, OwnMarker] = {}
+        self.own = OwnMarkers(store, job, carry_failed=carry_failed, pending_timeout_seconds=pending_timeout_seconds,
+                              clock=clock)
 
     def base_shas(self) -> set[str]:
         return self.base.shas() if self.base else set()
 
-    def marker_shas(self, exclude: str) -> set[str]:
-        """Objects listed by this writer's other markers that GC cannot have expired: younger than half
-        the pending timeout (GC abandons a marker only past the whole timeout)."""
-        horizon = self.clock() - self.pending_timeout_seconds / 2
-        with self.lock:
-            return {sha for mid, m in self.markers.items() if mid != exclude and m.created > horizon
-                    for sha in m.shas}
-
-    def note_verified(self, marker_id: str, shas: set[str]) -> None:
-        with self.lock:
-            if marker_id in self.markers:
-                self.markers[marker_id].shas |= shas
-
-    def drop_failed_markers(self, before: str) -> None:
-        """Delete the kept markers of failed operations that claimed their id before `before`."""
-        with self.lock:
-            gone = [mid for mid, m in self.markers.items()
-                    if m.failed and checkpoint_number(mid) < checkpoint_number(before)]
-            for mid in gone:
-                del self.markers[mid]
-        for mid in gone:
-            _delete_marker(self, mid)
-
     def close(self) -> None:
-        """Delete the kept markers of failed operations (on a clean stop: nothing will reuse them)."""
-        with self.lock:
-            gone = [mid for mid, m in self.markers.items() if m.failed]
-            for mid in gone:
-                del self.markers[mid]
-        for mid in gone:
-            _delete_marker(self, mid)
+        """Delete the kept markers of failed operations (the run ends: nothing will reuse them)."""
+        self.own.drop_failed()
 
     def begin(
         self,
@@ -416,8 +360,7 @@ class CheckpointWriter:
             written_after = self.clock()
             if self.store.put_if_absent(pending_key(self.job, cid), marker.to_json()):
                 self._next_number = number + 1
-                with self.lock:
-                    self.markers[cid] = OwnMarker(created=written_after)
+                self.own.written(cid, written_after)
                 return cid
             number += 1
         raise CheckpointError(f"job {self.job}: could not claim a checkpoint id near {checkpoint_id(number)}")

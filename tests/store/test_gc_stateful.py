@@ -277,10 +277,10 @@ class GcSafetyCarried(GcSafety):
     @invariant()
     def carried_markers_are_this_writers_live_ones(self) -> None:
         held = {i.key.rsplit("/", 1)[-1].removesuffix(".json") for i in self.store.list(pending_prefix(self.job))}
-        failed = {mid for mid, m in self.writer.markers.items() if m.failed}
+        failed = {mid for mid, m in self.writer.own.entries.items() if m.failed}
         in_flight = {f["op"].id for f in self.ops.values() if f["op"].writer is self.writer}
         assert len(failed - in_flight) <= 2, f"failed markers pile up: {sorted(failed)}"
-        fresh = {mid for mid, m in self.writer.markers.items() if self.clock() - m.created < PENDING_TIMEOUT / 2}
+        fresh = {mid for mid, m in self.writer.own.entries.items() if self.clock() - m.created < PENDING_TIMEOUT / 2}
         assert fresh <= held, f"a marker the writer would reuse from is gone: {sorted(fresh - held)}"
 
 
