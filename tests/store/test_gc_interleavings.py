@@ -13,19 +13,18 @@ written after a pass started are never its candidates, so removing it is not cau
 
 from __future__ import annotations
 
-import itertools
 import shutil
 from pathlib import Path
 
 import pytest
 
-from sparkpoint.runtime.checkpoint import CheckpointWriter, GcPass, restore, write_fence
+from sparkpoint.runtime.checkpoint import CheckpointWriter, GcPass, write_fence
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.store import DirectoryStore, JobRef
-from sparkpoint.runtime.store.layout import object_key, objects_prefix, pending_prefix
+from sparkpoint.runtime.store.layout import object_key
 
 from . import gcsteps
-from .gcsteps import gc_step
+from .gcsteps import assert_restores_then_only_latest_remains, gc_step
 from .timeshift import FakeClock, ShiftedStore
 from .trees import tree_digest
 
@@ -42,8 +41,7 @@ SCENARIOS = {  # name: (age of the orphaned object before the run, content the c
 
 def orderings() -> list[tuple[str, ...]]:
     """Every distinct interleaving of 4 writer steps, 4 GC steps and one time jump."""
-    tokens = ["W"] * len(WRITER_STEPS) + ["G"] * len(GC_STEPS) + ["T"]
-    return sorted(set(itertools.permutations(tokens)))
+    return gcsteps.orderings({"W": len(WRITER_STEPS), "G": len(GC_STEPS), "T": 1})
 
 
 class World:
@@ -111,16 +109,10 @@ class World:
                 assert self.store.stat(object_key(JOB, sha)), f"{where}: in-flight {self.op.id} lost {sha[:12]}"
 
     def check_end_state(self) -> None:
-        target = self.tmp / "restored"
-        restore(self.store, JOB, target, workers=1)
-        assert tree_digest(target) == self.expected_tree
-        self.clock.offset += PENDING_TIMEOUT + GRACE + 1
-        for _ in range(2):
-            GcPass(self.store, JOB, retain=RETAIN, grace_seconds=GRACE, pending_timeout_seconds=PENDING_TIMEOUT,
-                   clock=self.clock).run()
-        latest = load_manifest(self.store, JOB, list_checkpoint_ids(self.store, JOB)[-1])
-        assert {i.key for i in self.store.list(objects_prefix(JOB))} == {object_key(JOB, s) for s in latest.shas()}
-        assert not list(self.store.list(pending_prefix(JOB)))
+        assert_restores_then_only_latest_remains(
+            self.store, JOB, self.tmp / "restored", self.expected_tree, self.clock,
+            advance=PENDING_TIMEOUT + GRACE + 1, passes=2,
+            retain=RETAIN, grace_seconds=GRACE, pending_timeout_seconds=PENDING_TIMEOUT)
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -132,15 +124,11 @@ def test_every_interleaving_of_a_checkpoint_and_a_gc_pass_is_safe(scenario: str,
         tmp = tmp_path / f"run{n}"
         tmp.mkdir()
         world = World(tmp_path / "template", tmp, age, content)
-        writer_steps, gc_steps = iter(WRITER_STEPS), iter(GC_STEPS)
-        for i, token in enumerate(order):
-            if token == "W":
-                world.writer_step(next(writer_steps))
-            elif token == "G":
-                world.gc_step(next(gc_steps))
-            else:
-                world.clock.offset += GRACE + 20  # past the grace period, within the pending timeout
-            world.check_invariants(f"{scenario} {''.join(order)} step {i}")
+        def jump(world: World = world) -> None:
+            world.clock.offset += GRACE + 20  # past the grace period, within the pending timeout
+        gcsteps.play(order, {"W": iter(WRITER_STEPS), "G": iter(GC_STEPS), "T": None},
+                     {"W": world.writer_step, "G": world.gc_step, "T": jump},
+                     lambda i, world=world, order=order: world.check_invariants(f"{scenario} {''.join(order)} step {i}"))
         assert world.committed is not None
         world.check_end_state()
         shutil.rmtree(tmp)

@@ -17,19 +17,18 @@ half the pending timeout are each caught here.
 
 from __future__ import annotations
 
-import itertools
 import shutil
 from pathlib import Path
 
 import pytest
 
-from sparkpoint.runtime.checkpoint import CheckpointWriter, GcPass, restore, write_fence
+from sparkpoint.runtime.checkpoint import CheckpointWriter, GcPass, write_fence
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.store import DirectoryStore, JobRef
-from sparkpoint.runtime.store.layout import object_key, objects_prefix, pending_prefix
+from sparkpoint.runtime.store.layout import object_key
 
 from . import gcsteps
-from .gcsteps import gc_step
+from .gcsteps import assert_restores_then_only_latest_remains, gc_step
 from .timeshift import FakeClock, ShiftedStore
 from .trees import tree_digest
 
@@ -45,8 +44,7 @@ SCENARIOS = {  # name: (content Q needs for file a, age of F's marker when the r
 
 
 def orderings() -> list[tuple[str, ...]]:
-    tokens = ["Q"] * len(Q_STEPS) + ["G"] * len(GC_STEPS) + ["F"]
-    return sorted(set(itertools.permutations(tokens)))
+    return gcsteps.orderings({"Q": len(Q_STEPS), "G": len(GC_STEPS), "F": 1})
 
 
 def runtime_writer(store, clock) -> CheckpointWriter:  # type: ignore[no-untyped-def]
@@ -68,7 +66,7 @@ class World:
         self.store.shift, self.clock.offset = dict(self.t_shift), self.t_offset
         # The same runtime process: its writer still knows F (rebuilt here from the template's record).
         self.writer = runtime_writer(self.store, self.clock)
-        self.writer.markers = {k: type(v)(v.created, set(v.shas), v.failed) for k, v in self.t_markers.items()}
+        self.writer.own.entries = {k: type(v)(v.created, set(v.shas), v.failed) for k, v in self.t_markers.items()}
         self.writer._next_number = self.t_next
         self.f_op = self.t_f_op_id
         self.frozen = template / "frozen"
@@ -97,7 +95,7 @@ class World:
         (hot / "a").write_text(f"a-{content}" * 50)
         shutil.copytree(hot, template / "frozen")
         World.t_shift, World.t_offset = dict(store.shift), clock.offset
-        World.t_markers, World.t_next, World.t_f_op_id = dict(writer.markers), writer._next_number, f.id
+        World.t_markers, World.t_next, World.t_f_op_id = dict(writer.own.entries), writer._next_number, f.id
         World.t_f = f
 
     def q_step(self, step: str) -> None:
@@ -127,16 +125,11 @@ class World:
                 assert self.store.stat(object_key(JOB, sha)), f"{where}: {self.q.id} reuses a deleted object"
 
     def check_end(self, content: str) -> None:
-        target = self.tmp / "restored"
-        restore(self.store, JOB, target, workers=1)
-        assert tree_digest(target) == self.expected
         # Once F gave up and Q committed, its marker is gone: deleted by Q's plan, or abandoned by GC.
-        self.clock.offset += PENDING_TIMEOUT + 1
-        GcPass(self.store, JOB, retain=RETAIN, grace_seconds=GRACE, pending_timeout_seconds=PENDING_TIMEOUT,
-               clock=self.clock).run()
-        latest = load_manifest(self.store, JOB, list_checkpoint_ids(self.store, JOB)[-1])
-        assert {i.key for i in self.store.list(objects_prefix(JOB))} == {object_key(JOB, s) for s in latest.shas()}
-        assert not list(self.store.list(pending_prefix(JOB)))
+        assert_restores_then_only_latest_remains(
+            self.store, JOB, self.tmp / "restored", self.expected, self.clock,
+            advance=PENDING_TIMEOUT + 1, passes=1,
+            retain=RETAIN, grace_seconds=GRACE, pending_timeout_seconds=PENDING_TIMEOUT)
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -149,15 +142,9 @@ def test_every_interleaving_with_a_carried_marker_is_safe(scenario: str, tmp_pat
         tmp = tmp_path / f"run{n}"
         tmp.mkdir()
         world = World(tmp_path / "template", tmp, content, marker_age)
-        q_steps, gc_steps = iter(Q_STEPS), iter(GC_STEPS)
-        for i, token in enumerate(order):
-            if token == "Q":
-                world.q_step(next(q_steps))
-            elif token == "G":
-                world.gc_step(next(gc_steps))
-            else:
-                world.f_gives_up()
-            world.check(f"{scenario} {''.join(order)} step {i}")
+        gcsteps.play(order, {"Q": iter(Q_STEPS), "G": iter(GC_STEPS), "F": None},
+                     {"Q": world.q_step, "G": world.gc_step, "F": world.f_gives_up},
+                     lambda i, world=world, order=order: world.check(f"{scenario} {''.join(order)} step {i}"))
         assert world.committed is not None
         reused_from_f += world.committed.new_bytes == 0
         world.check_end(content)
