@@ -59,3 +59,9 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return out
+
+
+def completed_checkpoints(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The requests of the completed checkpoints (and savepoints) in a Sparkpoint runtime's log."""
+    return [e["request"] for e in events
+            if e.get("msg") == "checkpoint request finished" and e["request"]["status"] == "completed"]

@@ -24,7 +24,7 @@ from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, canonical, wait
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 
-from .common import Context, json_lines
+from .common import Context, completed_checkpoints, json_lines
 
 JOB = Path(__file__).with_name("vanilla_job.py")
 
@@ -68,7 +68,7 @@ def windowed_job(rows: int, keys: int, payload_bytes: int, small: bool) -> Windo
                        extra_args={"payload_bytes": payload_bytes} if payload_bytes else {})
 
 
-def _await_new_batch(log: Path, restarted_at: float, after: int, alive, timeout: float) -> float:  # type: ignore[no-untyped-def]
+def await_new_batch(log: Path, restarted_at: float, after: int, alive, timeout: float) -> float:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = seconds_to_first_new_batch(json_lines(log), restarted_at, after)
@@ -87,8 +87,7 @@ def sparkpoint(ctx: Context, job: WindowedJob, tag: str, timeout: float = 1800) 
     out: dict[str, Any] = {"setup": "sparkpoint", "latency_ms": ctx.latency_ms, "restarts": []}
 
     def checkpoints(log: Path) -> int:
-        return sum(1 for e in json_lines(log) if e.get("msg") == "checkpoint request finished"
-                   and e["request"]["status"] == "completed")
+        return len(completed_checkpoints(json_lines(log)))
 
     log = ctx.base / f"{tag}-0.log"
     p = RuntimeProcess(job_file, pod, log, until_batch=job.until_batch, env=ctx.env).start()
@@ -107,7 +106,7 @@ def sparkpoint(ctx: Context, job: WindowedJob, tag: str, timeout: float = 1800) 
         restarted_at = time.time()
         p = RuntimeProcess(job_file, pod, log, until_batch=job.until_batch, env=ctx.env).start()
         try:
-            first = _await_new_batch(log, restarted_at, killed_after, p.alive, timeout)
+            first = await_new_batch(log, restarted_at, killed_after, p.alive, timeout)
         except BaseException:
             p.kill()
             raise
@@ -158,7 +157,7 @@ def vanilla(ctx: Context, job: WindowedJob, tag: str, jar_list: str, flags: list
     restarted_at = time.time()
     proc = start(log)
     try:
-        first = _await_new_batch(log, restarted_at, killed_after, lambda: proc.poll() is None, timeout)
+        first = await_new_batch(log, restarted_at, killed_after, lambda: proc.poll() is None, timeout)
         code = proc.wait(timeout)
     except BaseException:
         kill(proc)

@@ -17,16 +17,15 @@ from sparkpoint.runtime.demo import RuntimeProcess, wait_until
 from sparkpoint.runtime.store import JobRef, open_store
 
 from .churn import ChurnWorkload
-from .common import Context, json_lines
-from .recovery import _await_new_batch, last_batch
+from .common import Context, completed_checkpoints, json_lines
+from .recovery import await_new_batch, last_batch
 from .sparkpoint_setup import churn_job
 
 SNAPSHOT_CONF = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 
 
 def checkpointed_batches(log: Path) -> list[int]:
-    return [e["request"]["batchId"] for e in json_lines(log) if e.get("msg") == "checkpoint request finished"
-            and e["request"]["status"] == "completed" and e["request"].get("batchId") is not None]
+    return [c["batchId"] for c in completed_checkpoints(json_lines(log)) if c.get("batchId") is not None]
 
 
 def state_files(files: list[str]) -> dict[str, int]:
@@ -56,7 +55,7 @@ def sparkpoint(ctx: Context, w: ChurnWorkload, tag: str, min_deltas: int, kill_a
     restarted_at = time.time()
     p = RuntimeProcess(job_file, pod, log, until_batch=None, env=ctx.env).start()
     try:
-        first = _await_new_batch(log, restarted_at, killed_after, p.alive, timeout)
+        first = await_new_batch(log, restarted_at, killed_after, p.alive, timeout)
         info = p.restore_info() or {}
     finally:
         p.kill()

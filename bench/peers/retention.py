@@ -24,7 +24,7 @@ from sparkpoint.runtime.demo import RuntimeProcess
 from sparkpoint.runtime.store import JobRef, open_store
 
 from .churn import ChurnWorkload
-from .common import Context, json_lines
+from .common import Context, completed_checkpoints, json_lines
 from .sparkpoint_setup import churn_job
 
 JOB = Path(__file__).with_name("vanilla_job.py")
@@ -97,8 +97,7 @@ def sparkpoint(ctx: Context, w: ChurnWorkload, tag: str, duration_s: float, samp
                 "checkpoints": len(live.kept_checkpoints)}
     log = ctx.base / f"{tag}.log"
     try:
-        _wait_running(lambda: any(e.get("msg") == "checkpoint request finished" and e["request"]["status"] == "completed"
-                                  for e in json_lines(log)), p.alive, "its first checkpoint")
+        _wait_running(lambda: bool(completed_checkpoints(json_lines(log))), p.alive, "its first checkpoint")
         samples = _sample_loop(duration_s, sample_s, sample, p.alive)
     finally:
         p.kill()

@@ -15,7 +15,7 @@ import yaml
 from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob
 
 from . import churn
-from .common import Context, RunResult, Workload, json_lines
+from .common import Context, RunResult, Workload, completed_checkpoints, json_lines
 
 HERE = Path(__file__).resolve().parent
 
@@ -47,8 +47,7 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
     events = json_lines(log)
     batches = [e for e in events if e.get("msg") == "batch completed" and e["batchId"] >= w.warmup_batches
                and e["batchId"] < w.batches]
-    cps = [e["request"] for e in events if e.get("msg") == "checkpoint request finished"
-           and e["request"]["status"] == "completed" and e["request"]["trigger"] == "interval"]
+    cps = [c for c in completed_checkpoints(events) if c["trigger"] == "interval"]
     command = (f"{'SPARKPOINT_BENCH_FULL_UPLOAD=1 ' if full else ''}python -m sparkpoint.runtime.cli run "
                f"{shlex.quote(job_file.name)} --until-batch {w.until_batch}  # interval {interval}")
     return RunResult(
@@ -129,8 +128,7 @@ def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str) -> dict[str, Any]:
         raise
     if code != 0:
         raise RuntimeError(f"{tag} exited {code}; see {log}")
-    cps = [e["request"] for e in json_lines(log) if e.get("msg") == "checkpoint request finished"
-           and e["request"]["status"] == "completed" and e["request"].get("batchId") is not None]
+    cps = [c for c in completed_checkpoints(json_lines(log)) if c.get("batchId") is not None]
     cps = [{"batch_id": c["batchId"], "new_bytes": c.get("newBytes", 0), "bytes": c.get("bytes", 0),
             "sync_s": c["syncSeconds"], "async_s": c["asyncSeconds"]} for c in cps]
     return {"setup": "sparkpoint-10s", "size": w.size, "churn": w.churn, "state_bytes": w.state_bytes,

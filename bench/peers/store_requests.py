@@ -4,6 +4,7 @@ and what they would cost per month at public list prices."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 
 # S3 API name -> the kind a bill groups it under. MinIO's `api` label is the lower-cased name.
@@ -110,8 +111,4 @@ def area_of(key: str) -> str:
 
 
 def objects_by_area(keys: list[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for key in keys:
-        a = area_of(key)
-        out[a] = out.get(a, 0) + 1
-    return dict(sorted(out.items()))
+    return dict(sorted(Counter(area_of(key) for key in keys).items()))

@@ -4,6 +4,7 @@ MinIO's received-bytes counter, the report sections, and the harness's flag chec
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -263,3 +264,17 @@ def test_a_sparkpoint_run_window_spans_its_measured_batches():
                {"ts": 12.5, "durationSeconds": 0.6}]
     assert sparkpoint_setup._window(batches) == [9.5, 12.5]
     assert sparkpoint_setup._window(batches[:1]) == []
+
+
+def test_completed_checkpoints_are_read_from_the_runtime_log(tmp_path):
+    from peers import common, replay
+
+    def finished(status: str, batch: int | None) -> dict:
+        return {"msg": "checkpoint request finished", "request": {"status": status, "batchId": batch}}
+    events = [finished("completed", 3), finished("failed", 4), {"msg": "batch completed", "batchId": 5},
+              finished("completed", None)]
+    assert common.completed_checkpoints(events) == [{"status": "completed", "batchId": 3},
+                                                    {"status": "completed", "batchId": None}]
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(json.dumps(e) for e in events) + "\nnot json\n")
+    assert replay.checkpointed_batches(log) == [3]
