@@ -1,32 +1,34 @@
 """Several peer-benchmark runs as one report: the alternating rounds of one run and the extra figures
-of another (a 30-minute retention run, 1 GB churn) need not share a session. Runs whose rounds used
-different workloads are not merged: their batch durations would not be comparable."""
+of another (a 30-minute retention run, 1 GB churn) need not share a session. The first run with
+rounds sets the workload; rounds of another workload are not pooled with it (their batch durations
+are not comparable) but kept apart, under `other_workloads`, each reported on its own."""
 
 from __future__ import annotations
 
 from typing import Any
 
 EXTRA_LISTS = ("recovery", "churn", "retention", "replay")
+OTHER_KEYS = ("size", "workload", "rounds", "loads", "command", "results", "versions", "skipped")
 
 
 def merge(raws: list[dict[str, Any]]) -> dict[str, Any]:
     if not raws:
         raise ValueError("nothing to merge")
+    first = next((r for r in raws if r.get("results")), raws[0])
+    others = [r for r in raws if r.get("results") and r["workload"] != first["workload"]]
+    every = raws  # extra figures (recovery, churn, ...) and limits come from every run
+    raws = [r for r in raws if not any(r is o for o in others)]
     with_rounds = [r for r in raws if r.get("results")]
-    workloads = {repr(sorted(r["workload"].items())) for r in with_rounds}
-    if len(workloads) > 1:
-        raise ValueError("the runs' rounds used different workloads: " + "; ".join(sorted(workloads)))
-    first = with_rounds[0] if with_rounds else raws[0]
     out = dict(first)
     out["results"] = [res for r in raws for res in r.get("results") or []]
     out["rounds"] = sum(r.get("rounds", 0) for r in with_rounds) if with_rounds else 0
     out["loads"] = [load for r in raws for load in r.get("loads") or []]
     out["command"] = " ; ".join(r["command"] for r in raws)
     out["skipped"] = {k: v for r in raws for k, v in (r.get("skipped") or {}).items()}
-    out["limits"] = next((r["limits"] for r in raws if r.get("limits")), None)
-    out["restore"] = next((r["restore"] for r in raws if r.get("restore")), None)
+    out["limits"] = next((r["limits"] for r in every if r.get("limits")), None)
+    out["restore"] = next((r["restore"] for r in every if r.get("restore")), None)
     extras: dict[str, Any] = {}
-    for r in raws:
+    for r in every:
         ex = r.get("extras") or {}
         for key, value in ex.items():
             if key in EXTRA_LISTS:
@@ -34,4 +36,5 @@ def merge(raws: list[dict[str, Any]]) -> dict[str, Any]:
             else:
                 extras.setdefault(key, value)
     out["extras"] = extras
+    out["other_workloads"] = [{k: o.get(k) for k in OTHER_KEYS} for o in others]
     return out

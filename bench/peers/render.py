@@ -115,12 +115,9 @@ def area_table(raw: dict[str, Any]) -> list[str]:
 
 
 def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
-    w, lim, v = raw["workload"], raw.get("limits"), raw["versions"]
+    lim, v = raw.get("limits"), raw["versions"]
     lines = [START, "## Peers: Sparkpoint vs vanilla Spark on S3, Flink, and the floor (`bench/peer_bench.py`)", ""]
-    lines.append(f"Size **{raw['size']}**: {w['rows_per_batch']} rows per micro-batch over {w['keys']} keys"
-                 f"{', ' + str(w['payload_bytes']) + ' B payload per key' if w['payload_bytes'] else ''}, "
-                 f"{w['batches']} batches per run (first {w['warmup_batches']} not measured), trigger {w['trigger']}; "
-                 f"{raw['rounds']} alternating rounds. Same query (sparkpoint/examples/windowed_aggregation.py), "
+    lines.append(f"Size **{raw['size']}**: {_workload_text(raw)}. Same query (sparkpoint/examples/windowed_aggregation.py), "
                  "same rate-micro-batch data, same MinIO reached through toxiproxy on loopback.")
     lines += ["", f"**Machine load** (1/5/15-min load average, 2 cores, shared with other jobs) at the start "
               f"and after each round: {'; '.join(raw['loads'])}. {_load_verdict(raw['loads'])}", ""]
@@ -146,6 +143,8 @@ def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
               f"span). Cost at {store_requests.PRICES_SOURCE}: PUT/COPY/POST/LIST "
               "$0.005 per 1,000, GET/HEAD $0.0004 per 1,000, DELETE free; per job, 730 h/month, requests only.", ""]
     lines += request_table(raw) + [""] + area_table(raw)
+    for other in raw.get("other_workloads") or []:
+        lines += other_workload_lines(other)
     if lim:
         lines += ["### Physical limits (same run)", "",
                   f"sha256 {lim['sha256_mib_s']:.0f} MiB/s (one core); local disk write (fsync) "
@@ -158,14 +157,37 @@ def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
                   f"{rs['files']} files x {rs['file_mib']} MiB restored from MinIO while {rs['burners']} busy-loop "
                   f"processes hold every core (median of {rs['repeats']}): plain GETs (8 parallel, no hashing) "
                   f"{rs['raw_get_mib_s']:.0f} MiB/s, Sparkpoint restore (8 workers, sha256-verified, staged then "
-                  f"renamed) {rs['restore_mib_s']:.0f} MiB/s = **{rs['fraction']:.0%} of raw GET** (goal >= 70%).", ""]
+                  f"renamed) {rs['restore_mib_s']:.0f} MiB/s = **{rs['fraction']:.0%} of raw GET** (goal >= 70%)"
+                  + (f"; per repeat (both downloads in alternating order): "
+                     f"{', '.join(f'{x:.0%}' for x in rs['fractions'])}." if rs.get("fractions") else "."), ""]
     ex = raw.get("extras") or {}
     lines += render_extras.recovery_lines(ex) + render_extras.churn_lines(ex) + render_extras.retention_lines(ex)
     lines += render_extras.replay_lines(ex)
-    lines += _goals(ratios)
+    lines += _goals(raw, ratios)
     lines += ["### Not yet measured", ""] + [f"- {m}" for m in not_measured(raw)] + [""]
     lines += [*_plots(raw, ratios, plot), *render_extras.plots(ex, plot), END]
     return "\n".join(lines)
+
+
+def _workload_text(raw: dict[str, Any]) -> str:
+    w = raw["workload"]
+    return (f"{w['rows_per_batch']} rows per micro-batch over {w['keys']} keys"
+            f"{', ' + str(w['payload_bytes']) + ' B payload per key' if w['payload_bytes'] else ''}, "
+            f"{w['batches']} batches per run (first {w['warmup_batches']} not measured), trigger {w['trigger']}; "
+            f"{raw['rounds']} alternating rounds")
+
+
+def other_workload_lines(other: dict[str, Any]) -> list[str]:
+    """Rounds of another workload (an earlier run, often with more setups), reported on their own:
+    their ratios are to their own floor and vanilla runs, never to this run's."""
+    table, _ = batch_table(other)
+    lines = [f"### The `{other['size']}` workload: an earlier run, reported on its own", "",
+             f"{_workload_text(other)}. Its ratios are to its own floor and vanilla-changelog runs. Load at the start "
+             f"and after each round: {'; '.join(other.get('loads') or [])}. Commit "
+             f"{(other.get('versions') or {}).get('commit', 'n/a')}. Command: `{other.get('command', '')}`.", ""]
+    if other.get("skipped"):
+        lines += [f"- **{k}**: {why}" for k, why in other["skipped"].items()] + [""]
+    return lines + table + [""] + checkpoint_table(other) + [""] + request_table(other) + [""]
 
 
 def _load_verdict(loads: list[str]) -> str:
@@ -199,17 +221,36 @@ def not_measured(raw: dict[str, Any]) -> list[str]:
     return out
 
 
-def _goals(ratios: dict[tuple[int, str], stats.Ratio]) -> list[str]:
-    """The issue's batch-duration goals, checked against the measured intervals."""
+GOALS = ((0, "sparkpoint-10s", "floor", 1.05), (20, "sparkpoint-10s", "floor", 1.05),
+         (20, "sparkpoint-10s", "vanilla-changelog", 0.5))
+MIN_ROUNDS_TO_JUDGE = 3  # below it, resampling rounds says little: judge by the per-batch interval
+
+
+def _goals(raw: dict[str, Any], ratios: dict[tuple[int, str], stats.Ratio]) -> list[str]:
+    """The issue's batch-duration goals, checked against the measured intervals: the one that
+    resamples whole rounds when there are enough of them (batches within a run are correlated), the
+    per-batch one otherwise."""
+    g = group(raw["results"])
     out = []
-    for lat, key, goal in ((0, "sparkpoint-10s/floor", 1.05), (20, "sparkpoint-10s/floor", 1.05),
-                           (20, "sparkpoint-10s/vanilla-changelog", 0.5)):
-        r = ratios.get((lat, key))
+    for lat, setup, ref, goal in GOALS:
+        r = ratios.get((lat, f"{setup}/{ref}"))
         if r is None:
             continue
-        verdict = "met" if r.high <= goal else "not met" if r.low > goal else "not resolved (interval spans the goal)"
-        out.append(f"- {key} at {lat} ms: {r.fmt()}, goal <= {goal}: **{verdict}**")
-    return (["### Goals", ""] + out + [""]) if out else []
+        a, b = [x["durations"] for x in g[(lat, ref)]], [x["durations"] for x in g[(lat, setup)]]
+        line = f"- {setup}/{ref} at {lat} ms: {r.fmt()} over batches"
+        judged = r
+        if min(len(a), len(b)) >= MIN_ROUNDS_TO_JUDGE:
+            judged = stats.paired_rounds_ratio(a, b)
+            each = ", ".join(f"{x:.3f}" for x in stats.per_round_ratios(a, b))
+            line += f", [{judged.low:.3f}, {judged.high:.3f}] resampling the {min(len(a), len(b))} rounds (per round: {each})"
+        verdict = ("met" if judged.high <= goal else "not met" if judged.low > goal
+                   else "not resolved (interval spans the goal)")
+        out.append(f"{line}; goal <= {goal}: **{verdict}**")
+    if not out:
+        return []
+    return (["### Goals", "", f"Verdicts use the interval that resamples whole rounds when there are at least "
+             f"{MIN_ROUNDS_TO_JUDGE} (the same rounds on both sides, so a round's drift stays paired), the per-batch "
+             "interval otherwise.", ""] + out + [""])
 
 
 def _fractions(raw: dict[str, Any], lim: dict[str, float]) -> list[str]:

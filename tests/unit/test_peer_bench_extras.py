@@ -188,10 +188,28 @@ def test_runs_merge_into_one_report_and_the_gaps_are_named():
     assert any("sizes 1g" in g for g in gaps) and not any("Bucket bytes" in g for g in gaps)
     assert any(g.startswith("Recovery after a kill, sparkpoint: not at 20 ms") for g in gaps)
     assert any(g.startswith("Recovery after a kill, flink: not at 0 ms and 20 ms") for g in gaps)
-    other = dict(later, results=[{"setup": "floor", "latency_ms": 0, "durations": [1.0], "active_seconds": 1}],
-                 workload=dict(rounds["workload"], keys=99))
-    with pytest.raises(ValueError, match="different workloads"):
-        merge.merge([rounds, other])
+    assert both["other_workloads"] == []
+
+
+def test_rounds_of_another_workload_are_reported_apart_not_pooled():
+    rounds = _raw({})
+    rounds["results"] = [{"setup": "floor", "latency_ms": 0, "durations": [1.0, 1.1], "active_seconds": 2}]
+    earlier = _raw({"recovery": [{"setup": "sparkpoint", "latency_ms": 0, "restarts": []}]})
+    earlier.update(size="medium", workload=dict(rounds["workload"], keys=99), command="e", loads=["2.0 2.0 2.0"],
+                   skipped={"(round 3 of 3)": "lost"},
+                   results=[{"setup": "floor", "latency_ms": 0, "durations": [2.0], "active_seconds": 1,
+                             "checkpoints": [], "requests": {}},
+                            {"setup": "vanilla", "latency_ms": 0, "durations": [3.0], "active_seconds": 1,
+                             "checkpoints": [], "requests": {}}])
+    both = merge.merge([rounds, earlier])
+    assert len(both["results"]) == 1 and both["command"] == "c" and both["loads"] == ["9.0 8.0 7.0"]
+    assert len(both["extras"]["recovery"]) == 1  # its extra figures still count
+    (other,) = both["other_workloads"]
+    assert other["workload"]["keys"] == 99 and len(other["results"]) == 2 and other["command"] == "e"
+    text = "\n".join(render.other_workload_lines(other))
+    assert "### The `medium` workload: an earlier run, reported on its own" in text
+    assert "| 0 ms | vanilla | 1 | 1 | 3.000 |" in text and "| 1.500 [1.500, 1.500] |" in text
+    assert "**(round 3 of 3)**: lost" in text
 
 
 def test_churn_total_ratio_counts_the_compaction_the_median_passes_over() -> None:

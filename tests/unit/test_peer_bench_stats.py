@@ -59,6 +59,29 @@ def test_bootstrap_is_reproducible_and_rejects_bad_input():
         stats.ratio_of_medians([0.0], b)
 
 
+def test_resampling_paired_rounds_cancels_a_drift_both_sides_share():
+    # Round 2 ran on a slower machine for both setups: per-batch resampling mixes the rounds and sees
+    # a wide spread; resampling whole rounds keeps each round's pair together.
+    a_rounds, b_rounds = [[1.0] * 10, [2.0] * 10], [[1.02] * 10, [2.04] * 10]
+    paired = stats.paired_rounds_ratio(a_rounds, b_rounds)
+    per_batch = stats.bootstrap_ratio([x for r in a_rounds for x in r], [x for r in b_rounds for x in r])
+    assert paired.value == pytest.approx(1.02) and paired.high - paired.low < 1e-9
+    assert per_batch.high - per_batch.low > 0.5
+    assert stats.per_round_ratios(a_rounds, b_rounds) == pytest.approx([1.02, 1.02])
+
+
+def test_resampling_rounds_shows_the_spread_between_runs_that_batches_hide():
+    # Each run is steady but the runs disagree (0.9x, 1.0x, 1.1x): the pooled batches' median is
+    # pinned at 1.0, the rounds' interval is not.
+    a_rounds, b_rounds = [[1.0] * 50] * 3, [[0.9] * 50, [1.0] * 50, [1.1] * 50]
+    per_batch = stats.bootstrap_ratio([x for r in a_rounds for x in r], [x for r in b_rounds for x in r])
+    paired = stats.paired_rounds_ratio(a_rounds, b_rounds)
+    assert per_batch.high - per_batch.low < 0.11
+    assert paired.low == pytest.approx(0.9) and paired.high == pytest.approx(1.1)
+    with pytest.raises(ValueError, match="at least one round"):
+        stats.paired_rounds_ratio([[]], [[1.0]])
+
+
 def test_summary_reports_rows_per_second_at_the_median():
     s = stats.summary([1.0, 2.0, 4.0], rows_per_batch=1000)
     assert (s["median_s"], s["rows_per_s"], s["batches"]) == (2.0, 500.0, 3)
@@ -126,11 +149,39 @@ def test_render_reports_ratios_goals_and_costs_from_raw_results():
     text = render.render(raw, lambda name, title, draw, size=None: plots.append(name) or f"![{title}]({name})")
     assert text.startswith(render.START) and text.endswith(render.END)
     assert "| 0 ms | sparkpoint-10s | 1 | 10 | 1.020 |" in text
-    assert "sparkpoint-10s/floor at 0 ms: 1.020 [1.020, 1.020], goal <= 1.05: **met**" in text
-    assert "sparkpoint-10s/floor at 20 ms: 1.200 [1.200, 1.200], goal <= 1.05: **not met**" in text
-    assert "sparkpoint-10s/vanilla-changelog at 20 ms: 0.400 [0.400, 0.400], goal <= 0.5: **met**" in text
+    assert "sparkpoint-10s/floor at 0 ms: 1.020 [1.020, 1.020] over batches; goal <= 1.05: **met**" in text
+    assert "sparkpoint-10s/floor at 20 ms: 1.200 [1.200, 1.200] over batches; goal <= 1.05: **not met**" in text
+    assert "sparkpoint-10s/vanilla-changelog at 20 ms: 0.400 [0.400, 0.400] over batches; goal <= 0.5: **met**" in text
     assert "**vanilla-v2**: RuntimeError: boom" in text
     assert "80% of raw GET" in text and "9.0 8.0 7.0" in text
     # 60 PUT + 6 GET per minute -> 3600 PUT/h, 360 GET/h.
     assert "| 0 ms | floor | 3600 | 360 | 0 | 0 | 0 |" in text
     assert plots == ["peers-batch-duration", "peers-ratio-to-floor"]
+
+
+def test_goals_are_judged_by_the_rounds_interval_once_there_are_three_rounds():
+    from peers import render
+
+    raw = {"results": [], "workload": {"rows_per_batch": 100}}
+    for b in ([0.9] * 20, [1.0] * 20, [1.2] * 20):  # steady runs that disagree between rounds
+        raw["results"] += [_run("floor", 0, [1.0] * 20), _run("sparkpoint-10s", 0, b)]
+    _, ratios = render.batch_table(raw)
+    (line,) = [x for x in render._goals(raw, ratios) if x.startswith("- ")]
+    # The pooled batches put the median at 1.0 (met); the rounds' interval reaches 1.2.
+    assert line.startswith("- sparkpoint-10s/floor at 0 ms: 1.000 [")
+    assert "resampling the 3 rounds (per round: 0.900, 1.000, 1.200)" in line
+    assert line.endswith("goal <= 1.05: **not resolved (interval spans the goal)**")
+
+
+def test_restore_fraction_pairs_each_repeats_downloads():
+    from peers import render, restore_load
+
+    # Repeat 2 met a fast moment for the raw GET only: pairing keeps it from setting the verdict.
+    out = restore_load.summarize([100.0, 400.0, 200.0], [90.0, 100.0, 180.0], files=2, file_mib=1, burners=2)
+    assert out["fraction"] == pytest.approx(0.9) and out["fractions"] == pytest.approx([0.9, 0.25, 0.9])
+    assert (out["raw_get_mib_s"], out["restore_mib_s"], out["repeats"]) == (200.0, 100.0, 3)
+    raw = {"size": "small", "rounds": 0, "loads": [], "command": "c", "skipped": {}, "versions": {},
+           "workload": {"rows_per_batch": 1, "keys": 1, "batches": 1, "payload_bytes": 0, "trigger": "1s",
+                        "warmup_batches": 0}, "limits": None, "restore": out, "results": [], "extras": {}}
+    text = render.render(raw, lambda *a, **k: "")
+    assert "**90% of raw GET** (goal >= 70%); per repeat (both downloads in alternating order): 90%, 25%, 90%." in text
