@@ -149,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steady-batches", type=int, default=None, metavar="N",
                    help="churn: measured batches after the fill (a checkpoint per 10; default 12 with --small, 30)")
     p.add_argument("--churn", default="0.01,0.1", help="fractions of the keys updated per checkpoint interval")
+    p.add_argument("--churn-setups", default=",".join(extras.CHURN_SETUPS),
+                   help="which setups the churn phase runs (flink: only with flink in --setups)")
+    p.add_argument("--churn-nice", default="", metavar="N,M",
+                   help="churn: run Sparkpoint once per SPARKPOINT_CHECKPOINT_NICE value, alternating (an A/B)")
+    p.add_argument("--churn-rounds", type=int, default=1, help="churn: alternating rounds of its setups")
     p.add_argument("--recovery-setups", default=",".join(extras.RECOVERY_SETUPS),
                    help="which setups the recovery phase kills and restarts (flink: only with flink in --setups)")
     p.add_argument("--retention-setups", default=",".join(extras.RETENTION_SETUPS),
@@ -281,6 +286,18 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
     recovery_setups = tuple(x for x in args.recovery_setups.split(",") if x)
     if set(recovery_setups) - set(extras.RECOVERY_SETUPS):
         p.error(f"--recovery-setups: choose from {extras.RECOVERY_SETUPS}")
+    churn_setups = tuple(x for x in args.churn_setups.split(",") if x)
+    if set(churn_setups) - set(extras.CHURN_SETUPS):
+        p.error(f"--churn-setups: choose from {extras.CHURN_SETUPS}")
+    try:
+        churn_nice = tuple(int(x) for x in args.churn_nice.split(",") if x)
+    except ValueError:
+        p.error(f"--churn-nice: {args.churn_nice!r} is not a comma-separated list of integers")
+    if any(not 0 <= n <= 19 for n in churn_nice):
+        p.error(f"--churn-nice: values must be in [0, 19], got {args.churn_nice!r}")
+    if args.churn_rounds < 1:
+        p.error("--churn-rounds must be >= 1")
+    churn_opts = {"churn_setups": churn_setups, "churn_nice": churn_nice, "churn_rounds": args.churn_rounds}
     retention_setups = tuple(x for x in args.retention_setups.split(",") if x)
     if set(retention_setups) - set(extras.RETENTION_SETUPS):
         p.error(f"--retention-setups: choose from {extras.RETENTION_SETUPS}")
@@ -288,11 +305,11 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
         return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 10.0, True, gc_interval="10s",
                                  grace="20s", grace_seconds=20.0, steady_batches=args.steady_batches or 12, flink=with_flink,
                                  recovery_setups=recovery_setups, replay_intervals=(2, 10), replay_rounds=1,
-                                 retention_setups=retention_setups)
+                                 retention_setups=retention_setups, **churn_opts)
     return extras.ExtrasPlan(phases, sizes, churns, minutes * 60, 30.0, False, flink=with_flink,
                              steady_batches=args.steady_batches or 30,
                              recovery_setups=recovery_setups, retention_setups=retention_setups,
-                             retention_size="100m" if size_name == "full" else "tiny")
+                             retention_size="100m" if size_name == "full" else "tiny", **churn_opts)
 
 
 def write(raw: dict, no_write: bool) -> None:

@@ -16,6 +16,7 @@ from .common import Context, Workload
 PHASES = ("recovery", "churn", "retention", "replay")
 RECOVERY_SETUPS = ("sparkpoint", "vanilla-changelog", "flink")
 RETENTION_SETUPS = ("sparkpoint-10s", "vanilla-changelog")
+CHURN_SETUPS = ("sparkpoint-10s", "vanilla-changelog", "flink")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class ExtrasPlan:
     retention_setups: tuple[str, ...] = RETENTION_SETUPS
     replay_intervals: tuple[int, ...] = (5, 50)  # minDeltasForSnapshot values the replay phase compares
     replay_rounds: int = 2
+    churn_setups: tuple[str, ...] = CHURN_SETUPS
+    # Sparkpoint's checkpoint nice values to compare (SPARKPOINT_CHECKPOINT_NICE), one run each per
+    # round, alternating; empty: one run at the runtime's default.
+    churn_nice: tuple[int, ...] = ()
+    churn_rounds: int = 1
 
 
 def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any], after: Callable[[], None]) -> Any:
@@ -95,23 +101,9 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
                 if r:
                     out["recovery"].append(r)
     if "churn" in plan.phases:
-        ctx = ctx_at(0)
-        for size in plan.sizes:
-            for c in plan.churns:
-                cw = ChurnWorkload.of(size, c, steady_batches=plan.steady_batches)
-                tag = f"churn-{size}-{int(c * 100)}pct"
-                runs = [("sparkpoint-10s", lambda cw=cw, tag=tag: sparkpoint_setup.run_churn(cw, ctx, tag + "-sp")),
-                        ("vanilla-changelog", lambda cw=cw, tag=tag: vanilla.run_churn(
-                            cw, ctx, tag + "-vanilla", jar_list, ["--changelog"]))]
-                d = flink.flink_dir()
-                if d is not None and plan.flink:
-                    runs.append(("flink", lambda cw=cw, tag=tag, d=d: flink.run_churn(
-                        cw, ctx, tag + "-flink", str(d / "venv" / "bin" / "python"), str(d / "plugins"))))
-                for name, fn in runs:
-                    r = attempt(f"churn {size} {c:.0%} {name}", fn)
-                    if r:
-                        r["rows_per_batch"], r["row_bytes"] = cw.rows_per_batch, cw.row_bytes
-                        out["churn"].append(r)
+        for rnd in range(plan.churn_rounds):  # rounds alternate the setups (A B A B), latencies within
+            for lat in latencies:
+                _churn(plan, ctx_at(lat), lat, rnd, jar_list, attempt, out)
     if "retention" in plan.phases:
         ctx = ctx_at(0)
         rw = ChurnWorkload.of(plan.retention_size, 0.1)
@@ -136,3 +128,31 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
                 if r:
                     out["replay"].append(r)
     return out
+
+
+def _churn(plan: ExtrasPlan, ctx: Context, lat: int, rnd: int, jar_list: str,
+           attempt: Callable[[str, Callable[[], Any]], Any], out: dict[str, Any]) -> None:
+    """One round of the churn phase at one latency: every size, churn and setup once."""
+    sp_variants = [(f"sparkpoint-10s-nice{n}", {"SPARKPOINT_CHECKPOINT_NICE": str(n)}) for n in plan.churn_nice] \
+        or [("sparkpoint-10s", {})]
+    for size in plan.sizes:
+        for c in plan.churns:
+            cw = ChurnWorkload.of(size, c, steady_batches=plan.steady_batches)
+            tag = f"churn-{size}-{int(c * 100)}pct-{lat}ms-r{rnd}"
+            runs: list[tuple[str, Callable[[], Any]]] = []
+            if "sparkpoint-10s" in plan.churn_setups:
+                runs += [(name, lambda cw=cw, tag=tag, name=name, env=env: sparkpoint_setup.run_churn(
+                    cw, ctx, f"{tag}-{name}", setup=name, env=env)) for name, env in sp_variants]
+            if "vanilla-changelog" in plan.churn_setups:
+                runs.append(("vanilla-changelog", lambda cw=cw, tag=tag: vanilla.run_churn(
+                    cw, ctx, tag + "-vanilla", jar_list, ["--changelog"])))
+            d = flink.flink_dir()
+            if d is not None and plan.flink and "flink" in plan.churn_setups:
+                runs.append(("flink", lambda cw=cw, tag=tag, d=d: flink.run_churn(
+                    cw, ctx, tag + "-flink", str(d / "venv" / "bin" / "python"), str(d / "plugins"))))
+            for name, fn in runs:
+                r = attempt(f"churn {size} {c:.0%} {name} {lat} ms round {rnd}", fn)
+                if r:
+                    r["rows_per_batch"], r["row_bytes"] = cw.rows_per_batch, cw.row_bytes
+                    r["latency_ms"], r["round"] = lat, rnd
+                    out["churn"].append(r)

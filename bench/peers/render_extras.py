@@ -81,10 +81,17 @@ def replay_lines(ex: dict[str, Any]) -> list[str]:
 
 
 def churn_rows(ex: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per churn run: medians over its steady checkpoints (the fill's checkpoint excluded)."""
-    out = []
+    """One row per size, churn, latency and setup, pooling its runs (rounds): medians over their steady
+    checkpoints (the fill's checkpoint excluded)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in ex.get("churn") or []:
-        st = r.get("steady") or []
+        groups.setdefault((r["size"], r["churn"], r.get("latency_ms", 0), r["setup"]), []).append(r)
+    out = []
+    for (_, _, lat, _), runs in groups.items():
+        r = {**runs[0], "latency_ms": lat, "runs": len(runs)}
+        st = [s for x in runs for s in x.get("steady") or []]
+        r["steady"] = st
+        r["batch_durations"] = [d for x in runs for d in x.get("batch_durations") or []]
         if not st:
             out.append({**r, "n": 0})
             continue
@@ -113,21 +120,22 @@ def churn_lines(ex: dict[str, Any]) -> list[str]:
            "logs, its asynchronous snapshot uploads). Flink (flink_job.py --query churn: the same keys per second "
            "from a datagen sequence, a SQL GROUP BY on RocksDB, incremental checkpoints every 10 s to the same "
            "MinIO): checkpointed_size of each checkpoint from its REST API, placed in the batch schedule by the "
-           "aggregation's input count at its trigger time (the fill's checkpoint excluded).", "",
-           "| size | state (MiB) | churn per interval (nominal) | setup | checkpoints | measured churn per checkpoint "
-           "| median uploaded (MiB) | median changed (MiB) | uploaded / changed (median) "
-           "| total uploaded / total changed |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "aggregation's input count at its trigger time (the fill's checkpoint excluded). Rows pool their "
+           "runs (rounds, alternating).", "",
+           "| size | state (MiB) | churn per interval (nominal) | latency | setup | runs | checkpoints "
+           "| measured churn per checkpoint | median uploaded (MiB) | median changed (MiB) "
+           "| uploaded / changed (median) | total uploaded / total changed |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     # Vanilla's one steady entry stands for `batches` checkpoints (one per batch).
     for r in rows:
+        head = (f"| {r['size']} | {r['state_bytes'] / MIB:.1f} | {r['churn']:.0%} | {r['latency_ms']} ms "
+                f"| {r['setup']} | {r['runs']} | {r['n']} ")
         if not r["n"]:
-            out.append(f"| {r['size']} | {r['state_bytes'] / MIB:.1f} | {r['churn']:.0%} | {r['setup']} | 0 | n/a "
-                       "| n/a | n/a | n/a |")
+            out.append(head + "| n/a | n/a | n/a | n/a | n/a |")
             continue
-        out.append(f"| {r['size']} | {r['state_bytes'] / MIB:.1f} | {r['churn']:.0%} | {r['setup']} | {r['n']} "
-                   f"| {r['measured_churn']:.2%} | {r['uploaded'] / MIB:.3f} | {r['changed'] / MIB:.3f} "
+        out.append(head + f"| {r['measured_churn']:.2%} | {r['uploaded'] / MIB:.3f} | {r['changed'] / MIB:.3f} "
                    f"| {r['ratio']:.2f} | {r['total_ratio']:.2f} |")
-    return out + [""] + duration_lines(rows)
+    return out + [""] + duration_lines(rows) + nice_lines(rows)
 
 
 def _durations(r: dict[str, Any]) -> dict[str, float] | None:
@@ -135,9 +143,11 @@ def _durations(r: dict[str, Any]) -> dict[str, float] | None:
     st = [s for s in r.get("steady") or [] if "sync_s" in s and "async_s" in s]
     if not st:
         return None
+    b = r.get("batch_durations") or []
     return {"n": len(st), "sync": statistics.median(s["sync_s"] for s in st),
             "async": statistics.median(s["async_s"] for s in st),
-            "total": statistics.median(s["sync_s"] + s["async_s"] for s in st)}
+            "total": statistics.median(s["sync_s"] + s["async_s"] for s in st),
+            "batch": statistics.median(b) if b else None}
 
 
 def duration_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -147,23 +157,46 @@ def duration_lines(rows: list[dict[str, Any]]) -> list[str]:
     if not timed:
         return []
     out = ["Checkpoint durations in the same runs (medians over the steady checkpoints; Flink: the slowest "
-           "subtask's sync and async phase; total = sync + async of one checkpoint):", "",
-           "| size | churn per interval | setup | checkpoints | sync (s) | async (s) | total (s) |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
-    out += [f"| {r['size']} | {r['churn']:.0%} | {r['setup']} | {d['n']} | {d['sync']:.3f} | {d['async']:.3f} "
-            f"| {d['total']:.3f} |" for r, d in timed]
+           "subtask's sync and async phase; total = sync + async of one checkpoint; median batch: the batches "
+           "the steady checkpoints ran beside, Sparkpoint only):", "",
+           "| size | churn per interval | latency | setup | checkpoints | sync (s) | async (s) | total (s) "
+           "| median batch (s) |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out += [f"| {r['size']} | {r['churn']:.0%} | {r['latency_ms']} ms | {r['setup']} | {d['n']} | {d['sync']:.3f} "
+            f"| {d['async']:.3f} | {d['total']:.3f} | {'n/a' if d['batch'] is None else format(d['batch'], '.3f')} |"
+            for r, d in timed]
     out.append("")
-    by = {(r["size"], r["churn"], r["setup"]): d for r, d in timed}
-    for (size, c, setup), sp in by.items():
-        fl = by.get((size, c, "flink"))
-        if setup != "sparkpoint-10s" or fl is None:
+    by = {(r["size"], r["churn"], r["latency_ms"], r["setup"]): d for r, d in timed}
+    for (size, c, lat, setup), sp in by.items():
+        fl = by.get((size, c, lat, "flink"))
+        if not setup.startswith("sparkpoint-10s") or fl is None:
             continue
         parts = [f"{k} {sp[k]:.3f} vs {fl[k]:.3f} s ({sp[k] / fl[k]:.2f}x)" if fl[k] > 0
                  else f"{k} {sp[k]:.3f} vs {fl[k]:.3f} s" for k in ("sync", "async", "total")]
         verdict = "met" if sp["total"] <= fl["total"] else "not met"
-        out.append(f"- Sparkpoint vs Flink at {size}, {c:.0%} churn: {', '.join(parts)}; goal (checkpoint "
+        out.append(f"- {setup} vs Flink at {size}, {c:.0%} churn, {lat} ms: {', '.join(parts)}; goal (checkpoint "
                    f"duration no worse than Flink's) {verdict}.")
     return out + [""]
+
+
+def nice_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The checkpoint nice A/B (--churn-nice): what a higher nice buys the batches and costs the
+    checkpoint, pooled over the alternating rounds."""
+    by: dict[tuple, dict[int, dict[str, float]]] = {}
+    for r in rows:
+        if r["setup"].startswith("sparkpoint-10s-nice") and (d := _durations(r)) and d["batch"] is not None:
+            by.setdefault((r["size"], r["churn"], r["latency_ms"]), {})[int(r["setup"].rsplit("nice", 1)[1])] = \
+                {**d, "runs": r["runs"]}
+    out = []
+    for (size, c, lat), per in by.items():
+        if len(per) < 2:
+            continue
+        lo, hi = min(per), max(per)
+        a, b = per[lo], per[hi]
+        out.append(f"- Checkpoint nice {lo} vs {hi} at {size}, {c:.0%} churn, {lat} ms ({a['runs']} and {b['runs']} "
+                   f"alternating runs): checkpoint total {a['total']:.3f} vs {b['total']:.3f} s "
+                   f"({a['total'] / b['total']:.2f}x), median batch {a['batch']:.3f} vs {b['batch']:.3f} s "
+                   f"({a['batch'] / b['batch']:.2f}x).")
+    return (out + [""]) if out else []
 
 
 def retention_lines(ex: dict[str, Any]) -> list[str]:
@@ -235,7 +268,7 @@ def plots(ex: dict[str, Any], plot: Callable[..., str]) -> list[str]:
             ax.bar(range(len(crow)), [r["ratio"] for r in crow],
                    color=[f"C{setups.index(r['setup'])}" for r in crow])
             ax.axhline(1.05, color="tab:red", lw=0.8, ls="--", label="goal 1.05x")
-            ax.set_xticks(range(len(crow)), [f"{r['setup']}\n{r['size']} {r['churn']:.0%}" for r in crow],
+            ax.set_xticks(range(len(crow)), [f"{r['setup']}\n{r['size']} {r['churn']:.0%} {r['latency_ms']} ms" for r in crow],
                           rotation=60, fontsize=7)
             ax.set_yscale("log")
             ax.set_ylabel("uploaded / changed bytes per checkpoint")

@@ -114,13 +114,17 @@ def churn_job(w: churn.ChurnWorkload, *, name: str, interval: str, retain: int =
                     spark_conf=dict(spark_conf or {}))
 
 
-def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str) -> dict[str, Any]:
-    """Sparkpoint incremental (10 s) on the churn query: uploaded vs changed bytes per checkpoint."""
+def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str, *, setup: str = "sparkpoint-10s",
+              env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Sparkpoint incremental (10 s) on the churn query: uploaded vs changed bytes per checkpoint, and
+    the durations of the batches between the fill's checkpoint and the last one. `env` adds to the
+    runtime's environment (e.g. SPARKPOINT_CHECKPOINT_NICE for an A/B of it)."""
     job = churn_job(w, name="sp-churn", interval=f"{churn.CHECKPOINT_INTERVAL_S}s")
     store = f"s3://{ctx.bucket}/{tag}-{uuid.uuid4().hex[:8]}"
     job_file = job.write(ctx.base / f"{tag}.yaml", store)
     log = ctx.base / f"{tag}.log"
-    p = RuntimeProcess(job_file, ctx.base / f"{tag}-pod", log, until_batch=job.until_batch, env=ctx.env).start()
+    p = RuntimeProcess(job_file, ctx.base / f"{tag}-pod", log, until_batch=job.until_batch,
+                       env={**ctx.env, **(env or {})}).start()
     try:
         code = p.wait(7200)
     except BaseException:
@@ -128,9 +132,22 @@ def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str) -> dict[str, Any]:
         raise
     if code != 0:
         raise RuntimeError(f"{tag} exited {code}; see {log}")
-    cps = [c for c in completed_checkpoints(json_lines(log)) if c.get("batchId") is not None]
+    events = json_lines(log)
+    cps = [c for c in completed_checkpoints(events) if c.get("batchId") is not None]
     cps = [{"batch_id": c["batchId"], "new_bytes": c.get("newBytes", 0), "bytes": c.get("bytes", 0),
             "sync_s": c["syncSeconds"], "async_s": c["asyncSeconds"]} for c in cps]
-    return {"setup": "sparkpoint-10s", "size": w.size, "churn": w.churn, "state_bytes": w.state_bytes,
-            "checkpoints": cps, "steady": churn.steady(cps, w),
-            "command": f"python -m sparkpoint.runtime.cli run {shlex.quote(job_file.name)} --until-batch {job.until_batch}"}
+    env_text = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items())
+    return {"setup": setup, "size": w.size, "churn": w.churn, "state_bytes": w.state_bytes,
+            "checkpoints": cps, "steady": churn.steady(cps, w), "batch_durations": steady_batches(events, cps),
+            "command": f"{env_text}python -m sparkpoint.runtime.cli run {shlex.quote(job_file.name)} "
+                       f"--until-batch {job.until_batch}"}
+
+
+def steady_batches(events: list[dict[str, Any]], cps: list[dict[str, Any]]) -> list[float]:
+    """Durations of the batches after the fill's checkpoint, up to the last checkpoint's batch: the
+    ones the steady checkpoints ran beside."""
+    if len(cps) < 2:
+        return []
+    first, last = cps[0]["batch_id"], cps[-1]["batch_id"]
+    return [e["durationSeconds"] for e in events
+            if e.get("msg") == "batch completed" and first < e["batchId"] <= last]
