@@ -159,7 +159,9 @@ def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
                   f"{rs['raw_get_mib_s']:.0f} MiB/s, Sparkpoint restore (8 workers, sha256-verified, staged then "
                   f"renamed) {rs['restore_mib_s']:.0f} MiB/s = **{rs['fraction']:.0%} of raw GET** (goal >= 70%)"
                   + (f"; per repeat (both downloads in alternating order): "
-                     f"{', '.join(f'{x:.0%}' for x in rs['fractions'])}." if rs.get("fractions") else "."), ""]
+                     f"{', '.join(f'{x:.0%}' for x in rs['fractions'])}." if rs.get("fractions") else ".")
+                  + (f" CPU of the benchmark's process per GiB (median): plain GETs {rs['raw_cpu_s_per_gib']:.2f} s, "
+                     f"restore {rs['restore_cpu_s_per_gib']:.2f} s." if "restore_cpu_s_per_gib" in rs else ""), ""]
     ex = raw.get("extras") or {}
     lines += render_extras.recovery_lines(ex) + render_extras.churn_lines(ex) + render_extras.retention_lines(ex)
     lines += render_extras.replay_lines(ex)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import resource
 import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -45,20 +47,25 @@ def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeat
     total_mib = files * file_mib
     burners = (os.cpu_count() or 2) if burners is None else burners
 
+    cpu: dict[str, list[float]] = {"raw": [], "restore": []}  # this process's CPU seconds per GiB
+
+    def timed(kind: str, fn: Callable[[], object]) -> float:
+        c0, t0 = _cpu_seconds(), time.perf_counter()
+        fn()
+        rate = total_mib / (time.perf_counter() - t0)
+        cpu[kind].append((_cpu_seconds() - c0) * 1024 / total_mib)
+        return rate
+
     def raw_get() -> float:
         scratch = Path(tempfile.mkdtemp(dir=base))
-        t0 = time.perf_counter()
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda e: store.get_file(object_key(job, e.sha256), str(scratch / e.sha256)),
-                          manifest.files))
-        rate = total_mib / (time.perf_counter() - t0)
+            rate = timed("raw", lambda: list(pool.map(
+                lambda e: store.get_file(object_key(job, e.sha256), str(scratch / e.sha256)), manifest.files)))
         shutil.rmtree(scratch)
         return rate
 
     def verified_restore() -> float:
-        t0 = time.perf_counter()
-        restore(store, job, base / "restored", workers=8)
-        rate = total_mib / (time.perf_counter() - t0)
+        rate = timed("restore", lambda: restore(store, job, base / "restored", workers=8))
         shutil.rmtree(base / "restored")
         return rate
 
@@ -80,7 +87,15 @@ def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeat
                 p.terminate()
                 p.join()
     shutil.rmtree(src)
-    return summarize(raw, verified, files=files, file_mib=file_mib, burners=burners)
+    return {**summarize(raw, verified, files=files, file_mib=file_mib, burners=burners),
+            "raw_cpu_s_per_gib": statistics.median(cpu["raw"]),
+            "restore_cpu_s_per_gib": statistics.median(cpu["restore"])}
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU of this process (all its threads; not the burners, which are children)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def summarize(raw: list[float], verified: list[float], **setup: int) -> dict[str, Any]:
