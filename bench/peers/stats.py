@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -52,18 +52,10 @@ def bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, confidence: float
     are correlated, per-batch durations otherwise."""
     if not a or not b:
         raise ValueError("bootstrap needs at least one value on each side")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence {confidence} outside (0, 1)")
-    rng = random.Random(seed)
-    ratios = []
-    for _ in range(resamples):
-        ra = [a[rng.randrange(len(a))] for _ in a]
-        rb = [b[rng.randrange(len(b))] for _ in b]
-        ma = statistics.median(ra)
-        if ma > 0:
-            ratios.append(statistics.median(rb) / ma)
-    tail = (1 - confidence) / 2 * 100
-    return Ratio(ratio_of_medians(a, b), percentile(ratios, tail), percentile(ratios, 100 - tail), confidence)
+
+    def draw(rng: random.Random) -> tuple[list[float], list[float]]:
+        return [a[rng.randrange(len(a))] for _ in a], [b[rng.randrange(len(b))] for _ in b]
+    return _bootstrap(ratio_of_medians(a, b), draw, confidence, resamples, seed)
 
 
 def paired_rounds_ratio(a_rounds: Sequence[Sequence[float]], b_rounds: Sequence[Sequence[float]], *,
@@ -76,16 +68,26 @@ def paired_rounds_ratio(a_rounds: Sequence[Sequence[float]], b_rounds: Sequence[
     pairs = [(a, b) for a, b in zip(a_rounds[:n], b_rounds[:n], strict=True) if a and b]
     if not pairs:
         raise ValueError("paired rounds need at least one round with batches on each side")
+
+    def draw(rng: random.Random) -> tuple[list[float], list[float]]:
+        picked = [pairs[rng.randrange(len(pairs))] for _ in pairs]
+        return [x for a, _ in picked for x in a], [x for _, b in picked for x in b]
+    value = ratio_of_medians([x for a, _ in pairs for x in a], [x for _, b in pairs for x in b])
+    return _bootstrap(value, draw, confidence, resamples, seed)
+
+
+def _bootstrap(value: float, draw: Callable[[random.Random], tuple[list[float], list[float]]],
+               confidence: float, resamples: int, seed: int) -> Ratio:
+    """The percentile interval of median(b)/median(a) over `resamples` draws of (a, b)."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence {confidence} outside (0, 1)")
     rng = random.Random(seed)
     ratios = []
     for _ in range(resamples):
-        picked = [pairs[rng.randrange(len(pairs))] for _ in pairs]
-        ma = statistics.median(x for a, _ in picked for x in a)
+        ra, rb = draw(rng)
+        ma = statistics.median(ra)
         if ma > 0:
-            ratios.append(statistics.median(x for _, b in picked for x in b) / ma)
-    value = ratio_of_medians([x for a, _ in pairs for x in a], [x for _, b in pairs for x in b])
+            ratios.append(statistics.median(rb) / ma)
     tail = (1 - confidence) / 2 * 100
     return Ratio(value, percentile(ratios, tail), percentile(ratios, 100 - tail), confidence)
 
