@@ -37,7 +37,7 @@ class Abandoned(Exception):
 class CheckpointRequest:
     request_id: str
     kind: str = "checkpoint"  # or "savepoint"
-    trigger: str = "interval"  # interval | api | stop
+    trigger: str = "interval"  # interval | api | stop | sink-budget
     savepoint_name: str | None = None
     created: float = field(default_factory=time.time)
     status: str = QUEUED
@@ -167,6 +167,13 @@ class CheckpointCoordinator:
             if any_id in self._history:
                 return self._history[any_id]
             return next((r for r in self._history.values() if r.checkpoint_id == any_id), None)
+
+    def request_unless_busy(self, trigger: str) -> CheckpointRequest | None:
+        """A checkpoint for `trigger`, unless one is already queued or running (it will do)."""
+        with self._cond:
+            if self._queue or self._in_flight:
+                return None
+        return self.request(kind="checkpoint", trigger=trigger)
 
     def consecutive_failures(self) -> int:
         with self._cond:

@@ -247,6 +247,8 @@ class JobRuntime:
         self.query = start_query(df, hot_dir=str(self.hot_dir), sink_kind=spec.job.sink.kind,
                                  write_batch=self._write_batch, trigger_interval=spec.job.trigger_interval,
                                  query_name=f"{self.job.namespace}_{self.job.name}".replace("-", "_"))
+        if hasattr(self.sink, "on_over_budget"):  # staged output full: publish it now, not at the interval
+            self.sink.on_over_budget = lambda: coord.request_unless_busy("sink-budget")
         self.metrics.checkpoint_consecutive_failures.set_function(coord.consecutive_failures)
         self.metrics.sink_staged_bytes.set_function(self._staged_bytes)
         coord.start()

@@ -19,7 +19,9 @@ names are invisible. A fenced-off attempt never writes an entry.
 Local-disk budget: staged output not yet published may hold at most `staged_budget_bytes` (default
 1 GiB). A batch that would exceed it waits (backpressure on the query) until a checkpoint publishes
 and frees space; nothing is dropped and nothing crashes. A single batch larger than the budget is
-staged when nothing else is.
+staged when nothing else is. The waiting batch asks for that checkpoint (`on_over_budget`, again
+every BUDGET_ASK_AGAIN_S while it waits): a long checkpoint interval must not stall the job, and a
+checkpoint may run while a batch is in progress (it covers the batches committed before it).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sparkpoint.runtime.checkpoint.fence import check_fence
@@ -44,6 +47,7 @@ from .rows import collect_rows, decode_rows, encode_rows
 log = logging.getLogger("sparkpoint.sink")
 
 DEFAULT_STAGED_BUDGET_BYTES = 1 << 30
+BUDGET_ASK_AGAIN_S = 30.0  # a batch still over budget asks for a checkpoint again (one may have failed)
 
 
 BUDGET_ENV = "SPARKPOINT_SINK_STAGED_BUDGET"
@@ -92,6 +96,7 @@ class TransactionalSink:
         self.published_through = -1  # highest batch the history's head entry covers
         self.head: str | None = None  # the last entry of the history this attempt continues
         self.stopping = threading.Event()  # set on drain: a batch waiting for budget gives up
+        self.on_over_budget: Callable[[], None] | None = None  # asks for a checkpoint (the runner sets it)
         self._cond = threading.Condition()
         self._uploaded: dict[str, int] = {}  # staged keys in the store -> batch
 
@@ -114,18 +119,24 @@ class TransactionalSink:
         return self.journal.staged_bytes()
 
     def _wait_for_budget(self, size: int) -> None:
-        warned = False
-        with self._cond:
-            while True:
+        asked_at: float | None = None
+        while True:
+            with self._cond:
                 staged = self.journal.staged_bytes()
                 if staged == 0 or staged + size <= self.staged_budget_bytes:
                     return
                 if self.stopping.is_set():
                     raise SinkStopped("stopping while staged output is over its budget; the batch re-runs")
-                if not warned:
+            now = time.monotonic()
+            if asked_at is None or now - asked_at >= BUDGET_ASK_AGAIN_S:
+                if asked_at is None:
                     log.warning("staged output over budget; waiting for a checkpoint to publish",
-                                extra={"staged_bytes": staged, "budget_bytes": self.staged_budget_bytes})
-                    warned = True
+                                extra={"staged_bytes": staged, "budget_bytes": self.staged_budget_bytes,
+                                       "checkpoint_requested": self.on_over_budget is not None})
+                asked_at = now
+                if self.on_over_budget is not None:  # outside the lock: the checkpoint's sync phase takes it
+                    self.on_over_budget()
+            with self._cond:
                 self._cond.wait(0.5)
 
     # --- checkpoint phases ------------------------------------------------------------------------

@@ -66,6 +66,21 @@ def test_max_concurrent_and_requests():
     assert c.find(reqs[0].checkpoint_id) is reqs[0]
 
 
+def test_a_request_unless_busy_adds_nothing_while_a_checkpoint_is_queued_or_running():
+    release = threading.Event()
+    c, syncs = _coordinator(lambda req, f: release.wait(10), interval=0, timeout=30)
+    c.start()
+    first = c.request_unless_busy("sink-budget")
+    assert first is not None and first.trigger == "sink-budget"
+    assert c.request_unless_busy("sink-budget") is None  # queued or running: it will publish
+    release.set()
+    assert c.wait_idle(10)
+    again = c.request_unless_busy("sink-budget")  # idle again: a new one
+    assert again is not None and c.wait_idle(10)
+    c.stop()
+    assert first.status == again.status == "completed" and len(syncs) == 2
+
+
 def test_interval_and_min_pause():
     c, syncs = _coordinator(lambda req, f: time.sleep(0.05), interval=0.2, timeout=10, min_pause=0.3)
     c.start()

@@ -86,6 +86,29 @@ def test_staging_over_budget_waits_for_a_publish_and_drops_nothing(store, job, t
     assert sink.journal.entry(3) is None
 
 
+def test_a_batch_over_budget_asks_for_the_checkpoint_that_frees_it(store, job, tmp_path):
+    one_batch = len(b'{"v": 0}\n') * 10
+    sink = TransactionalSink(store, job, attempt=write_fence(store, job), path="default",
+                             journal=SinkJournal(tmp_path / "journal"), staged_budget_bytes=one_batch + 5)
+    asked = []
+
+    def checkpoint() -> None:  # what the runner's coordinator does, on its own thread
+        asked.append(threading.current_thread().name)
+        extra = sink.manifest_extra(0)  # takes the sink's lock: the ask must not hold it
+        sink.upload_staged(extra)
+        sink.publish("chk-000001", extra)
+
+    sink.on_over_budget = lambda: threading.Thread(target=checkpoint, name="coordinator").start()
+    sink.write_batch(_rows(range(0, 10)), 0)
+    done = threading.Thread(target=sink.write_batch, args=(_rows(range(10, 20)), 1), daemon=True)
+    done.start()
+    done.join(10)
+    assert not done.is_alive(), "the batch waited although a checkpoint was asked for"
+    assert asked == ["coordinator"]  # asked once, not on every poll
+    assert [r["v"] for r in read_committed(store, job)] == list(range(10))
+    assert sink.journal.entry(1) is not None
+
+
 def test_staged_budget_setting():
     assert staged_budget_bytes({}) == 1 << 30
     assert staged_budget_bytes({"SPARKPOINT_SINK_STAGED_BUDGET": "512Mi"}) == 512 << 20
