@@ -123,16 +123,16 @@ def test_report_shows_the_flink_rows_and_compares_checkpoint_durations():
                     {"setup": "vanilla-changelog", "size": "tiny", "churn": 0.1, "state_bytes": 2 * MIB,
                      "steady": [{"uploaded": MIB, "changed": MIB, "ratio": 1.0, "churn": 0.1, "batches": 12}]}]}
     text = "\n".join(render_extras.churn_lines(ex))
-    assert "| tiny | 2.0 | 10% | flink | 2 | 10.00% | 3.000 | 1.000 | 3.00 |" in text
-    assert "| tiny | 10% | flink | 2 | 0.050 | 1.000 | 1.050 |" in text
-    assert "| tiny | 10% | sparkpoint-10s | 2 | 0.100 | 0.500 | 0.600 |" in text
+    assert "| tiny | 2.0 | 10% | 0 ms | flink | 1 | 2 | 10.00% | 3.000 | 1.000 | 3.00 |" in text
+    assert "| tiny | 10% | 0 ms | flink | 2 | 0.050 | 1.000 | 1.050 | n/a |" in text
+    assert "| tiny | 10% | 0 ms | sparkpoint-10s | 2 | 0.100 | 0.500 | 0.600 | n/a |" in text
     assert "| vanilla-changelog |" not in text.split("Checkpoint durations")[1]  # no sync/async measured
-    assert ("Sparkpoint vs Flink at tiny, 10% churn: sync 0.100 vs 0.050 s (2.00x), async 0.500 vs 1.000 s "
+    assert ("sparkpoint-10s vs Flink at tiny, 10% churn, 0 ms: sync 0.100 vs 0.050 s (2.00x), async 0.500 vs 1.000 s "
             "(0.50x), total 0.600 vs 1.050 s (0.57x); goal (checkpoint duration no worse than Flink's) met.") in text
     slower = {"churn": [_churn_run("sparkpoint-10s", 0.1, 2.0), _churn_run("flink", 0.05, 1.0)]}
     assert "goal (checkpoint duration no worse than Flink's) not met" in "\n".join(render_extras.churn_lines(slower))
     alone = {"churn": [_churn_run("sparkpoint-10s", 0.1, 0.5)]}
-    assert "Sparkpoint vs Flink" not in "\n".join(render_extras.churn_lines(alone))
+    assert "vs Flink" not in "\n".join(render_extras.churn_lines(alone))
     plots = []
     render_extras.plots(ex, lambda name, title, draw, size=None: plots.append(name) or name)
     assert plots == ["peers-churn-upload-ratio"]
