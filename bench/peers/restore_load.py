@@ -8,11 +8,12 @@ both, in alternating order; the fraction reported is the median of the repeats' 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,10 +30,15 @@ from sparkpoint.runtime.store.layout import object_key
 MIB = 1024 * 1024
 
 
-def _burn(stop_at: float) -> None:
-    x = 0
-    while time.time() < stop_at:
-        x = (x * 31 + 7) % 1000003
+BURN = "import time\nx = 0\nend = time.time() + 3600\nwhile time.time() < end:\n    x = (x * 31 + 7) % 1000003\n"
+
+
+def _burners(n: int) -> list[subprocess.Popen]:
+    """Busy loops in fresh interpreters (exec, not fork). With forked burners the first download of
+    each repeat ran several times slower than the second, whichever it was (fractions 2.15, 0.30,
+    1.54, 0.28, 1.51, 0.26 alternating); copy-on-write faults in this process after the fork are the
+    likely cause."""
+    return [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(n)]
 
 
 def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeats: int = 3,
@@ -71,11 +77,9 @@ def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeat
 
     raw, verified = [], []
     for i in range(repeats):
-        procs = [multiprocessing.Process(target=_burn, args=(time.time() + 3600,)) for _ in range(burners)]
-        for p in procs:
-            p.start()
+        procs = _burners(burners)
         try:
-            time.sleep(0.5)  # the burners hold the cores before either download starts
+            time.sleep(1.0)  # the burners hold the cores before either download starts
             if i % 2 == 0:  # alternate which goes first, so neither always meets a colder cache
                 raw.append(raw_get())
                 verified.append(verified_restore())
@@ -84,8 +88,8 @@ def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeat
                 raw.append(raw_get())
         finally:
             for p in procs:
-                p.terminate()
-                p.join()
+                p.kill()
+                p.wait()
     shutil.rmtree(src)
     return {**summarize(raw, verified, files=files, file_mib=file_mib, burners=burners),
             "raw_cpu_s_per_gib": statistics.median(cpu["raw"]),
