@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 BUCKET = "bench"
 # Round order interleaves Sparkpoint and its peers.
 ALL_SETUPS = ["floor", "vanilla-changelog", "sparkpoint-10s", "sparkpoint-full-10s", "vanilla-v2", "flink",
-              "vanilla", "sparkpoint-60s", "sparkpoint-10s-nice0"]
+              "vanilla", "sparkpoint-60s", "sparkpoint-10s-nice10"]
 # At 20 ms only the setups whose batches can pay the latency (the floor is the reference).
 LATENCY_SETUPS = ["floor", "sparkpoint-10s", "vanilla-changelog", "flink"]
 SIZES = {  # rows per batch, keys, batches, payload bytes per key

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 SETUPS = {  # name -> (checkpoint interval, full upload)
     "floor": ("24h", False),  # no checkpoint within a run (0s is rejected by the spec)
     "sparkpoint-10s": ("10s", False),
-    "sparkpoint-10s-nice0": ("10s", False),  # the async phase at the batches' priority (an A/B of the default)
+    "sparkpoint-10s-nice10": ("10s", False),  # the async phase at nice 10 (the default before; an A/B)
     "sparkpoint-60s": ("60s", False),
     "sparkpoint-full-10s": ("10s", True),
 }
@@ -44,7 +44,7 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
            # The floor never publishes its output: its staged output must not fill the sink's budget,
            # which would take a checkpoint (a large workload stages more than the 1 GiB default).
            **({"SPARKPOINT_SINK_STAGED_BUDGET": FLOOR_STAGED_BUDGET} if name == "floor" else {}),
-           **({"SPARKPOINT_CHECKPOINT_NICE": "0"} if name.endswith("-nice0") else {})}
+           **({"SPARKPOINT_CHECKPOINT_NICE": "10"} if name.endswith("-nice10") else {})}
     pod = ctx.base / f"{tag}-pod"
     p = RuntimeProcess(job_file, pod, log, until_batch=w.until_batch, env=env).start()
     try:
@@ -61,7 +61,7 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
                and e["batchId"] < w.batches]
     cps = [c for c in completed_checkpoints(events) if c["trigger"] in ("interval", "sink-budget")]
     command = (f"{'SPARKPOINT_BENCH_FULL_UPLOAD=1 ' if full else ''}"
-               f"{'SPARKPOINT_CHECKPOINT_NICE=0 ' if name.endswith('-nice0') else ''}"
+               f"{'SPARKPOINT_CHECKPOINT_NICE=10 ' if name.endswith('-nice10') else ''}"
                f"{'SPARKPOINT_SINK_STAGED_BUDGET=' + FLOOR_STAGED_BUDGET + ' ' if name == 'floor' else ''}"
                "python -m sparkpoint.runtime.cli run "
                f"{shlex.quote(job_file.name)} --until-batch {w.until_batch}  # interval {interval}")

@@ -41,17 +41,20 @@ NICE_ENV = "SPARKPOINT_CHECKPOINT_NICE"
 
 
 def checkpoint_nice() -> int:
-    """The async phase's nice value: 10 by default (checkpoints yield to batches), 0-19 by the env."""
+    """The async phase's nice value: 0 by default, 0-19 by the env. Not 10 any more: a niced upload
+    thread that holds the GIL when the kernel preempts it keeps the batch's Python (the sink's
+    foreachBatch) waiting, and in the peer benchmark's alternating rounds nice 10 made batches slower
+    than nice 0 in every round (docs/benchmarks.md)."""
     try:
-        return min(19, max(0, int(os.environ.get(NICE_ENV, "10"))))
+        return min(19, max(0, int(os.environ.get(NICE_ENV, "0"))))
     except ValueError:
-        return 10
+        return 0
 
 
 def _lower_thread_priority() -> None:
-    """Hashing and upload yield the CPU to Spark's batch threads (Linux nice is per thread, and the
-    writer's hash/upload pools inherit it from this thread). On a busy node that lengthens the async
-    phase (docs/benchmarks.md: a checkpoint of 50 small files); SPARKPOINT_CHECKPOINT_NICE=0 trades it back."""
+    """With SPARKPOINT_CHECKPOINT_NICE > 0, hashing and upload yield the CPU to Spark's batch threads
+    (Linux nice is per thread, and the writer's hash/upload pools inherit it from this thread). The
+    default is 0: see checkpoint_nice."""
     nice = checkpoint_nice()
     try:
         tid = threading.get_native_id()

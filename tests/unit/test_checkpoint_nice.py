@@ -10,7 +10,7 @@ import pytest
 from sparkpoint.runtime.service import checkpointing
 
 
-@pytest.mark.parametrize(("value", "nice"), [(None, 10), ("0", 0), ("19", 19), ("40", 19), ("-5", 0), ("x", 10)])
+@pytest.mark.parametrize(("value", "nice"), [(None, 0), ("10", 10), ("19", 19), ("40", 19), ("-5", 0), ("x", 0)])
 def test_nice_comes_from_the_env_within_linux_range(monkeypatch, value, nice) -> None:
     if value is None:
         monkeypatch.delenv(checkpointing.NICE_ENV, raising=False)
