@@ -41,10 +41,10 @@ NICE_ENV = "SPARKPOINT_CHECKPOINT_NICE"
 
 
 def checkpoint_nice() -> int:
-    """The async phase's nice value: 0 by default, 0-19 by the env. Not 10 any more: a niced upload
-    thread that holds the GIL when the kernel preempts it keeps the batch's Python (the sink's
-    foreachBatch) waiting, and in the peer benchmark's alternating rounds nice 10 made batches slower
-    than nice 0 in every round (docs/benchmarks.md)."""
+    """The async phase's nice value: 0 by default, 0-19 by the env. Not 10 any more: in the peer
+    benchmark's alternating rounds nice 10 made batches slower than nice 0 in every round
+    (docs/benchmarks.md). The likely cause (not profiled): a niced upload thread that holds the GIL
+    when the kernel preempts it keeps the batch's Python (the sink's foreachBatch) waiting."""
     try:
         return min(19, max(0, int(os.environ.get(NICE_ENV, "0"))))
     except ValueError:
