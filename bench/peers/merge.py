@@ -22,7 +22,11 @@ def merge(raws: list[dict[str, Any]]) -> dict[str, Any]:
     out = dict(first)
     out["results"] = [res for r in raws for res in r.get("results") or []]
     out["rounds"] = sum(r.get("rounds", 0) for r in with_rounds) if with_rounds else 0
-    out["loads"] = [load for r in raws for load in r.get("loads") or []]
+    # The rounds' load is what their ratios ran under; the extra figures' runs keep theirs apart.
+    out["loads"] = [load for r in with_rounds for load in r.get("loads") or []] or \
+        [load for r in raws for load in r.get("loads") or []]
+    out["extras_loads"] = [load for r in raws if not r.get("results") for load in r.get("loads") or []] \
+        if with_rounds else []
     out["command"] = " ; ".join(r["command"] for r in raws)
     out["skipped"] = {k: v for r in raws for k, v in (r.get("skipped") or {}).items()}
     out["limits"] = next((r["limits"] for r in every if r.get("limits")), None)

@@ -120,7 +120,10 @@ def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
     lines.append(f"Size **{raw['size']}**: {_workload_text(raw)}. Same query (sparkpoint/examples/windowed_aggregation.py), "
                  "same rate-micro-batch data, same MinIO reached through toxiproxy on loopback.")
     lines += ["", f"**Machine load** (1/5/15-min load average, 2 cores, shared with other jobs) at the start "
-              f"and after each round: {'; '.join(raw['loads'])}. {_load_verdict(raw['loads'])}", ""]
+              f"and after each round: {'; '.join(raw['loads'])}. {_load_verdict(raw['loads'])}"]
+    if raw.get("extras_loads"):
+        lines += ["", f"Load in the runs merged for the extra figures: {'; '.join(raw['extras_loads'])}."]
+    lines.append("")
     lines.append("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".")
     lines += ["", f"Command: `{raw['command']}`. Per-run commands are in docs/img/peer-results.json.", ""]
     if raw["size"] != "full":
@@ -189,7 +192,9 @@ def other_workload_lines(other: dict[str, Any]) -> list[str]:
              f"{(other.get('versions') or {}).get('commit', 'n/a')}. Command: `{other.get('command', '')}`.", ""]
     if other.get("skipped"):
         lines += [f"- **{k}**: {why}" for k, why in other["skipped"].items()] + [""]
-    return lines + table + [""] + checkpoint_table(other) + [""] + request_table(other) + [""]
+    _, ratios = batch_table(other)
+    goals = [x.replace("### Goals", f"#### Goals in the `{other['size']}` run") for x in _goals(other, ratios)]
+    return lines + table + [""] + checkpoint_table(other) + [""] + request_table(other) + [""] + goals
 
 
 def _load_verdict(loads: list[str]) -> str:
@@ -204,6 +209,13 @@ def not_measured(raw: dict[str, Any]) -> list[str]:
     """What the issue asks for that this run (or these merged runs) did not produce."""
     ex = raw.get("extras") or {}
     out = []
+    measured = {r["latency_ms"] for r in raw["results"]}
+    for lat in (0, 20):
+        if raw["results"] and lat not in measured:
+            elsewhere = [o["size"] for o in raw.get("other_workloads") or []
+                         if any(r["latency_ms"] == lat for r in o.get("results") or [])]
+            out.append(f"Rounds of the `{raw['size']}` workload at {lat} ms"
+                       + (f" (the `{elsewhere[0]}` workload's section has them)." if elsewhere else "."))
     if raw["size"] != "full":
         out.append(f"The `full` workload (about 100 MB of windowed state): this run is `{raw['size']}`.")
     done = {(r.get("setup"), r.get("latency_ms")) for r in ex.get("recovery") or []}

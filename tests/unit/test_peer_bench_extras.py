@@ -182,12 +182,14 @@ def test_runs_merge_into_one_report_and_the_gaps_are_named():
     later.update(results=[], rounds=0, loads=["1.0 1.0 1.0"], command="d", skipped={"x": "why"})
     both = merge.merge([rounds, later])
     assert both["rounds"] == 1 and len(both["results"]) == 1 and both["command"] == "c ; d"
-    assert both["loads"] == ["9.0 8.0 7.0", "1.0 1.0 1.0"] and both["skipped"] == {"x": "why"}
+    assert both["loads"] == ["9.0 8.0 7.0"] and both["extras_loads"] == ["1.0 1.0 1.0"]  # the rounds' own load
+    assert both["skipped"] == {"x": "why"}
     assert [len(both["extras"][k]) for k in ("recovery", "churn", "retention")] == [1, 1, 1]
     gaps = render.not_measured(both)
     assert any("sizes 1g" in g for g in gaps) and not any("Bucket bytes" in g for g in gaps)
     assert any(g.startswith("Recovery after a kill, sparkpoint: not at 20 ms") for g in gaps)
     assert any(g.startswith("Recovery after a kill, flink: not at 0 ms and 20 ms") for g in gaps)
+    assert "Rounds of the `small` workload at 20 ms." in gaps
     assert both["other_workloads"] == []
 
 
@@ -209,7 +211,13 @@ def test_rounds_of_another_workload_are_reported_apart_not_pooled():
     text = "\n".join(render.other_workload_lines(other))
     assert "### The `medium` workload: an earlier run, reported on its own" in text
     assert "| 0 ms | vanilla | 1 | 1 | 3.000 |" in text and "| 1.500 [1.500, 1.500] |" in text
-    assert "**(round 3 of 3)**: lost" in text
+    assert "**(round 3 of 3)**: lost" in text and "Goals in the" not in text  # no Sparkpoint run: no goal
+    other["results"].append({"setup": "sparkpoint-10s", "latency_ms": 0, "durations": [2.2], "active_seconds": 1,
+                             "checkpoints": [], "requests": {}})
+    text = "\n".join(render.other_workload_lines(other))
+    assert "#### Goals in the `medium` run" in text
+    assert "- sparkpoint-10s/floor at 0 ms: 1.100 [1.100, 1.100] over batches; goal <= 1.05: **not met**" in text
+    assert "Rounds of the `small` workload at 20 ms." in render.not_measured(both)
 
 
 def test_churn_total_ratio_counts_the_compaction_the_median_passes_over() -> None:
