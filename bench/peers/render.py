@@ -185,14 +185,13 @@ def _workload_text(raw: dict[str, Any]) -> str:
 def other_workload_lines(other: dict[str, Any]) -> list[str]:
     """Rounds of another workload (an earlier run, often with more setups), reported on their own:
     their ratios are to their own floor and vanilla runs, never to this run's."""
-    table, _ = batch_table(other)
+    table, ratios = batch_table(other)
     lines = [f"### The `{other['size']}` workload: an earlier run, reported on its own", "",
              f"{_workload_text(other)}. Its ratios are to its own floor and vanilla-changelog runs. Load at the start "
              f"and after each round: {'; '.join(other.get('loads') or [])}. Commit "
              f"{(other.get('versions') or {}).get('commit', 'n/a')}. Command: `{other.get('command', '')}`.", ""]
     if other.get("skipped"):
         lines += [f"- **{k}**: {why}" for k, why in other["skipped"].items()] + [""]
-    _, ratios = batch_table(other)
     goals = [x.replace("### Goals", f"#### Goals in the `{other['size']}` run") for x in _goals(other, ratios)]
     return lines + table + [""] + checkpoint_table(other) + [""] + request_table(other) + [""] + goals
 
