@@ -5,6 +5,7 @@ urllib3's stream()); a body cut short must be retried or reported, never left as
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import socket
@@ -57,10 +58,8 @@ class CuttingProxy:
         except OSError:
             pass
         for s in (src, dst):
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             s.close()
 
     def close(self) -> None:
