@@ -38,6 +38,8 @@ from sparkpoint.runtime.checkpoint.restore import restore
 from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.layout import object_key
 
+from . import stats
+
 MIB = 1024 * 1024
 
 
@@ -169,8 +171,9 @@ def summarize(raw: list[float], verified: list[float], before: list[float] | Non
     """The rates' medians, and each fraction as the median of the repeats' own ratios: a repeat's
     downloads share its moment's load, so pairing them cancels the drift between repeats."""
     fractions = [v / r for r, v in zip(raw, verified, strict=True)]
+    ci = stats.bootstrap_median(fractions)
     out = {**setup, "raw_get_mib_s": statistics.median(raw), "restore_mib_s": statistics.median(verified),
-           "fraction": statistics.median(fractions), "fractions": fractions, "repeats": len(raw)}
+           "fraction": ci.value, "fraction_ci": [ci.low, ci.high], "fractions": fractions, "repeats": len(raw)}
     if before:
         out["before_mib_s"] = statistics.median(before)
         out["before_fraction"] = statistics.median(b / r for r, b in zip(raw, before, strict=True))

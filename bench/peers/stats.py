@@ -76,6 +76,17 @@ def paired_rounds_ratio(a_rounds: Sequence[Sequence[float]], b_rounds: Sequence[
     return _bootstrap(value, draw, confidence, resamples, seed)
 
 
+def bootstrap_median(values: Sequence[float], *, confidence: float = 0.95, resamples: int = 2000,
+                     seed: int = 1) -> Ratio:
+    """The median of `values` (each already a paired ratio, e.g. one per repeat) and its percentile
+    interval over resamples of the values."""
+    v = list(values)
+
+    def draw(rng: random.Random) -> tuple[list[float], list[float]]:
+        return [1.0], [rng.choice(v) for _ in v]
+    return _bootstrap(statistics.median(v), draw, confidence, resamples, seed)
+
+
 def _bootstrap(value: float, draw: Callable[[random.Random], tuple[list[float], list[float]]],
                confidence: float, resamples: int, seed: int) -> Ratio:
     """The percentile interval of median(b)/median(a) over `resamples` draws of (a, b)."""

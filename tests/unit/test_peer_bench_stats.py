@@ -184,7 +184,10 @@ def test_restore_fraction_pairs_each_repeats_downloads():
            "workload": {"rows_per_batch": 1, "keys": 1, "batches": 1, "payload_bytes": 0, "trigger": "1s",
                         "warmup_batches": 0}, "limits": None, "restore": out, "results": [], "extras": {}}
     text = render.render(raw, lambda *a, **k: "")
-    assert "**90% of raw GET** (goal >= 70%); per repeat (both downloads in alternating order): 90%, 25%, 90%." in text
+    # Resampling three repeats can draw 25% twice: the interval spans the goal.
+    assert out["fraction_ci"] == pytest.approx([0.25, 0.9])
+    assert ("**90% of raw GET** [25%, 90%] resampling the repeats (goal >= 70%: **not resolved**); "
+            "per repeat (both downloads in alternating order): 90%, 25%, 90%.") in text
 
 
 def test_restore_before_and_after_are_paired_per_repeat_and_rendered():
@@ -212,3 +215,13 @@ def test_without_before_figures_the_restore_paragraph_keeps_its_old_form():
     text = "\n".join(render.restore_lines({**out, "raw_cpu_s_per_gib": 0.6, "restore_cpu_s_per_gib": 1.4}))
     assert "per repeat (both downloads in alternating order): 80%." in text
     assert "plain GETs 0.60 s, restore 1.40 s." in text and "after/before" not in text
+
+
+@pytest.mark.parametrize(("fractions", "verdict"), [([0.8, 0.9, 0.75, 0.85], "met"), ([0.5, 0.6, 0.65, 0.55], "not met"),
+                                                    ([0.5, 0.9, 0.6, 0.8], "not resolved")])
+def test_the_restore_goal_is_judged_by_the_interval_of_the_repeats(fractions, verdict):  # type: ignore[no-untyped-def]
+    from peers import render, restore_load
+
+    out = restore_load.summarize([100.0] * len(fractions), [100.0 * f for f in fractions], files=1, file_mib=1,
+                                 burners=2)
+    assert f"(goal >= 70%: **{verdict}**)" in render.restore_lines(out)[0]
