@@ -7,6 +7,7 @@ manifest path that would escape the target, raises RestoreError and leaves the t
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -81,7 +82,22 @@ def choose_manifest(store: ObjectStore, job: JobRef, checkpoint_id: str | None,
     return manifest, lambda sha: object_key(job, sha)
 
 
+def write_inline(entry: FileEntry, dest: Path) -> None:
+    """An inline file (carried in its manifest) written out, after the same checks as an object's."""
+    try:
+        data = entry.inline_bytes()
+    except ManifestError as exc:
+        raise RestoreError(str(exc), reason="corrupt_manifest") from None
+    if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise RestoreError(f"inline data of {entry.path!r} does not match its size and sha256 {entry.sha256}",
+                           reason="corrupt_manifest")
+    dest.write_bytes(data)
+
+
 def fetch_verified(store: ObjectStore, key: str, entry: FileEntry, dest: Path) -> None:
+    if entry.inline:
+        write_inline(entry, dest)
+        return
     try:
         actual = store.get_file(key, str(dest), sha256=True)
     except ObjectNotFoundError as exc:

@@ -27,6 +27,7 @@ class VerifyResult:
 def verify(store: ObjectStore, job: JobRef, checkpoint_id: str | None = None, savepoint: str | None = None,
            *, deep: bool = True, workers: int = 8) -> VerifyResult:
     """deep=True downloads and hashes every object; deep=False only checks existence and size.
+    Files carried inline in the manifest are always checked (no request needed).
     Raises RestoreError if the manifest itself is missing or corrupt."""
     manifest, key_of = choose_manifest(store, job, checkpoint_id, savepoint)
     unique = {e.sha256: e for e in manifest.files}
@@ -35,7 +36,7 @@ def verify(store: ObjectStore, job: JobRef, checkpoint_id: str | None = None, sa
     with tempfile.TemporaryDirectory(prefix="sparkpoint-verify-") as tmp:
         def check(entry) -> str | None:  # type: ignore[no-untyped-def]
             key = key_of(entry.sha256)
-            if not deep:
+            if not deep and not entry.inline:
                 info = store.stat(key)
                 if info is None:
                     return f"object {entry.sha256} of {entry.path!r} is missing"

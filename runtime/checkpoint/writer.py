@@ -50,6 +50,7 @@ from sparkpoint.runtime.store.layout import (
 )
 from sparkpoint.runtime.store.manifest import FileEntry, Manifest, PendingMarker, Totals, utcnow
 
+from . import inline
 from .catalog import highest_checkpoint_number, list_checkpoint_ids, load_manifest
 from .fence import check_fence
 from .hashing import HashCache, cache_key
@@ -126,6 +127,7 @@ class CheckpointOperation:
     to_upload: list[str] = field(default_factory=list)
     planned: bool = False
     base_id: str | None = None
+    base_file_shas: set[str] = field(default_factory=set)  # every content of the base, inline or not
     uploaded: set[str] = field(default_factory=set)
     upload_seconds: float = 0.0
     stop_check: StopCheck = _no_stop
@@ -142,6 +144,7 @@ class CheckpointOperation:
         base_manifest = self.writer.base  # may move on if another operation commits meanwhile
         self.base_id = base_manifest.id if base_manifest else None
         base = base_manifest.shas() if base_manifest else set()
+        self.base_file_shas = {e.sha256 for e in base_manifest.files} if base_manifest else set()
         carried = self.writer.own.reusable(exclude=self.id)  # read before the listing, see module doc
         held = {sha_of_object_key(i.key): i for i in self.store.list(objects_prefix(self.writer.job))}
         now = self.writer.clock()
@@ -208,14 +211,17 @@ class CheckpointOperation:
             raise CheckpointError(f"checkpoint {self.id}: commit before all objects were uploaded")
         sizes = {e.sha256: e.size for e in self.entries}
         total = sum(e.size for e in self.entries)
-        new_bytes = sum(sizes[sha] for sha in self.uploaded)
+        carried = {e.sha256: e.size for e in self.entries if e.inline}
+        # Inline files are new when their base did not have them (their bytes travel in this manifest).
+        new_bytes = sum(sizes[sha] for sha in self.uploaded) + sum(
+            size for sha, size in carried.items() if sha not in self.base_file_shas)
         manifest = Manifest(
             id=self.id, namespace=w.job.namespace, job=w.job.name, job_uid=w.job_uid,
             attempt=w.attempt, batch_id=self.batch_id, trigger_time=self.trigger_time,
             completion_time=utcnow(), base_checkpoint=self.base_id,
             spark_version=self.spark_version, state_provider=self.state_provider, files=self.entries,
             totals=Totals(files=len(self.entries), bytes=total, new_bytes=new_bytes,
-                          reused_bytes=total - new_bytes),
+                          reused_bytes=total - new_bytes, inline_bytes=sum(e.size for e in self.entries if e.inline)),
             extra=self.extra, reuse_window_seconds=w.reuse_window_seconds,
         )
         self.stop_check()
@@ -275,6 +281,7 @@ class CheckpointWriter:
         clock: Callable[[], float] = time.time,
         full_upload: bool | None = None,
         carry_failed: bool = False,
+        inline_max: int | None = None,
     ):
         self.store, self.job, self.attempt, self.job_uid = store, job, attempt, job_uid
         # Benchmark baseline only (bench/peer_bench.py "Sparkpoint full"): every checkpoint uploads
@@ -282,6 +289,8 @@ class CheckpointWriter:
         self.full_upload = (os.environ.get(FULL_UPLOAD_ENV) == "1") if full_upload is None else full_upload
         self.hash_cache = hash_cache if hash_cache is not None else HashCache(None)
         self.upload_workers = max(1, upload_workers)
+        # Files up to this size travel in the manifest (inline.py); None: SPARKPOINT_CHECKPOINT_INLINE_MAX.
+        self.inline_max = inline.max_file_from_env() if inline_max is None else inline_max
         self.hash_workers = hash_workers or min(4, os.cpu_count() or 1)
         self.reuse_window_seconds = reuse_window_seconds
         self.pending_timeout_seconds = pending_timeout_seconds
@@ -335,10 +344,16 @@ class CheckpointWriter:
                 shas = list(pool.map(hash_one, files))
             self.hash_cache.retain_only({cache_key(st) for _, _, st in files})
             hash_seconds = time.perf_counter() - started
-            entries = [FileEntry(path=rel, size=st.st_size, sha256=sha)
+            try:
+                carried = inline.choose(((path, st.st_size, sha) for (_, path, st), sha in zip(files, shas, strict=True)),
+                                        max_file=self.inline_max, known=inline.carried_by(self.base))
+            except inline.InlineError as exc:
+                raise CheckpointError(f"not committing: {exc}") from None
+            entries = [FileEntry(path=rel, size=st.st_size, sha256=sha, data=carried.get(sha))
                        for (rel, _, st), sha in zip(files, shas, strict=True)]
-            sources = {sha: path for (_, path, _), sha in zip(files, shas, strict=True)}
-            stats = {sha: st for (_, _, st), sha in zip(files, shas, strict=True)}
+            # Objects to upload or reuse: every hash not carried inline.
+            sources = {sha: path for (_, path, _), sha in zip(files, shas, strict=True) if sha not in carried}
+            stats = {sha: st for (_, _, st), sha in zip(files, shas, strict=True) if sha not in carried}
             self.tickets.wait_turn(ticket, stop)
             stop()
             marker_id = self._claim_id(sorted(sources))

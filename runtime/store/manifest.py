@@ -1,20 +1,32 @@
 """Manifests, pending markers and the fence record: the JSON documents of the store layout.
 
 A manifest's existence under checkpoints/ means "completed"; it lists every file of the frozen
-hot dir with its size and content hash (DESIGN.md section 3).
+hot dir with its size and content hash (DESIGN.md section 3). A small file's bytes may travel in
+its entry (`data`) instead of as an object of its own: Spark writes several tiny files per batch
+(offset and commit logs, Hadoop .crc sidecars), and a request each would dominate a checkpoint.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from .base import StoreError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: FileEntry.data (inline files). Readers take every version up to theirs.
 
 
 class ManifestError(StoreError):
@@ -31,6 +43,31 @@ class FileEntry(BaseModel):
     path: str  # relative to the hot dir, '/'-separated; validated against escapes at restore
     size: int = Field(ge=0)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    data: str | None = None  # base64 of the bytes of an inline file (no object); verified at restore
+
+    @model_serializer(mode="wrap")
+    def _without_absent_data(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        if out.get("data") is None:  # entries of objects keep the version-1 shape
+            out.pop("data", None)
+        return out
+
+    @property
+    def inline(self) -> bool:
+        return self.data is not None
+
+    def inline_bytes(self) -> bytes:
+        """The inline file's bytes as stored (the caller checks size and sha256)."""
+        if self.data is None:
+            raise ValueError(f"{self.path!r} is not inline")
+        try:
+            return base64.b64decode(self.data, validate=True)
+        except binascii.Error as exc:
+            raise ManifestError(f"inline data of {self.path!r} is not base64: {exc}") from None
+
+    @classmethod
+    def inline_file(cls, path: str, data: bytes, sha256: str) -> FileEntry:
+        return cls(path=path, size=len(data), sha256=sha256, data=base64.b64encode(data).decode())
 
 
 class Totals(BaseModel):
@@ -38,8 +75,9 @@ class Totals(BaseModel):
 
     files: int
     bytes: int
-    new_bytes: int  # bytes this checkpoint had to upload
+    new_bytes: int  # bytes this checkpoint had to upload (objects, and inline files new since its base)
     reused_bytes: int  # bytes already in the store (unchanged files)
+    inline_bytes: int = 0  # bytes of the files carried in the manifest itself
 
 
 class Manifest(BaseModel):
@@ -66,6 +104,13 @@ class Manifest(BaseModel):
     reuse_window_seconds: float | None = Field(default=None, ge=0)
     extra: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _readable_version(self) -> Manifest:
+        if self.format_version > FORMAT_VERSION:
+            raise ValueError(f"format_version {self.format_version} was written by a newer Sparkpoint; "
+                             f"this one reads up to {FORMAT_VERSION}")
+        return self
+
     def to_json(self) -> bytes:
         return self.model_dump_json(indent=1).encode()
 
@@ -74,7 +119,8 @@ class Manifest(BaseModel):
         return _parse(cls, data, where)
 
     def shas(self) -> set[str]:
-        return {f.sha256 for f in self.files}
+        """The objects (under objects/) this manifest references; inline files have none."""
+        return {f.sha256 for f in self.files if f.data is None}
 
 
 class PendingMarker(BaseModel):
@@ -115,6 +161,8 @@ class Fence(BaseModel):
 def _parse(model: type, data: bytes, where: str):  # type: ignore[no-untyped-def]
     try:
         return model.model_validate(json.loads(data))
-    except (ValueError, ValidationError) as exc:  # JSONDecodeError is a ValueError
-        first = str(exc).splitlines()[0][:200]
-        raise ManifestError(f"corrupt {model.__name__.lower()} {where}: {first}") from None
+    except ValidationError as exc:  # name the fields, e.g. "files.3.sha256: String should match ..."
+        found = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'document'}: {e['msg']}" for e in exc.errors()[:3])
+        raise ManifestError(f"corrupt {model.__name__.lower()} {where}: {found[:300]}") from None
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise ManifestError(f"corrupt {model.__name__.lower()} {where}: {str(exc)[:200]}") from None

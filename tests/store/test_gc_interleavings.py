@@ -83,7 +83,8 @@ class World:
 
     def _writer(self) -> CheckpointWriter:
         return CheckpointWriter(self.store, JOB, attempt=write_fence(self.store, JOB), job_uid="u",
-                                upload_workers=1, reuse_window_seconds=REUSE_WINDOW, clock=self.clock)
+                                upload_workers=1, reuse_window_seconds=REUSE_WINDOW, clock=self.clock,
+                                inline_max=0)  # every file an object: the scenarios are about object reuse
 
     def writer_step(self, step: str) -> None:
         if step == "begin":

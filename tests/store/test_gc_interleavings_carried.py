@@ -50,7 +50,8 @@ def orderings() -> list[tuple[str, ...]]:
 def runtime_writer(store, clock) -> CheckpointWriter:  # type: ignore[no-untyped-def]
     return CheckpointWriter(store, JOB, attempt=write_fence(store, JOB), job_uid="u", upload_workers=1,
                             reuse_window_seconds=0, carry_failed=True,
-                            pending_timeout_seconds=PENDING_TIMEOUT, clock=clock)
+                            pending_timeout_seconds=PENDING_TIMEOUT, clock=clock,
+                            inline_max=0)  # every file an object: the scenarios are about object reuse
 
 
 class World:
