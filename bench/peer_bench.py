@@ -153,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="which setups the churn phase runs (flink: only with flink in --setups)")
     p.add_argument("--churn-nice", default="", metavar="N,M",
                    help="churn: run Sparkpoint once per SPARKPOINT_CHECKPOINT_NICE value, alternating (an A/B)")
+    p.add_argument("--churn-inline", default="", metavar="N,M",
+                   help="churn: run Sparkpoint once per SPARKPOINT_CHECKPOINT_INLINE_MAX value, alternating (an A/B)")
     p.add_argument("--churn-rounds", type=int, default=1, help="churn: alternating rounds of its setups")
     p.add_argument("--recovery-setups", default=",".join(extras.RECOVERY_SETUPS),
                    help="which setups the recovery phase kills and restarts (flink: only with flink in --setups)")
@@ -295,9 +297,18 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
         p.error(f"--churn-nice: {args.churn_nice!r} is not a comma-separated list of integers")
     if any(not 0 <= n <= 19 for n in churn_nice):
         p.error(f"--churn-nice: values must be in [0, 19], got {args.churn_nice!r}")
+    try:
+        churn_inline = tuple(int(x) for x in args.churn_inline.split(",") if x)
+    except ValueError:
+        p.error(f"--churn-inline: {args.churn_inline!r} is not a comma-separated list of byte counts")
+    if any(not 0 <= n <= 65536 for n in churn_inline):
+        p.error(f"--churn-inline: values must be in [0, 65536], got {args.churn_inline!r}")
+    if churn_nice and churn_inline:
+        p.error("--churn-nice and --churn-inline: one A/B at a time")
     if args.churn_rounds < 1:
         p.error("--churn-rounds must be >= 1")
-    churn_opts = {"churn_setups": churn_setups, "churn_nice": churn_nice, "churn_rounds": args.churn_rounds}
+    churn_opts = {"churn_setups": churn_setups, "churn_nice": churn_nice, "churn_inline": churn_inline,
+                  "churn_rounds": args.churn_rounds}
     retention_setups = tuple(x for x in args.retention_setups.split(",") if x)
     if set(retention_setups) - set(extras.RETENTION_SETUPS):
         p.error(f"--retention-setups: choose from {extras.RETENTION_SETUPS}")

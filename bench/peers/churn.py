@@ -118,5 +118,5 @@ def steady(checkpoints: list[dict], w: ChurnWorkload) -> list[dict]:
         if ch <= 0:
             continue  # no batch since the previous checkpoint: nothing changed, nothing to compare
         out.append({"uploaded": c["new_bytes"], "changed": ch, "ratio": c["new_bytes"] / ch,
-                    "churn": ch / w.row_bytes / w.keys, **{k: c[k] for k in ("sync_s", "async_s") if k in c}})
+                    "churn": ch / w.row_bytes / w.keys, **{k: c[k] for k in ("sync_s", "async_s", "objects") if k in c}})
     return out

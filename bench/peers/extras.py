@@ -17,6 +17,8 @@ PHASES = ("recovery", "churn", "retention", "replay")
 RECOVERY_SETUPS = ("sparkpoint", "vanilla-changelog", "flink")
 RETENTION_SETUPS = ("sparkpoint-10s", "vanilla-changelog")
 CHURN_SETUPS = ("sparkpoint-10s", "vanilla-changelog", "flink")
+# The runtime settings the churn phase can A/B: setup sparkpoint-10s-<knob><value> runs with <env>=<value>.
+AB_KNOBS = {"nice": "SPARKPOINT_CHECKPOINT_NICE", "inline": "SPARKPOINT_CHECKPOINT_INLINE_MAX"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class ExtrasPlan:
     # Sparkpoint's checkpoint nice values to compare (SPARKPOINT_CHECKPOINT_NICE), one run each per
     # round, alternating; empty: one run at the runtime's default.
     churn_nice: tuple[int, ...] = ()
+    # Or the largest file carried in the manifest (SPARKPOINT_CHECKPOINT_INLINE_MAX), the same way.
+    churn_inline: tuple[int, ...] = ()
     churn_rounds: int = 1
 
 
@@ -133,7 +137,8 @@ def run(plan: ExtrasPlan, w: Workload, ctx_at: Callable[[int], Context], latenci
 def _churn(plan: ExtrasPlan, ctx: Context, lat: int, rnd: int, jar_list: str,
            attempt: Callable[[str, Callable[[], Any]], Any], out: dict[str, Any]) -> None:
     """One round of the churn phase at one latency: every size, churn and setup once."""
-    sp_variants = [(f"sparkpoint-10s-nice{n}", {"SPARKPOINT_CHECKPOINT_NICE": str(n)}) for n in plan.churn_nice] \
+    sp_variants = [(f"sparkpoint-10s-{knob}{n}", {AB_KNOBS[knob]: str(n)})
+                   for knob, values in (("nice", plan.churn_nice), ("inline", plan.churn_inline)) for n in values] \
         or [("sparkpoint-10s", {})]
     for size in plan.sizes:
         for c in plan.churns:

@@ -135,7 +135,7 @@ def churn_lines(ex: dict[str, Any]) -> list[str]:
             continue
         out.append(head + f"| {r['measured_churn']:.2%} | {r['uploaded'] / MIB:.3f} | {r['changed'] / MIB:.3f} "
                    f"| {r['ratio']:.2f} | {r['total_ratio']:.2f} |")
-    return out + [""] + duration_lines(rows) + nice_lines(rows)
+    return out + [""] + duration_lines(rows) + ab_lines(rows)
 
 
 def _durations(r: dict[str, Any]) -> dict[str, float] | None:
@@ -178,24 +178,33 @@ def duration_lines(rows: list[dict[str, Any]]) -> list[str]:
     return out + [""]
 
 
-def nice_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The checkpoint nice A/B (--churn-nice): what a higher nice buys the batches and costs the
-    checkpoint, pooled over the alternating rounds."""
+AB_LABELS = {"nice": "Checkpoint nice", "inline": "Largest inline file (bytes)"}
+
+
+def ab_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The A/Bs of a runtime setting (--churn-nice, --churn-inline): what each value costs the
+    checkpoint and the batches, pooled over the alternating rounds."""
     by: dict[tuple, dict[int, dict[str, float]]] = {}
     for r in rows:
-        if r["setup"].startswith("sparkpoint-10s-nice") and (d := _durations(r)) and d["batch"] is not None:
-            by.setdefault((r["size"], r["churn"], r["latency_ms"]), {})[int(r["setup"].rsplit("nice", 1)[1])] = \
-                {**d, "runs": r["runs"]}
+        for knob in AB_LABELS:
+            prefix = f"sparkpoint-10s-{knob}"
+            if r["setup"].startswith(prefix) and (d := _durations(r)) and d["batch"] is not None:
+                objects = [s["objects"] for s in r.get("steady") or [] if "objects" in s]
+                by.setdefault((knob, r["size"], r["churn"], r["latency_ms"]), {})[int(r["setup"][len(prefix):])] = \
+                    {**d, "runs": r["runs"], "objects": statistics.median(objects) if objects else None}
     out = []
-    for (size, c, lat), per in by.items():
+    for (knob, size, c, lat), per in by.items():
         if len(per) < 2:
             continue
         lo, hi = min(per), max(per)
         a, b = per[lo], per[hi]
-        out.append(f"- Checkpoint nice {lo} vs {hi} at {size}, {c:.0%} churn, {lat} ms ({a['runs']} and {b['runs']} "
-                   f"alternating runs): checkpoint total {a['total']:.3f} vs {b['total']:.3f} s "
-                   f"({a['total'] / b['total']:.2f}x), median batch {a['batch']:.3f} vs {b['batch']:.3f} s "
-                   f"({a['batch'] / b['batch']:.2f}x).")
+        line = (f"- {AB_LABELS[knob]} {lo} vs {hi} at {size}, {c:.0%} churn, {lat} ms ({a['runs']} and {b['runs']} "
+                f"alternating runs): checkpoint total {a['total']:.3f} vs {b['total']:.3f} s "
+                f"({a['total'] / b['total']:.2f}x), median batch {a['batch']:.3f} vs {b['batch']:.3f} s "
+                f"({a['batch'] / b['batch']:.2f}x)")
+        if a["objects"] is not None and b["objects"] is not None:
+            line += f", objects uploaded per checkpoint {a['objects']:g} vs {b['objects']:g} (median)"
+        out.append(line + ".")
     return (out + [""]) if out else []
 
 

@@ -150,7 +150,8 @@ def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str, *, setup: str = "s
     events = json_lines(log)
     cps = [c for c in completed_checkpoints(events) if c.get("batchId") is not None]
     cps = [{"batch_id": c["batchId"], "new_bytes": c.get("newBytes", 0), "bytes": c.get("bytes", 0),
-            "sync_s": c["syncSeconds"], "async_s": c["asyncSeconds"]} for c in cps]
+            "sync_s": c["syncSeconds"], "async_s": c["asyncSeconds"],
+            **({"objects": c["uploadedObjects"]} if "uploadedObjects" in c else {})} for c in cps]
     env_text = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items())
     return {"setup": setup, "size": w.size, "churn": w.churn, "state_bytes": w.state_bytes,
             "checkpoints": cps, "steady": churn.steady(cps, w), "batch_durations": steady_batches(events, cps),

@@ -148,8 +148,8 @@ class CheckpointPipeline:
         m.checkpoint_last_completed.set(time.time())
         self.last_checkpointed_batch = max(self.last_checkpointed_batch or -1, frozen.result.batch_id)
         req.details.update({"files": result.files, "bytes": result.bytes, "newBytes": result.new_bytes,
-                            "reusedBytes": result.reused_bytes, "hashSeconds": result.hash_seconds,
-                            "uploadSeconds": result.upload_seconds})
+                            "reusedBytes": result.reused_bytes, "uploadedObjects": result.uploaded_objects,
+                            "hashSeconds": result.hash_seconds, "uploadSeconds": result.upload_seconds})
         self.latest = {"id": result.id, "batchId": frozen.result.batch_id,
                        "completed": result.manifest.completion_time.isoformat(), "bytes": result.bytes,
                        "newBytes": result.new_bytes}

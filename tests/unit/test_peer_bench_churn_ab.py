@@ -82,6 +82,26 @@ def test_the_harness_rejects_nonsense_churn_options():
     import peer_bench
 
     for argv in (["--churn-nice", "x"], ["--churn-nice", "25"], ["--churn-rounds", "0"],
-                 ["--churn-setups", "spark"]):
+                 ["--churn-setups", "spark"], ["--churn-inline", "2k"], ["--churn-inline", "-1"],
+                 ["--churn-nice", "0,10", "--churn-inline", "0,2048"]):
         with pytest.raises(SystemExit):
             peer_bench.main([*argv, "--no-write"])
+
+
+def test_inline_ab_sets_the_inline_limit_per_variant(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(sparkpoint_setup, "run_churn",
+                        lambda cw, ctx, tag, *, setup, env: seen.append((setup, env)) or None)
+    extras.run(_plan(churn_setups=("sparkpoint-10s",), churn_inline=(0, 2048)), None,
+               lambda lat: Context(base=tmp_path, bucket="b", endpoint="e", env={}, latency_ms=lat), [0], "", {}, {})
+    assert seen == [("sparkpoint-10s-inline0", {"SPARKPOINT_CHECKPOINT_INLINE_MAX": "0"}),
+                    ("sparkpoint-10s-inline2048", {"SPARKPOINT_CHECKPOINT_INLINE_MAX": "2048"})]
+
+
+def test_the_inline_ab_states_objects_per_checkpoint():
+    runs = [_run("sparkpoint-10s-inline0", 0, 0, 0.20, 0.50), _run("sparkpoint-10s-inline2048", 0, 0, 0.10, 0.40)]
+    runs[0]["steady"][0]["objects"], runs[1]["steady"][0]["objects"] = 100, 40
+    (line,) = [x for x in render_extras.churn_lines({"churn": runs}) if x.startswith("- Largest inline")]
+    assert line == ("- Largest inline file (bytes) 0 vs 2048 at 100m, 1% churn, 0 ms (1 and 1 alternating runs): "
+                    "checkpoint total 0.200 vs 0.100 s (2.00x), median batch 0.500 vs 0.400 s (1.25x), "
+                    "objects uploaded per checkpoint 100 vs 40 (median).")
