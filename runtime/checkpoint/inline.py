@@ -3,8 +3,9 @@
 Spark writes several tiny files per micro-batch: an offset and a commit log entry, and a Hadoop
 `.crc` sidecar next to every file (12 bytes to a few KiB). Uploaded one object each, they made most
 of a checkpoint's requests at low churn (about 60 of 100 PUTs per 10 s interval in the churn
-benchmark), and each request costs latency and money on S3. A file no larger than `max_file` bytes
-is carried base64-encoded in its manifest entry instead, up to `budget` bytes per manifest (a tree
+benchmark), and each request costs latency and money on S3. With SPARKPOINT_CHECKPOINT_INLINE_MAX
+set (2048 recommended; off by default), a file no larger than that is carried base64-encoded in its
+manifest entry instead, up to `budget` bytes per manifest (a tree
 of many small files cannot grow the manifest without bound; the rest are objects as before).
 
 The bytes are taken from the frozen file and checked against the hash the checkpoint recorded; a
@@ -24,7 +25,10 @@ from pathlib import Path
 from sparkpoint.runtime.store.manifest import Manifest
 
 INLINE_MAX_ENV = "SPARKPOINT_CHECKPOINT_INLINE_MAX"
-DEFAULT_MAX_FILE = 2048  # bytes; Spark's offset log entries are about 1.2 KiB, .crc files smaller
+# Off unless asked for: DESIGN.md section 3 (a contract) says every file's bytes are an object under
+# objects/, and tools outside the runtime may rely on it. The README says how to turn it on.
+DEFAULT_MAX_FILE = 0
+RECOMMENDED_MAX_FILE = 2048  # bytes; Spark's offset log entries are about 1.2 KiB, .crc files smaller
 DEFAULT_BUDGET = 1024 * 1024  # inline bytes per manifest (about 1.4 MB of base64)
 
 

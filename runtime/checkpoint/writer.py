@@ -48,7 +48,14 @@ from sparkpoint.runtime.store.layout import (
     pending_key,
     sha_of_object_key,
 )
-from sparkpoint.runtime.store.manifest import FileEntry, Manifest, PendingMarker, Totals, utcnow
+from sparkpoint.runtime.store.manifest import (
+    INLINE_FORMAT_VERSION,
+    FileEntry,
+    Manifest,
+    PendingMarker,
+    Totals,
+    utcnow,
+)
 
 from . import inline
 from .catalog import highest_checkpoint_number, list_checkpoint_ids, load_manifest
@@ -216,7 +223,7 @@ class CheckpointOperation:
         new_bytes = sum(sizes[sha] for sha in self.uploaded) + sum(
             size for sha, size in carried.items() if sha not in self.base_file_shas)
         manifest = Manifest(
-            id=self.id, namespace=w.job.namespace, job=w.job.name, job_uid=w.job_uid,
+            format_version=INLINE_FORMAT_VERSION if carried else 1, id=self.id, namespace=w.job.namespace, job=w.job.name, job_uid=w.job_uid,
             attempt=w.attempt, batch_id=self.batch_id, trigger_time=self.trigger_time,
             completion_time=utcnow(), base_checkpoint=self.base_id,
             spark_version=self.spark_version, state_provider=self.state_provider, files=self.entries,

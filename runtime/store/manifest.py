@@ -26,7 +26,8 @@ from pydantic import (
 
 from .base import StoreError
 
-FORMAT_VERSION = 2  # 2: FileEntry.data (inline files). Readers take every version up to theirs.
+FORMAT_VERSION = 2  # the newest this code reads and writes; readers take every version up to theirs
+INLINE_FORMAT_VERSION = 2  # 2: FileEntry.data (inline files); a manifest without them is written as 1
 
 
 class ManifestError(StoreError):
@@ -83,7 +84,7 @@ class Totals(BaseModel):
 class Manifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    format_version: int = FORMAT_VERSION
+    format_version: int = 1
     kind: Literal["checkpoint", "savepoint"] = "checkpoint"
     id: str  # chk-NNNNNN, or the savepoint name
     namespace: str

@@ -90,7 +90,7 @@ class GcSafety(RuleBasedStateMachine):
         attempt = write_fence(self.store, self.job) if attempt is None else attempt
         return CheckpointWriter(self.store, self.job, attempt=attempt, job_uid="u", upload_workers=1,
                                 reuse_window_seconds=self.reuse_window, pending_timeout_seconds=PENDING_TIMEOUT,
-                                clock=self.clock, carry_failed=self.carry_failed, inline_max=inline.DEFAULT_MAX_FILE)
+                                clock=self.clock, carry_failed=self.carry_failed, inline_max=inline.RECOMMENDED_MAX_FILE)
 
     def teardown(self) -> None:
         try:

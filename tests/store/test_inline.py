@@ -22,7 +22,7 @@ from sparkpoint.runtime.checkpoint.restore import RestoreError
 from sparkpoint.runtime.checkpoint.savepoint import create_savepoint
 from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.layout import checkpoint_key, objects_prefix
-from sparkpoint.runtime.store.manifest import FORMAT_VERSION, Manifest, ManifestError
+from sparkpoint.runtime.store.manifest import FORMAT_VERSION, INLINE_FORMAT_VERSION, Manifest, ManifestError
 
 from .trees import tree_digest
 
@@ -43,7 +43,7 @@ def spark_like_tree(root: Path, batches: int) -> None:
 
 def writer(store: ObjectStore, job: JobRef, **kw) -> CheckpointWriter:  # type: ignore[no-untyped-def]
     return CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="u",
-                            inline_max=kw.pop("inline_max", inline.DEFAULT_MAX_FILE), **kw)
+                            inline_max=kw.pop("inline_max", inline.RECOMMENDED_MAX_FILE), **kw)
 
 
 def object_count(store: ObjectStore, job: JobRef) -> int:
@@ -55,12 +55,12 @@ def test_small_files_travel_in_the_manifest_and_restore_exactly(store: ObjectSto
     spark_like_tree(hot, batches=4)
     result = writer(store, job).take_checkpoint(hot, batch_id=3)
     m = result.manifest
-    small = [e for e in m.files if e.size <= inline.DEFAULT_MAX_FILE]
+    small = [e for e in m.files if e.size <= inline.RECOMMENDED_MAX_FILE]
     assert small and all(e.inline for e in small)
-    assert not any(e.inline for e in m.files if e.size > inline.DEFAULT_MAX_FILE)
+    assert not any(e.inline for e in m.files if e.size > inline.RECOMMENDED_MAX_FILE)
     # Only the three state files are objects; every small file cost no request of its own.
     assert object_count(store, job) == 3 == result.uploaded_objects == len(m.shas())
-    assert m.totals.inline_bytes == sum(e.size for e in small) and m.format_version == FORMAT_VERSION
+    assert m.totals.inline_bytes == sum(e.size for e in small) and m.format_version == INLINE_FORMAT_VERSION
     restore(store, job, tmp_path / "restored")
     assert tree_digest(tmp_path / "restored") == tree_digest(hot)
     assert verify(store, job, m.id).ok
@@ -129,7 +129,7 @@ def test_inline_off_makes_every_file_an_object(store, job, tmp_path) -> None:  #
     spark_like_tree(hot, batches=2)
     m = writer(store, job, inline_max=0).take_checkpoint(hot, batch_id=1).manifest
     assert not any(e.inline for e in m.files) and len(m.shas()) == object_count(store, job)
-    assert b'"data"' not in store.get_bytes(checkpoint_key(job, m.id))  # version-1 entry shape
+    assert b'"data"' not in store.get_bytes(checkpoint_key(job, m.id)) and m.format_version == 1  # version 1
 
 
 def test_a_file_that_changed_after_hashing_fails_the_checkpoint(store, job, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -170,7 +170,7 @@ def test_choose_takes_known_bytes_only_when_they_hash_right(tmp_path) -> None:  
         {sha: base64.b64encode(b"hello").decode()}
 
 
-@pytest.mark.parametrize(("raw", "expected"), [("", inline.DEFAULT_MAX_FILE), ("0", 0), ("512", 512)])
+@pytest.mark.parametrize(("raw", "expected"), [("", 0), ("0", 0), ("512", 512)])
 def test_the_inline_limit_comes_from_the_environment(raw: str, expected: int) -> None:
     assert inline.max_file_from_env({inline.INLINE_MAX_ENV: raw}) == expected
 
@@ -191,3 +191,12 @@ def test_a_manifest_from_a_newer_format_is_refused_by_name_and_version_1_still_r
     assert old.shas() == {"0" * 64}
     with pytest.raises(ManifestError, match="written by a newer Sparkpoint"):
         Manifest.from_json(json.dumps({**doc, "format_version": FORMAT_VERSION + 1}).encode(), where="v3")
+
+
+def test_by_default_every_file_is_an_object_as_the_layout_contract_says(store, job, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv(inline.INLINE_MAX_ENV, raising=False)
+    hot = tmp_path / "hot"
+    spark_like_tree(hot, batches=2)
+    m = CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="u").take_checkpoint(hot, batch_id=1).manifest
+    assert m.format_version == 1 and not any(e.inline for e in m.files)
+    assert {e.sha256 for e in m.files} == m.shas()
