@@ -59,3 +59,10 @@ def store(store_url: str) -> ObjectStore:
 @pytest.fixture
 def job() -> JobRef:
     return JobRef(namespace="default", name=f"job-{uuid.uuid4().hex[:6]}")
+
+
+@pytest.fixture(autouse=True)
+def _no_inline_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see the runtime's defaults whatever the developer's shell sets; a test that wants files
+    carried inline says so (tests/store/test_inline.py, tests/runtime/test_inline_spark.py)."""
+    monkeypatch.delenv("SPARKPOINT_CHECKPOINT_INLINE_MAX", raising=False)

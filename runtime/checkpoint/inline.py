@@ -1,9 +1,9 @@
 """Which files of a checkpoint travel inside its manifest instead of as objects of their own.
 
-Spark writes several tiny files per micro-batch: an offset and a commit log entry, and a Hadoop
-`.crc` sidecar next to every file (12 bytes to a few KiB). Uploaded one object each, they made most
-of a checkpoint's requests at low churn (about 60 of 100 PUTs per 10 s interval in the churn
-benchmark), and each request costs latency and money on S3. With SPARKPOINT_CHECKPOINT_INLINE_MAX
+Spark writes tiny files every micro-batch: an offset log entry (about 1.2 KiB) and a commit log
+entry (tens of bytes). Uploaded one object each, they are about a fifth of a checkpoint's requests
+at low churn (the rest are the state store's changelog files, one per partition per batch, 5-30 KiB
+in the churn benchmark), and each request costs latency and money on S3. With SPARKPOINT_CHECKPOINT_INLINE_MAX
 set (2048 recommended; off by default), a file no larger than that is carried base64-encoded in its
 manifest entry instead, up to `budget` bytes per manifest (a tree
 of many small files cannot grow the manifest without bound; the rest are objects as before).
