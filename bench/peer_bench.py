@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(limit), flush=True)
             print("restore under CPU load", flush=True)
             restore = restore_load.measure(store, base, files=8 if args.small else 32,
-                                           file_mib=8 if args.small else 32, repeats=3 if args.small else 9)
+                                           file_mib=8 if args.small else 32, repeats=4 if args.small else 10)
             print(json.dumps(restore), flush=True)
         needs_vanilla = any(s.startswith("vanilla") for s in setups) or plan.phases
         jar_list = vanilla.jars() if needs_vanilla else ""

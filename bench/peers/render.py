@@ -302,7 +302,6 @@ RESTORE_GOAL = 0.70  # remote restore >= 70% of raw GET under CPU load
 
 def restore_lines(rs: dict[str, Any]) -> list[str]:
     """The restore-under-load paragraph (bench/peers/restore_load.py): rates, fractions, CPU."""
-    kinds = "all three in rotating order" if "before_mib_s" in rs else "both downloads in alternating order"
     text = (f"{rs['files']} files x {rs['file_mib']} MiB restored from MinIO while {rs['burners']} busy-loop "
             f"processes hold every core (median of {rs['repeats']}): plain GETs (8 parallel, no hashing) "
             f"{rs['raw_get_mib_s']:.0f} MiB/s, Sparkpoint restore (8 workers, sha256-verified, staged then "
@@ -314,17 +313,13 @@ def restore_lines(rs: dict[str, Any]) -> list[str]:
     else:
         text += " (goal >= 70%)"
     if rs.get("fractions"):
-        text += f"; per repeat ({kinds}): {', '.join(f'{x:.0%}' for x in rs['fractions'])}"
+        text += f"; per repeat (both downloads in alternating order): {', '.join(f'{x:.0%}' for x in rs['fractions'])}"
     text += "."
-    if "before_mib_s" in rs:
-        text += (f" The same restore with the download loop it had before (urllib3's stream(), a new 1 MiB "
-                 f"object per chunk): {rs['before_mib_s']:.0f} MiB/s = {rs['before_fraction']:.0%} of raw GET; "
-                 f"after/before {rs['speedup']:.2f}x (median of the repeats' ratios).")
     lines = [text]
     if "raw_cpu_user_s_per_gib" in rs:
         lines += ["", "CPU of the benchmark's process per GiB downloaded (median, user + system):"]
         lines += [f"{name} {rs[f'{k}_cpu_user_s_per_gib']:.2f} + {rs[f'{k}_cpu_sys_s_per_gib']:.2f} s"
-                  for k, name in (("raw", "- plain GETs"), ("restore", "- restore"), ("before", "- restore before"))
+                  for k, name in (("raw", "- plain GETs"), ("restore", "- restore"))
                   if f"{k}_cpu_user_s_per_gib" in rs]
     elif "restore_cpu_s_per_gib" in rs:
         lines[0] += (f" CPU of the benchmark's process per GiB (median): plain GETs {rs['raw_cpu_s_per_gib']:.2f} s, "

@@ -8,7 +8,6 @@ with backoff; the client's own urllib3 retries are turned off so the policy live
 from __future__ import annotations
 
 import hashlib
-import http.client
 import io
 import os
 import uuid
@@ -211,8 +210,8 @@ class S3Store(ObjectStore):
             digest = hashlib.sha256() if sha256 else None  # fresh per try: a retry restarts the hash
             resp = self.client.get_object(self.bucket, full)
             try:
-                with open(path, "wb", buffering=0) as f:
-                    for chunk in _body_chunks(resp):
+                with open(path, "wb") as f:
+                    for chunk in resp.stream(1024 * 1024):
                         if digest is not None:
                             digest.update(chunk)
                         f.write(chunk)
@@ -256,37 +255,3 @@ class S3Store(ObjectStore):
             if not self.client.bucket_exists(self.bucket):
                 self.client.make_bucket(self.bucket)
         self._call("create bucket", None, make)
-
-
-DOWNLOAD_CHUNK = 1024 * 1024
-
-
-def _body_chunks(resp: urllib3.BaseHTTPResponse) -> Iterator[memoryview]:
-    """The response body in chunks read into one reused buffer.
-
-    urllib3's stream() allocates a fresh bytes object per chunk and copies it at least once more;
-    reading the underlying http.client response into a reused buffer takes a restore's bytes from
-    the socket with one copy and no allocation per chunk. A chunk is valid until the next one is
-    read. A body with a Content-Encoding (never sent by S3 for objects, but possible behind a proxy)
-    goes through urllib3, which decodes it. A broken or short body raises urllib3's ProtocolError,
-    like stream() does, so the retry policy sees the same exception either way: http.client itself
-    ends a body cut short without an error, so the length is checked here."""
-    raw = getattr(resp, "_fp", None)
-    if raw is None or not hasattr(raw, "readinto") or resp.headers.get("Content-Encoding"):
-        yield from (memoryview(c) for c in resp.stream(DOWNLOAD_CHUNK))
-        return
-    length = resp.headers.get("Content-Length")
-    expected = int(length) if length is not None else None
-    buf = memoryview(bytearray(DOWNLOAD_CHUNK))
-    got = 0
-    while True:
-        try:
-            n = raw.readinto(buf)
-        except (http.client.HTTPException, OSError) as exc:
-            raise urllib3.exceptions.ProtocolError(f"object body broken off: {exc!r}", exc) from exc
-        if not n:
-            break
-        got += n
-        yield buf[:n]
-    if expected is not None and got != expected:  # http.client ends a short body quietly
-        raise urllib3.exceptions.ProtocolError(f"object body broken off after {got} of {expected} bytes")

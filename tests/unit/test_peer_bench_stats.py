@@ -190,31 +190,24 @@ def test_restore_fraction_pairs_each_repeats_downloads():
             "per repeat (both downloads in alternating order): 90%, 25%, 90%.") in text
 
 
-def test_restore_before_and_after_are_paired_per_repeat_and_rendered():
+def test_restore_paragraph_states_cpu_per_kind_and_the_machines_page_reporting():
     from peers import render, restore_load
 
-    out = restore_load.summarize([100.0, 400.0, 200.0], [90.0, 100.0, 180.0], before=[45.0, 200.0, 60.0],
-                                 files=2, file_mib=1, burners=2)
-    # Per repeat: after/before 2.0, 0.5, 3.0 -> median 2.0; before/raw 0.45, 0.5, 0.3 -> 0.45.
-    assert out["speedup"] == pytest.approx(2.0) and out["before_fraction"] == pytest.approx(0.45)
-    assert out["before_mib_s"] == 60.0
+    out = restore_load.summarize([100.0, 400.0, 200.0], [90.0, 100.0, 180.0], files=2, file_mib=1, burners=2)
     out.update(raw_cpu_user_s_per_gib=0.05, raw_cpu_sys_s_per_gib=0.5, restore_cpu_user_s_per_gib=0.7,
                restore_cpu_sys_s_per_gib=0.6, page_reporting={"min_free_ms": "0"})
     text = "\n".join(render.restore_lines(out))
-    assert "per repeat (all three in rotating order): 90%, 25%, 90%." in text
-    assert "60 MiB/s = 45% of raw GET; after/before 2.00x" in text
-    assert "- restore 0.70 + 0.60 s" in text and "- restore before" not in text
+    assert "- plain GETs 0.05 + 0.50 s" in text and "- restore 0.70 + 0.60 s" in text
     assert "(min_free_ms=0)" in text
 
 
-def test_without_before_figures_the_restore_paragraph_keeps_its_old_form():
+def test_an_older_restore_result_keeps_its_paragraph():
     from peers import render, restore_load
 
     out = restore_load.summarize([100.0], [80.0], files=1, file_mib=1, burners=2)
-    assert "before_mib_s" not in out and "speedup" not in out
     text = "\n".join(render.restore_lines({**out, "raw_cpu_s_per_gib": 0.6, "restore_cpu_s_per_gib": 1.4}))
     assert "per repeat (both downloads in alternating order): 80%." in text
-    assert "plain GETs 0.60 s, restore 1.40 s." in text and "after/before" not in text
+    assert "plain GETs 0.60 s, restore 1.40 s." in text
 
 
 @pytest.mark.parametrize(("fractions", "verdict"), [([0.8, 0.9, 0.75, 0.85], "met"), ([0.5, 0.6, 0.65, 0.55], "not met"),
