@@ -67,19 +67,15 @@ def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeat
     burners = (os.cpu_count() or 2) if burners is None else burners
     keys = [(object_key(job, e.sha256), e.sha256) for e in manifest.files]
 
-    def raw_get() -> None:
+    def raw_get() -> Path:
         scratch = Path(tempfile.mkdtemp(dir=base))
-        try:
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(lambda k: store.get_file(k[0], str(scratch / k[1])), keys))
-        finally:
-            shutil.rmtree(scratch)
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda k: store.get_file(k[0], str(scratch / k[1])), keys))
+        return scratch
 
-    def restore_all() -> None:
-        try:
-            restore(store, job, base / "restored", workers=8)
-        finally:
-            shutil.rmtree(base / "restored", ignore_errors=True)
+    def restore_all() -> Path:
+        restore(store, job, base / "restored", workers=8)
+        return base / "restored"
 
     runs = {"raw": raw_get, "restore": restore_all}
     rates: dict[str, list[float]] = {k: [] for k in KINDS}
@@ -91,8 +87,9 @@ def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeat
             for kind in KINDS[i % 2:] + KINDS[:i % 2]:  # alternate which goes first
                 _warm_page_cache(base, files, file_mib)
                 (u0, s0), t0 = _cpu_seconds(), time.perf_counter()
-                runs[kind]()
+                written = runs[kind]()
                 (u1, s1), dt = _cpu_seconds(), time.perf_counter() - t0
+                shutil.rmtree(written)  # cleanup is not part of either download
                 rates[kind].append(total_mib / dt)
                 cpu[kind].append(((u1 - u0) * 1024 / total_mib, (s1 - s0) * 1024 / total_mib))
         finally:
