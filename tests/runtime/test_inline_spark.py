@@ -7,36 +7,25 @@ from __future__ import annotations
 
 import base64
 import json
-import signal
-import uuid
 
 import pytest
 
 from sparkpoint.runtime.checkpoint import inline
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
-from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, canonical, committed, wait_until
+from sparkpoint.runtime.demo import canonical
 from sparkpoint.runtime.sink.transactional import read_committed
-from sparkpoint.runtime.store import JobRef, open_store
 from sparkpoint.runtime.store.layout import checkpoint_key
 
+from .test_recovery_spark import drain_at_the_last_batch, first_run, start_second_pod
 from .test_runtime_spark import _get
 
 pytestmark = [pytest.mark.spark, pytest.mark.minio, pytest.mark.timeout(900)]
-TEST_BUCKET = "sparkpoint-test"
 
 
 def test_a_new_pod_restores_inline_files_and_refuses_tampered_ones(minio_server, tmp_path):
-    job = WindowedJob(name="inline", rows_per_batch=1000, keys=300, total_batches=24, trigger="300ms",
-                      checkpoint_interval="2s")
-    store_url = f"s3://{TEST_BUCKET}/inl-{uuid.uuid4().hex[:10]}"
-    env = {**minio_server.env(), inline.INLINE_MAX_ENV: str(inline.RECOMMENDED_MAX_FILE)}
-    job_file = job.write(tmp_path / "job.yaml", store_url)
-    first = RuntimeProcess(job_file, tmp_path / "pod1", tmp_path / "first.log", until_batch=14, env=env).start()
-    assert first.wait(600) == 0, (tmp_path / "first.log").read_text()[-3000:]
-    store, ref = open_store(store_url, env=env), JobRef("default", job.name)
-    ids = list_checkpoint_ids(store, ref)
-    assert len(ids) >= 2, ids
-    newest, previous = load_manifest(store, ref, ids[-1]), load_manifest(store, ref, ids[-2])
+    run = first_run(minio_server, tmp_path, "inline", {inline.INLINE_MAX_ENV: str(inline.RECOMMENDED_MAX_FILE)})
+    job, store, ref = run.job, run.store, run.ref
+    newest, previous = run.newest, run.previous
     carried = [e for e in newest.files if e.inline]
     # Spark's offset and commit logs are carried (the freeze leaves Hadoop's .crc sidecars out).
     assert any(e.path.startswith("offsets/") for e in carried) and any(e.path.startswith("commits/") for e in carried)
@@ -51,19 +40,13 @@ def test_a_new_pod_restores_inline_files_and_refuses_tampered_ones(minio_server,
     victim["data"] = base64.b64encode(bytes(data)).decode()
     store.put_bytes(checkpoint_key(ref, newest.id), json.dumps(doc).encode())
 
-    pod = tmp_path / "pod2"
-    second = RuntimeProcess(job_file, pod, tmp_path / "second.log", until_batch=None, env=env).start()
+    second, pod, port = start_second_pod(run, tmp_path)
     try:
-        wait_until(lambda: (pod / "api.json").exists(), 300, "control API", second)
-        port = json.loads((pod / "api.json").read_text())["port"]
-        wait_until(lambda: _get(port, "/readyz")[0] == 200, 300, "readiness", second)
         restore = _get(port, "/status")[1]["restore"]
         assert (restore["source"], restore["checkpoint"]) == ("remote", previous.id)
         assert [f["checkpoint"] for f in restore["fallbacks"]] == [newest.id]
         assert victim["path"] in restore["fallbacks"][0]["error"]
-        wait_until(lambda: committed(pod) >= job.until_batch, 600, "the last batch", second)
-        second.proc.send_signal(signal.SIGTERM)
-        assert second.wait(120) == 0
+        drain_at_the_last_batch(second, pod, job)
     finally:
         second.kill()
     # The checkpoints after the restore carry inline files again, and the output is exactly once.

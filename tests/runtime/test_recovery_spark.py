@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_mani
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, canonical, committed, wait_until
 from sparkpoint.runtime.sink.transactional import read_committed
-from sparkpoint.runtime.store import JobRef, open_store
+from sparkpoint.runtime.store import JobRef, Manifest, ObjectStore, open_store
 from sparkpoint.runtime.store.layout import object_key
 
 from .test_runtime_spark import _get
@@ -37,37 +38,69 @@ def log_lines(path: Path) -> list[dict]:
     return out
 
 
-@pytest.mark.minio
-def test_corrupt_newest_checkpoint_restores_the_previous_one(minio_server, tmp_path):
-    job = WindowedJob(name="fallback", rows_per_batch=1000, keys=300, total_batches=24, trigger="300ms",
+@dataclass
+class FirstRun:
+    """A job run on MinIO until batch 14 (two or more checkpoints), then drained."""
+    job: WindowedJob
+    job_file: Path
+    env: dict[str, str]
+    store: ObjectStore
+    ref: JobRef
+    newest: Manifest
+    previous: Manifest
+
+
+def first_run(minio_server, tmp_path: Path, name: str, extra_env: dict[str, str] | None = None) -> FirstRun:  # type: ignore[no-untyped-def]
+    job = WindowedJob(name=name, rows_per_batch=1000, keys=300, total_batches=24, trigger="300ms",
                       checkpoint_interval="2s")
-    store_url = f"s3://{TEST_BUCKET}/fb-{uuid.uuid4().hex[:10]}"
-    env = minio_server.env()
+    store_url = f"s3://{TEST_BUCKET}/{name}-{uuid.uuid4().hex[:10]}"
+    env = {**minio_server.env(), **(extra_env or {})}
     job_file = job.write(tmp_path / "job.yaml", store_url)
     first = RuntimeProcess(job_file, tmp_path / "pod1", tmp_path / "first.log", until_batch=14, env=env).start()
     assert first.wait(600) == 0, (tmp_path / "first.log").read_text()[-3000:]
     store, ref = open_store(store_url, env=env), JobRef("default", job.name)
     ids = list_checkpoint_ids(store, ref)
     assert len(ids) >= 2, ids
-    newest, previous = load_manifest(store, ref, ids[-1]), load_manifest(store, ref, ids[-2])
-    victim = max((f for f in newest.files if f.sha256 not in previous.shas()), key=lambda f: f.size)
-    store.put_bytes(object_key(ref, victim.sha256), b"\0" * victim.size)  # same size, wrong bytes
-    # A new pod (empty work dir): the restore must pass over the corrupt checkpoint, loudly.
+    return FirstRun(job, job_file, env, store, ref, load_manifest(store, ref, ids[-1]), load_manifest(store, ref, ids[-2]))
+
+
+def start_second_pod(run: FirstRun, tmp_path: Path) -> tuple[RuntimeProcess, Path, int]:
+    """The job again on a new pod (empty work dir), once its control API is ready."""
     pod = tmp_path / "pod2"
-    second = RuntimeProcess(job_file, pod, tmp_path / "second.log", until_batch=None, env=env).start()
+    second = RuntimeProcess(run.job_file, pod, tmp_path / "second.log", until_batch=None, env=run.env).start()
     try:
         wait_until(lambda: (pod / "api.json").exists(), 300, "control API", second)
         port = json.loads((pod / "api.json").read_text())["port"]
         wait_until(lambda: _get(port, "/readyz")[0] == 200, 300, "readiness", second)
+    except BaseException:
+        second.kill()
+        raise
+    return second, pod, port
+
+
+def drain_at_the_last_batch(proc: RuntimeProcess, pod: Path, job: WindowedJob) -> None:
+    wait_until(lambda: committed(pod) >= job.until_batch, 600, "the last batch", proc)
+    proc.proc.send_signal(signal.SIGTERM)
+    assert proc.wait(120) == 0
+
+
+@pytest.mark.minio
+def test_corrupt_newest_checkpoint_restores_the_previous_one(minio_server, tmp_path):
+    run = first_run(minio_server, tmp_path, "fallback")
+    job, store, ref = run.job, run.store, run.ref
+    newest, previous = run.newest, run.previous
+    victim = max((f for f in newest.files if f.sha256 not in previous.shas()), key=lambda f: f.size)
+    store.put_bytes(object_key(ref, victim.sha256), b"\0" * victim.size)  # same size, wrong bytes
+    # A new pod (empty work dir): the restore must pass over the corrupt checkpoint, loudly.
+    second, pod, port = start_second_pod(run, tmp_path)
+    try:
         restore = _get(port, "/status")[1]["restore"]
         assert (restore["source"], restore["checkpoint"], restore["batchId"]) == ("remote", previous.id,
                                                                                  previous.batch_id)
         assert [f["checkpoint"] for f in restore["fallbacks"]] == [newest.id]
         assert victim.path in restore["fallbacks"][0]["error"] and "corrupt" in restore["fallbacks"][0]["error"]
         assert 'sparkpoint_restore_fallbacks_total{reason="corrupt_object"} 1.0' in _get(port, "/metrics")[1]
-        wait_until(lambda: committed(pod) >= job.until_batch, 600, "the last batch", second)
-        second.proc.send_signal(signal.SIGTERM)
-        assert second.wait(120) == 0
+        drain_at_the_last_batch(second, pod, job)
     finally:
         second.kill()
     warnings = [e for e in log_lines(tmp_path / "second.log") if e.get("level") == "warning"
