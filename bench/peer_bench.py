@@ -129,6 +129,17 @@ def versions() -> dict[str, str]:
                                    "TOXIPROXY_VERSION", "FLINK_VERSION")}}
 
 
+def _int_list(p: argparse.ArgumentParser, flag: str, raw: str, lo: int, hi: int) -> tuple[int, ...]:
+    """A comma-separated list of integers in [lo, hi] (an A/B's values), or the parser's error."""
+    try:
+        values = tuple(int(x) for x in raw.split(",") if x)
+    except ValueError:
+        p.error(f"{flag}: {raw!r} is not a comma-separated list of integers")
+    if any(not lo <= n <= hi for n in values):
+        p.error(f"{flag}: values must be in [{lo}, {hi}], got {raw!r}")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     size = p.add_mutually_exclusive_group()
@@ -291,18 +302,8 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
     churn_setups = tuple(x for x in args.churn_setups.split(",") if x)
     if set(churn_setups) - set(extras.CHURN_SETUPS):
         p.error(f"--churn-setups: choose from {extras.CHURN_SETUPS}")
-    try:
-        churn_nice = tuple(int(x) for x in args.churn_nice.split(",") if x)
-    except ValueError:
-        p.error(f"--churn-nice: {args.churn_nice!r} is not a comma-separated list of integers")
-    if any(not 0 <= n <= 19 for n in churn_nice):
-        p.error(f"--churn-nice: values must be in [0, 19], got {args.churn_nice!r}")
-    try:
-        churn_inline = tuple(int(x) for x in args.churn_inline.split(",") if x)
-    except ValueError:
-        p.error(f"--churn-inline: {args.churn_inline!r} is not a comma-separated list of byte counts")
-    if any(not 0 <= n <= 65536 for n in churn_inline):
-        p.error(f"--churn-inline: values must be in [0, 65536], got {args.churn_inline!r}")
+    churn_nice = _int_list(p, "--churn-nice", args.churn_nice, 0, 19)
+    churn_inline = _int_list(p, "--churn-inline", args.churn_inline, 0, 65536)
     if churn_nice and churn_inline:
         p.error("--churn-nice and --churn-inline: one A/B at a time")
     if args.churn_rounds < 1:
