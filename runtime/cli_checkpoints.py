@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("id")
     show.set_defaults(handler=cmd_show)
 
-    ver = cmds.add_parser("verify", help="check every object exists and hashes right (exit 1 if not)")
+    ver = cmds.add_parser("verify", help="check every object exists and its sha256 and crc32 match (exit 1 if not)")
     add_common(ver)
     ver.add_argument("id")
     ver.add_argument("--quick", action="store_true", help="existence and size only, no download")

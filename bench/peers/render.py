@@ -300,27 +300,38 @@ def _plots(raw: dict[str, Any], ratios: dict[tuple[int, str], stats.Ratio], plot
 RESTORE_GOAL = 0.70  # remote restore >= 70% of raw GET under CPU load
 
 
+def _verdict(ci: list[float] | None) -> str:
+    if not ci:
+        return "(goal >= 70%)"
+    lo, hi = ci
+    verdict = "met" if lo >= RESTORE_GOAL else "not met" if hi < RESTORE_GOAL else "not resolved"
+    return f"[{lo:.0%}, {hi:.0%}] resampling the repeats (goal >= 70%: **{verdict}**)"
+
+
 def restore_lines(rs: dict[str, Any]) -> list[str]:
-    """The restore-under-load paragraph (bench/peers/restore_load.py): rates, fractions, CPU."""
+    """The restore-under-load paragraph (bench/peers/restore_load.py): rates, fractions, CPU.
+    Results with a `before` (format 3 on) compare the crc32-checked restore with the sha256 one."""
+    before = rs.get("before")
+    check = "crc32-checked" if before else "sha256-verified"
     text = (f"{rs['files']} files x {rs['file_mib']} MiB restored from MinIO while {rs['burners']} busy-loop "
             f"processes hold every core (median of {rs['repeats']}): plain GETs (8 parallel, no hashing) "
-            f"{rs['raw_get_mib_s']:.0f} MiB/s, Sparkpoint restore (8 workers, sha256-verified, staged then "
-            f"renamed) {rs['restore_mib_s']:.0f} MiB/s = **{rs['fraction']:.0%} of raw GET**")
-    if rs.get("fraction_ci"):
-        lo, hi = rs["fraction_ci"]
-        verdict = "met" if lo >= RESTORE_GOAL else "not met" if hi < RESTORE_GOAL else "not resolved"
-        text += f" [{lo:.0%}, {hi:.0%}] resampling the repeats (goal >= 70%: **{verdict}**)"
-    else:
-        text += " (goal >= 70%)"
+            f"{rs['raw_get_mib_s']:.0f} MiB/s, Sparkpoint restore (8 workers, {check}, staged then "
+            f"renamed) {rs['restore_mib_s']:.0f} MiB/s = **{rs['fraction']:.0%} of raw GET** "
+            f"{_verdict(rs.get('fraction_ci'))}")
     if rs.get("fractions"):
-        text += f"; per repeat (both downloads in alternating order): {', '.join(f'{x:.0%}' for x in rs['fractions'])}"
+        text += f"; per repeat (downloads in rotating order): {', '.join(f'{x:.0%}' for x in rs['fractions'])}"
     text += "."
+    if before:
+        text += (f" Before (the same objects under a manifest without crc32, checked by sha256 as every restore "
+                 f"was before format 3): {before['restore_mib_s']:.0f} MiB/s = {before['fraction']:.0%} of raw GET "
+                 f"{_verdict(before.get('fraction_ci'))}; per repeat: "
+                 f"{', '.join(f'{x:.0%}' for x in before.get('fractions', []))}.")
     lines = [text]
+    kinds = (("raw", "- plain GETs"), ("restore", f"- restore ({check})"), ("restore_sha256", "- restore (sha256)"))
     if "raw_cpu_user_s_per_gib" in rs:
         lines += ["", "CPU of the benchmark's process per GiB downloaded (median, user + system):"]
         lines += [f"{name} {rs[f'{k}_cpu_user_s_per_gib']:.2f} + {rs[f'{k}_cpu_sys_s_per_gib']:.2f} s"
-                  for k, name in (("raw", "- plain GETs"), ("restore", "- restore"))
-                  if f"{k}_cpu_user_s_per_gib" in rs]
+                  for k, name in kinds if f"{k}_cpu_user_s_per_gib" in rs]
     elif "restore_cpu_s_per_gib" in rs:
         lines[0] += (f" CPU of the benchmark's process per GiB (median): plain GETs {rs['raw_cpu_s_per_gib']:.2f} s, "
                      f"restore {rs['restore_cpu_s_per_gib']:.2f} s.")

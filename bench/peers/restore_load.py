@@ -2,9 +2,11 @@
 
 A checkpoint of incompressible files is written to the store; then, while `burners` processes keep
 every core busy (standing in for a busy Spark driver and executors), it is (1) downloaded with plain
-GETs, 8 at a time, no hashing, and (2) restored with runtime/checkpoint/restore.py (8 workers, every
-byte sha256-verified). The ratio (2)/(1) is the goal's "restore >= 70% of raw GET". Each repeat runs
-both, in alternating order; the fraction reported is the median of the repeats' own ratios, with a
+GETs, 8 at a time, no digest, (2) restored with runtime/checkpoint/restore.py (8 workers, every byte
+checked against its manifest's crc32, format 3) and (3) restored the way it was before format 3: the
+same objects under a second manifest without crc32, so every byte is checked by sha256. The ratio
+(2)/(1) is the goal's "restore >= 70% of raw GET"; (3)/(1) is the before. Each repeat runs all
+three, the order rotating; a fraction reported is the median of the repeats' own ratios, with a
 bootstrap interval over the repeats.
 
 Every timed download is preceded by writing and deleting as many bytes as it will write. On this
@@ -36,7 +38,8 @@ from sparkpoint.runtime.checkpoint import CheckpointWriter
 from sparkpoint.runtime.checkpoint.fence import write_fence
 from sparkpoint.runtime.checkpoint.restore import restore
 from sparkpoint.runtime.store import JobRef, ObjectStore
-from sparkpoint.runtime.store.layout import object_key
+from sparkpoint.runtime.store.layout import checkpoint_id, checkpoint_key, checkpoint_number, object_key
+from sparkpoint.runtime.store.manifest import Manifest
 
 from . import stats
 
@@ -51,7 +54,7 @@ def _burners(n: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(n)]
 
 
-KINDS = ("raw", "restore")
+KINDS = ("raw", "restore", "restore_sha256")
 
 
 def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeats: int = 3,
@@ -63,6 +66,7 @@ def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeat
         (src / "state" / f"{i:04d}.sst").write_bytes(os.urandom(file_mib * MIB))
     writer = CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="bench")
     manifest = writer.take_checkpoint(src, batch_id=0).manifest
+    before = _without_crc32(store, job, manifest)
     total_mib = files * file_mib
     burners = (os.cpu_count() or 2) if burners is None else burners
     keys = [(object_key(job, e.sha256), e.sha256) for e in manifest.files]
@@ -73,18 +77,18 @@ def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeat
             list(pool.map(lambda k: store.get_file(k[0], str(scratch / k[1])), keys))
         return scratch
 
-    def restore_all() -> Path:
-        restore(store, job, base / "restored", workers=8)
+    def restore_all(checkpoint_id: str) -> Path:
+        restore(store, job, base / "restored", checkpoint_id, workers=8)
         return base / "restored"
 
-    runs = {"raw": raw_get, "restore": restore_all}
+    runs = {"raw": raw_get, "restore": lambda: restore_all(manifest.id), "restore_sha256": lambda: restore_all(before)}
     rates: dict[str, list[float]] = {k: [] for k in KINDS}
     cpu: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}  # (user, system) s per GiB
     for i in range(repeats):
         procs = _burners(burners)
         try:
             time.sleep(1.0)  # the burners hold the cores before any download starts
-            for kind in KINDS[i % 2:] + KINDS[:i % 2]:  # alternate which goes first
+            for kind in KINDS[i % len(KINDS):] + KINDS[:i % len(KINDS)]:  # rotate which goes first
                 _warm_page_cache(base, files, file_mib)
                 (u0, s0), t0 = _cpu_seconds(), time.perf_counter()
                 written = runs[kind]()
@@ -98,13 +102,23 @@ def measure(store: ObjectStore, base: Path, *, files: int, file_mib: int, repeat
                 p.wait()
     shutil.rmtree(src)
     out = summarize(rates["raw"], rates["restore"], files=files, file_mib=file_mib, burners=burners)
+    out["before"] = summarize(rates["raw"], rates["restore_sha256"], files=files, file_mib=file_mib, burners=burners)
     for kind in KINDS:
         out[f"{kind}_cpu_user_s_per_gib"] = statistics.median(u for u, _ in cpu[kind])
         out[f"{kind}_cpu_sys_s_per_gib"] = statistics.median(s for _, s in cpu[kind])
-    out["raw_cpu_s_per_gib"] = statistics.median(u + s for u, s in cpu["raw"])
-    out["restore_cpu_s_per_gib"] = statistics.median(u + s for u, s in cpu["restore"])
+        out[f"{kind}_cpu_s_per_gib"] = statistics.median(u + s for u, s in cpu[kind])
     out["page_reporting"] = page_reporting()
     return out
+
+
+def _without_crc32(store: ObjectStore, job: JobRef, manifest: Manifest) -> str:
+    """The same checkpoint under the next id, as written before format 3 (no crc32: a restore
+    checks sha256). It references the same objects; returns its id."""
+    old = manifest.model_copy(update={
+        "id": checkpoint_id(checkpoint_number(manifest.id) + 1), "format_version": 1,
+        "files": [e.model_copy(update={"crc32": None}) for e in manifest.files]})
+    store.put_bytes(checkpoint_key(job, old.id), old.to_json())
+    return old.id
 
 
 def _warm_page_cache(base: Path, files: int, file_mib: int) -> None:

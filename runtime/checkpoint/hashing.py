@@ -1,4 +1,4 @@
-"""File hashing with a cache keyed by (inode, size, mtime_ns).
+"""File digests with a cache keyed by (inode, size, mtime_ns).
 
 The freeze step hard-links the hot dir's files, so an unchanged file keeps its inode, size and
 mtime across checkpoints and is never re-read. The cache is pruned to the files of the latest
@@ -7,25 +7,39 @@ checkpoint so it cannot grow without bound, and optionally persisted as JSON.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import threading
 from pathlib import Path
+from typing import NamedTuple
+
+from sparkpoint.runtime.store.digests import CRC32, SHA256, Digests
 
 log = logging.getLogger("sparkpoint.checkpoint")
 _CHUNK = 1024 * 1024
+CACHE_VERSION = 2  # 2: sha256 and crc32 per file; a version-1 cache (sha256 only) is dropped
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
+class FileDigests(NamedTuple):
+    sha256: str  # the object's name
+    crc32: str  # what a restore checks
+
+
+def file_digests(path: str | os.PathLike[str]) -> FileDigests:
+    """sha256 and crc32 of a file in one read."""
+    digest = Digests((SHA256, CRC32))
     with open(path, "rb", buffering=0) as f:
         buf = bytearray(_CHUNK)
         view = memoryview(buf)
         while n := f.readinto(buf):
-            digest.update(view[:n])  # hashlib releases the GIL on large buffers
-    return digest.hexdigest()
+            digest.update(view[:n])  # hashlib and zlib release the GIL on large buffers
+    out = digest.hexdigests()
+    return FileDigests(out[SHA256], out[CRC32])
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    return file_digests(path).sha256
 
 
 def cache_key(st: os.stat_result) -> str:
@@ -33,25 +47,27 @@ def cache_key(st: os.stat_result) -> str:
 
 
 class HashCache:
-    """Thread-safe map (inode, size, mtime_ns) -> sha256; `path=None` keeps it in memory only."""
+    """Thread-safe map (inode, size, mtime_ns) -> FileDigests; `path=None` keeps it in memory only."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = Path(path) if path else None
-        self._entries: dict[str, str] = {}
+        self._entries: dict[str, FileDigests] = {}
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
         if self.path and self.path.exists():
             try:
                 loaded = json.loads(self.path.read_text())
-                self._entries = {str(k): str(v) for k, v in loaded.get("entries", {}).items()}
-            except (OSError, ValueError, AttributeError) as exc:
+                if loaded.get("version") == CACHE_VERSION:  # an older cache only costs one re-read
+                    self._entries = {str(k): FileDigests(str(v[0]), str(v[1]))
+                                     for k, v in loaded.get("entries", {}).items()}
+            except (OSError, ValueError, AttributeError, TypeError, IndexError) as exc:
                 log.warning("ignoring unreadable hash cache", extra={"path": str(self.path), "error": str(exc)})
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def hash(self, path: str | os.PathLike[str], st: os.stat_result | None = None) -> str:
+    def digests(self, path: str | os.PathLike[str], st: os.stat_result | None = None) -> FileDigests:
         st = st or os.stat(path)
         key = cache_key(st)
         with self._lock:
@@ -59,11 +75,11 @@ class HashCache:
             if known:
                 self.hits += 1
                 return known
-        digest = sha256_file(path)
+        digests = file_digests(path)
         with self._lock:
             self.misses += 1
-            self._entries[key] = digest
-        return digest
+            self._entries[key] = digests
+        return digests
 
     def retain_only(self, keys: set[str]) -> None:
         with self._lock:
@@ -75,5 +91,5 @@ class HashCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(self.path.suffix + ".tmp")
         with self._lock:
-            tmp.write_text(json.dumps({"version": 1, "entries": self._entries}))
+            tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": self._entries}))
         os.replace(tmp, self.path)

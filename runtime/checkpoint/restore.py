@@ -1,13 +1,13 @@
 """Restoring a checkpoint or savepoint into a directory, verifying every byte (DESIGN.md section 5).
 
-Files are downloaded into a staging directory next to the target and checked for size and sha256;
+Files are downloaded into a staging directory next to the target and checked for size and digest
+(crc32 where the manifest records one, format 3 on; sha256 before that: store/digests.py says why);
 only a complete, verified tree is moved into the target. Any missing or corrupt object, or a
 manifest path that would escape the target, raises RestoreError and leaves the target untouched.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from sparkpoint.runtime.store import JobRef, ObjectNotFoundError, ObjectStore, StoreError
+from sparkpoint.runtime.store.digests import CRC32, KINDS, SHA256, Digests
 from sparkpoint.runtime.store.layout import object_key, savepoint_object_key
 from sparkpoint.runtime.store.manifest import FileEntry, Manifest, ManifestError
 
@@ -82,24 +83,42 @@ def choose_manifest(store: ObjectStore, job: JobRef, checkpoint_id: str | None,
     return manifest, lambda sha: object_key(job, sha)
 
 
+def wanted_digests(entry: FileEntry, audit: bool = False) -> list[str]:
+    """What a download of this entry checks: crc32 if it has one (format 3 on), sha256 if it has
+    none or in an audit (the object's name, re-derived from its bytes)."""
+    return [CRC32] * (entry.crc32 is not None) + [SHA256] * (audit or entry.crc32 is None)
+
+
+def _mismatch(entry: FileEntry, found: dict[str, str], audit: bool) -> tuple[str, str] | None:
+    """The first (digest, value found) that differs from the entry's record, or None."""
+    for kind in wanted_digests(entry, audit):
+        if found[kind] != getattr(entry, kind):
+            return kind, found[kind]
+    return None
+
+
 def write_inline(entry: FileEntry, dest: Path) -> None:
-    """An inline file (carried in its manifest) written out, after the same checks as an object's."""
+    """An inline file (carried in its manifest) written out, after the same checks as an object's.
+    Inline files are small: every digest the entry has is checked."""
     try:
         data = entry.inline_bytes()
     except ManifestError as exc:
         raise RestoreError(str(exc), reason="corrupt_manifest") from None
-    if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise RestoreError(f"inline data of {entry.path!r} does not match its size and sha256 {entry.sha256}",
-                           reason="corrupt_manifest")
+    digest = Digests(KINDS)
+    digest.update(data)
+    if len(data) != entry.size or _mismatch(entry, digest.hexdigests(), audit=True):
+        raise RestoreError(f"inline data of {entry.path!r} does not match its size and digests (sha256 "
+                           f"{entry.sha256})", reason="corrupt_manifest")
     dest.write_bytes(data)
 
 
-def fetch_verified(store: ObjectStore, key: str, entry: FileEntry, dest: Path) -> None:
+def fetch_verified(store: ObjectStore, key: str, entry: FileEntry, dest: Path, *, audit: bool = False) -> None:
+    """Download one file and check its size and digests (wanted_digests)."""
     if entry.inline:
         write_inline(entry, dest)
         return
     try:
-        actual = store.get_file(key, str(dest), sha256=True)
+        found = store.get_file(key, str(dest), digests=wanted_digests(entry, audit))
     except ObjectNotFoundError as exc:
         raise RestoreError(f"object {entry.sha256} of {entry.path!r} is missing from the store",
                            reason="missing_object") from exc
@@ -107,9 +126,10 @@ def fetch_verified(store: ObjectStore, key: str, entry: FileEntry, dest: Path) -
     if size != entry.size:
         raise RestoreError(f"object {entry.sha256} of {entry.path!r} has {size} bytes, manifest says {entry.size}",
                            reason="corrupt_object")
-    if actual != entry.sha256:
-        raise RestoreError(f"object {entry.sha256} of {entry.path!r} is corrupt (content hashes to {actual})",
-                           reason="corrupt_object")
+    bad = _mismatch(entry, found, audit)
+    if bad:
+        raise RestoreError(f"object {entry.sha256} of {entry.path!r} is corrupt (its {bad[0]} is {bad[1]}, "
+                           f"manifest says {getattr(entry, bad[0])})", reason="corrupt_object")
 
 
 STAGING_PREFIX = ".sparkpoint-restore-"

@@ -26,7 +26,8 @@ class VerifyResult:
 
 def verify(store: ObjectStore, job: JobRef, checkpoint_id: str | None = None, savepoint: str | None = None,
            *, deep: bool = True, workers: int = 8) -> VerifyResult:
-    """deep=True downloads and hashes every object; deep=False only checks existence and size.
+    """deep=True downloads every object and checks its sha256 (its name) and crc32 (what a restore
+    checks); deep=False only checks existence and size.
     Files carried inline in the manifest are always checked (no request needed).
     Raises RestoreError if the manifest itself is missing or corrupt."""
     manifest, key_of = choose_manifest(store, job, checkpoint_id, savepoint)
@@ -45,7 +46,7 @@ def verify(store: ObjectStore, job: JobRef, checkpoint_id: str | None = None, sa
                 return None
             dest = Path(tmp) / entry.sha256
             try:
-                fetch_verified(store, key, entry, dest)
+                fetch_verified(store, key, entry, dest, audit=True)
             except RestoreError as exc:
                 return str(exc)
             finally:

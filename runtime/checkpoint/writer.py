@@ -49,18 +49,18 @@ from sparkpoint.runtime.store.layout import (
     sha_of_object_key,
 )
 from sparkpoint.runtime.store.manifest import (
-    INLINE_FORMAT_VERSION,
     FileEntry,
     Manifest,
     PendingMarker,
     Totals,
+    format_version_for,
     utcnow,
 )
 
 from . import inline
 from .catalog import highest_checkpoint_number, list_checkpoint_ids, load_manifest
 from .fence import check_fence
-from .hashing import HashCache, cache_key
+from .hashing import FileDigests, HashCache, cache_key
 from .own_markers import OwnMarkers
 from .tickets import IdTickets
 
@@ -223,7 +223,8 @@ class CheckpointOperation:
         new_bytes = sum(sizes[sha] for sha in self.uploaded) + sum(
             size for sha, size in carried.items() if sha not in self.base_file_shas)
         manifest = Manifest(
-            format_version=INLINE_FORMAT_VERSION if carried else 1, id=self.id, namespace=w.job.namespace, job=w.job.name, job_uid=w.job_uid,
+            format_version=format_version_for(self.entries), id=self.id, namespace=w.job.namespace,
+            job=w.job.name, job_uid=w.job_uid,
             attempt=w.attempt, batch_id=self.batch_id, trigger_time=self.trigger_time,
             completion_time=utcnow(), base_checkpoint=self.base_id,
             spark_version=self.spark_version, state_provider=self.state_provider, files=self.entries,
@@ -344,11 +345,12 @@ class CheckpointWriter:
             trigger_time = trigger_time or utcnow()
             files = scan_tree(Path(frozen_dir))
 
-            def hash_one(f: tuple[str, Path, os.stat_result]) -> str:
+            def hash_one(f: tuple[str, Path, os.stat_result]) -> FileDigests:
                 stop()
-                return self.hash_cache.hash(f[1], f[2])
+                return self.hash_cache.digests(f[1], f[2])
             with ThreadPoolExecutor(self.hash_workers) as pool:
-                shas = list(pool.map(hash_one, files))
+                digests = list(pool.map(hash_one, files))
+            shas = [d.sha256 for d in digests]
             self.hash_cache.retain_only({cache_key(st) for _, _, st in files})
             hash_seconds = time.perf_counter() - started
             try:
@@ -356,8 +358,8 @@ class CheckpointWriter:
                                         max_file=self.inline_max, known=inline.carried_by(self.base))
             except inline.InlineError as exc:
                 raise CheckpointError(f"not committing: {exc}") from None
-            entries = [FileEntry(path=rel, size=st.st_size, sha256=sha, data=carried.get(sha))
-                       for (rel, _, st), sha in zip(files, shas, strict=True)]
+            entries = [FileEntry(path=rel, size=st.st_size, sha256=d.sha256, crc32=d.crc32, data=carried.get(d.sha256))
+                       for (rel, _, st), d in zip(files, digests, strict=True)]
             # Objects to upload or reuse: every hash not carried inline.
             sources = {sha: path for (_, path, _), sha in zip(files, shas, strict=True) if sha not in carried}
             stats = {sha: st for (_, _, st), sha in zip(files, shas, strict=True) if sha not in carried}

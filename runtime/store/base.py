@@ -7,7 +7,7 @@ Implementations must make `put_if_absent` atomic: it is how manifests avoid over
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 
@@ -67,9 +67,10 @@ class ObjectStore(abc.ABC):
     def put_file(self, key: str, path: str) -> None: ...
 
     @abc.abstractmethod
-    def get_file(self, key: str, path: str, *, sha256: bool = False) -> str | None:
-        """Download to `path` (overwritten). With sha256=True, return the hex sha256 of the bytes
-        written, computed while streaming (no second read). Raise ObjectNotFoundError if missing."""
+    def get_file(self, key: str, path: str, *, digests: Collection[str] = ()) -> dict[str, str]:
+        """Download to `path` (overwritten). Return the hex digests (digests.py: "sha256",
+        "crc32") of the bytes written, computed while streaming (no second read); {} if none were
+        asked for. Raise ObjectNotFoundError if missing."""
 
     @abc.abstractmethod
     def stat(self, key: str) -> ObjectInfo | None: ...

@@ -8,14 +8,14 @@ target exists. Objects are never modified in place.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from .base import ObjectInfo, ObjectNotFoundError, ObjectStore, StoreError
+from .digests import Digests
 
 _TMP = ".tmp"
 _CHUNK = 1024 * 1024
@@ -93,17 +93,17 @@ class DirectoryStore(ObjectStore):
         dst.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, dst)
 
-    def get_file(self, key: str, path: str, *, sha256: bool = False) -> str | None:
+    def get_file(self, key: str, path: str, *, digests: Collection[str] = ()) -> dict[str, str]:
         try:
-            if not sha256:
+            if not digests:
                 shutil.copyfile(self._path(key), path)
-                return None
-            digest = hashlib.sha256()
+                return {}
+            digest = Digests(digests)
             with open(self._path(key), "rb") as src, open(path, "wb") as dst:
                 while chunk := src.read(_CHUNK):
                     digest.update(chunk)
                     dst.write(chunk)
-            return digest.hexdigest()
+            return digest.hexdigests()
         except (FileNotFoundError, NotADirectoryError) as exc:
             if not Path(path).parent.is_dir():
                 raise

@@ -7,11 +7,10 @@ with backoff; the client's own urllib3 retries are turned off so the policy live
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import TypeVar
 
 import urllib3
@@ -28,6 +27,7 @@ from .base import (
     StoreError,
     StoreUnreachableError,
 )
+from .digests import Digests
 from .retry import with_retries
 
 T = TypeVar("T")
@@ -203,22 +203,21 @@ class S3Store(ObjectStore):
         self._call("upload", key, lambda: self.client.fput_object(
             self.bucket, full, path, part_size=PART_SIZE, num_parallel_uploads=2))
 
-    def get_file(self, key: str, path: str, *, sha256: bool = False) -> str | None:
+    def get_file(self, key: str, path: str, *, digests: Collection[str] = ()) -> dict[str, str]:
         full = self._full(key)
 
-        def get() -> str | None:
-            digest = hashlib.sha256() if sha256 else None  # fresh per try: a retry restarts the hash
+        def get() -> dict[str, str]:
+            digest = Digests(digests)  # fresh per try: a retry restarts the digests
             resp = self.client.get_object(self.bucket, full)
             try:
                 with open(path, "wb") as f:
                     for chunk in resp.stream(1024 * 1024):
-                        if digest is not None:
-                            digest.update(chunk)
+                        digest.update(chunk)
                         f.write(chunk)
             finally:
                 resp.close()
                 resp.release_conn()
-            return digest.hexdigest() if digest is not None else None
+            return digest.hexdigests()
         return self._call("download", key, get)
 
     def stat(self, key: str) -> ObjectInfo | None:

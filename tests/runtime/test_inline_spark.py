@@ -15,6 +15,7 @@ from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_mani
 from sparkpoint.runtime.demo import canonical
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store.layout import checkpoint_key
+from sparkpoint.runtime.store.manifest import FORMAT_VERSION
 
 from .test_recovery_spark import drain_at_the_last_batch, first_run, start_second_pod
 from .test_runtime_spark import _get
@@ -30,7 +31,7 @@ def test_a_new_pod_restores_inline_files_and_refuses_tampered_ones(minio_server,
     # Spark's offset and commit logs are carried (the freeze leaves Hadoop's .crc sidecars out).
     assert any(e.path.startswith("offsets/") for e in carried) and any(e.path.startswith("commits/") for e in carried)
     limit = inline.RECOMMENDED_MAX_FILE
-    assert newest.format_version == 2 and all(e.inline == (e.size <= limit) for e in newest.files)
+    assert newest.format_version == FORMAT_VERSION and all(e.inline == (e.size <= limit) for e in newest.files)
     # Tamper with one inline file of the newest manifest only (same size, other bytes).
     doc = json.loads(store.get_bytes(checkpoint_key(ref, newest.id)))
     victim = next(f for f in doc["files"] if "data" in f and f["path"].startswith("offsets/")

@@ -95,7 +95,7 @@ def test_round_trip_is_byte_identical_and_manifest_has_contract_fields(store, jo
                   "spark_version", "state_provider", "files", "totals", "extra"):
         assert field in doc
     assert doc["batch_id"] == 42 and doc["extra"] == {"sink": ["a"]}
-    assert set(doc["files"][0]) == {"path", "size", "sha256"}
+    assert set(doc["files"][0]) == {"path", "size", "sha256", "crc32"}  # crc32: format 3
     assert doc["totals"]["files"] == 16
     rr = restore(store, job, tmp_path / "out")
     assert rr.manifest.id == res.id and rr.files == 16

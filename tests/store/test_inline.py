@@ -22,7 +22,7 @@ from sparkpoint.runtime.checkpoint.restore import RestoreError
 from sparkpoint.runtime.checkpoint.savepoint import create_savepoint
 from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.layout import checkpoint_key, objects_prefix
-from sparkpoint.runtime.store.manifest import FORMAT_VERSION, INLINE_FORMAT_VERSION, Manifest, ManifestError
+from sparkpoint.runtime.store.manifest import FORMAT_VERSION, Manifest, ManifestError
 
 from .trees import tree_digest
 
@@ -60,7 +60,7 @@ def test_small_files_travel_in_the_manifest_and_restore_exactly(store: ObjectSto
     assert not any(e.inline for e in m.files if e.size > inline.RECOMMENDED_MAX_FILE)
     # Only the three state files are objects; every small file cost no request of its own.
     assert object_count(store, job) == 3 == result.uploaded_objects == len(m.shas())
-    assert m.totals.inline_bytes == sum(e.size for e in small) and m.format_version == INLINE_FORMAT_VERSION
+    assert m.totals.inline_bytes == sum(e.size for e in small) and m.format_version == FORMAT_VERSION
     restore(store, job, tmp_path / "restored")
     assert tree_digest(tmp_path / "restored") == tree_digest(hot)
     assert verify(store, job, m.id).ok
@@ -129,7 +129,7 @@ def test_inline_off_makes_every_file_an_object(store, job, tmp_path) -> None:  #
     spark_like_tree(hot, batches=2)
     m = writer(store, job, inline_max=0).take_checkpoint(hot, batch_id=1).manifest
     assert not any(e.inline for e in m.files) and len(m.shas()) == object_count(store, job)
-    assert b'"data"' not in store.get_bytes(checkpoint_key(job, m.id)) and m.format_version == 1  # version 1
+    assert b'"data"' not in store.get_bytes(checkpoint_key(job, m.id))
 
 
 def test_a_file_that_changed_after_hashing_fails_the_checkpoint(store, job, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -198,5 +198,5 @@ def test_by_default_every_file_is_an_object_as_the_layout_contract_says(store, j
     hot = tmp_path / "hot"
     spark_like_tree(hot, batches=2)
     m = CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="u").take_checkpoint(hot, batch_id=1).manifest
-    assert m.format_version == 1 and not any(e.inline for e in m.files)
+    assert not any(e.inline for e in m.files)
     assert {e.sha256 for e in m.files} == m.shas()

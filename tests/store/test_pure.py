@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import zlib
 from pathlib import PurePosixPath
 
 import pytest
@@ -10,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkpoint.runtime.checkpoint import HashCache, RestoreError
+from sparkpoint.runtime.checkpoint.hashing import cache_key
 from sparkpoint.runtime.checkpoint.restore import safe_relative_path
 from sparkpoint.runtime.store import JobRef, ManifestError
 from sparkpoint.runtime.store import layout as L
@@ -58,12 +62,27 @@ def test_hash_cache_is_keyed_by_inode_size_and_mtime(tmp_path) -> None:  # type:
     f = tmp_path / "f"
     f.write_bytes(b"one")
     cache = HashCache(None)
-    first = cache.hash(f)
-    assert cache.hash(f) == first and cache.hits == 1
+    first = cache.digests(f)
+    assert first == (hashlib.sha256(b"one").hexdigest(), f"{zlib.crc32(b'one'):08x}")
+    assert cache.digests(f) == first and cache.hits == 1
     tmp = tmp_path / "g"
     tmp.write_bytes(b"two")
     os.replace(tmp, f)  # new inode, as Spark's write-then-rename produces
-    assert cache.hash(f) != first and cache.misses == 2
+    assert cache.digests(f).sha256 == hashlib.sha256(b"two").hexdigest() and cache.misses == 2
+
+
+def test_a_hash_cache_without_crc32_is_dropped_not_trusted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "f"
+    f.write_bytes(b"one")
+    key = cache_key(f.stat())
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps({"version": 1, "entries": {key: "0" * 64}}))  # before format 3
+    cache = HashCache(path)
+    assert len(cache) == 0
+    assert cache.digests(f).sha256 == hashlib.sha256(b"one").hexdigest()
+    cache.save()
+    again = HashCache(path)
+    assert again.digests(f) == cache.digests(f) and again.hits == 1 and again.misses == 0
 
 
 def test_manifest_parse_errors_name_the_document() -> None:

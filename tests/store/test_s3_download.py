@@ -85,7 +85,7 @@ def test_a_body_broken_off_mid_download_is_fetched_again_whole(minio_server, big
     proxy = CuttingProxy(("127.0.0.1", minio_server.port), cuts=2, limit=2 * MIB)
     try:
         dst = tmp_path / "dst"
-        digest = _store(minio_server, proxy.port, prefix, 4).get_file(key, str(dst), sha256=True)
+        digest = _store(minio_server, proxy.port, prefix, 4).get_file(key, str(dst), digests=["sha256"])["sha256"]
     finally:
         proxy.close()
     assert proxy.connections >= 3  # two broken bodies, then a whole one
@@ -98,7 +98,7 @@ def test_a_body_broken_off_every_time_is_an_error_not_a_short_file(minio_server,
     proxy = CuttingProxy(("127.0.0.1", minio_server.port), cuts=10**6, limit=2 * MIB)
     try:
         with pytest.raises(StoreError, match="unreachable after 2 attempts"):
-            _store(minio_server, proxy.port, prefix, 2).get_file(key, str(tmp_path / "dst"), sha256=True)
+            _store(minio_server, proxy.port, prefix, 2).get_file(key, str(tmp_path / "dst"), digests=["sha256"])
     finally:
         proxy.close()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from sparkpoint.runtime.store import ObjectInfo, ObjectStore
 
@@ -52,8 +52,8 @@ class ShiftedStore(ObjectStore):
         self.inner.put_file(key, path)
         self._wrote(key)
 
-    def get_file(self, key: str, path: str, *, sha256: bool = False) -> str | None:
-        return self.inner.get_file(key, path, sha256=sha256)
+    def get_file(self, key: str, path: str, *, digests: Collection[str] = ()) -> dict[str, str]:
+        return self.inner.get_file(key, path, digests=digests)
 
     def stat(self, key: str) -> ObjectInfo | None:
         return self._info(self.inner.stat(key))

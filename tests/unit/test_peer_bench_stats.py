@@ -187,7 +187,7 @@ def test_restore_fraction_pairs_each_repeats_downloads():
     # Resampling three repeats can draw 25% twice: the interval spans the goal.
     assert out["fraction_ci"] == pytest.approx([0.25, 0.9])
     assert ("**90% of raw GET** [25%, 90%] resampling the repeats (goal >= 70%: **not resolved**); "
-            "per repeat (both downloads in alternating order): 90%, 25%, 90%.") in text
+            "per repeat (downloads in rotating order): 90%, 25%, 90%.") in text
 
 
 def test_restore_paragraph_states_cpu_per_kind_and_the_machines_page_reporting():
@@ -197,8 +197,24 @@ def test_restore_paragraph_states_cpu_per_kind_and_the_machines_page_reporting()
     out.update(raw_cpu_user_s_per_gib=0.05, raw_cpu_sys_s_per_gib=0.5, restore_cpu_user_s_per_gib=0.7,
                restore_cpu_sys_s_per_gib=0.6, page_reporting={"min_free_ms": "0"})
     text = "\n".join(render.restore_lines(out))
-    assert "- plain GETs 0.05 + 0.50 s" in text and "- restore 0.70 + 0.60 s" in text
+    assert "- plain GETs 0.05 + 0.50 s" in text and "- restore (sha256-verified) 0.70 + 0.60 s" in text
     assert "(min_free_ms=0)" in text
+
+
+def test_the_restore_paragraph_shows_the_sha256_restore_as_the_before():
+    from peers import render, restore_load
+
+    raw, crc, sha = [100.0, 100.0, 100.0, 100.0], [90.0, 85.0, 80.0, 95.0], [40.0, 50.0, 44.0, 36.0]
+    out = restore_load.summarize(raw, crc, files=2, file_mib=1, burners=2)
+    out["before"] = restore_load.summarize(raw, sha, files=2, file_mib=1, burners=2)
+    out.update(raw_cpu_user_s_per_gib=0.05, raw_cpu_sys_s_per_gib=0.5, restore_cpu_user_s_per_gib=0.2, restore_cpu_sys_s_per_gib=0.5,
+               restore_sha256_cpu_user_s_per_gib=0.7, restore_sha256_cpu_sys_s_per_gib=0.5)
+    text = "\n".join(render.restore_lines(out))
+    assert "Sparkpoint restore (8 workers, crc32-checked, staged then renamed) 88 MiB/s = **88% of raw GET**" in text
+    assert "(goal >= 70%: **met**)" in text
+    assert "checked by sha256 as every restore was before format 3): 42 MiB/s = 42% of raw GET [" in text
+    assert "(goal >= 70%: **not met**); per repeat: 40%, 50%, 44%, 36%." in text
+    assert "- restore (crc32-checked) 0.20 + 0.50 s" in text and "- restore (sha256) 0.70 + 0.50 s" in text
 
 
 def test_an_older_restore_result_keeps_its_paragraph():
@@ -206,7 +222,7 @@ def test_an_older_restore_result_keeps_its_paragraph():
 
     out = restore_load.summarize([100.0], [80.0], files=1, file_mib=1, burners=2)
     text = "\n".join(render.restore_lines({**out, "raw_cpu_s_per_gib": 0.6, "restore_cpu_s_per_gib": 1.4}))
-    assert "per repeat (both downloads in alternating order): 80%." in text
+    assert "per repeat (downloads in rotating order): 80%." in text
     assert "plain GETs 0.60 s, restore 1.40 s." in text
 
 
