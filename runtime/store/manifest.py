@@ -72,8 +72,8 @@ class FileEntry(BaseModel):
             raise ManifestError(f"inline data of {self.path!r} is not base64: {exc}") from None
 
     @classmethod
-    def inline_file(cls, path: str, data: bytes, sha256: str, crc32: str | None = None) -> FileEntry:
-        return cls(path=path, size=len(data), sha256=sha256, data=base64.b64encode(data).decode(), crc32=crc32)
+    def inline_file(cls, path: str, data: bytes, sha256: str) -> FileEntry:
+        return cls(path=path, size=len(data), sha256=sha256, data=base64.b64encode(data).decode())
 
 
 def format_version_for(files: list[FileEntry]) -> int:

@@ -113,18 +113,22 @@ def garble_payload(path: Path) -> None:
     """Flip bytes inside the first lz4 block: the framing stays intact (the start-up check cannot
     see it), decompression fails when Spark loads the state."""
     data = bytearray(path.read_bytes())
+    assert len(data) > 21 + 4 + 21 + 8, f"{path} is too short to garble inside a block"
     for i in range(21 + 4, min(len(data) - 21, 21 + 40)):
         data[i] ^= 0x5A
     path.write_bytes(bytes(data))
 
 
 def newest_needed_changelog(hot: Path) -> Path:
-    """The newest changelog of a partition whose newest snapshot is older (so a restart reads it)."""
+    """The newest changelog a restart reads: of a version the restart loads (up to the committed
+    batch C + 1; a drain can leave the next batch's changelog behind, which the restart rewrites
+    unread) in a partition whose newest snapshot up to that version is older."""
     def version(p: Path) -> int:
         return int(p.name.split(".")[0].split("_")[0])
+    loads = (latest_committed_batch(hot) or 0) + 1
     for part in sorted((hot / "state" / "0").glob("[0-9]*")):
-        logs = sorted(part.glob("*.changelog"), key=version)
-        zips = [version(z) for z in part.glob("*.zip")]
+        logs = sorted((p for p in part.glob("*.changelog") if version(p) <= loads), key=version)
+        zips = [version(z) for z in part.glob("*.zip") if version(z) <= loads]
         if logs and version(logs[-1]) > max(zips, default=0):
             return logs[-1]
     raise AssertionError(f"every partition of {hot} has a snapshot at its newest version")
