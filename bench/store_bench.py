@@ -4,7 +4,7 @@ A tree of SST-like files (2-6 MiB, random bytes) is checkpointed once in full, t
 replaces 5% of its bytes the way RocksDB compaction does (old SSTs deleted, new ones written) and
 takes an incremental checkpoint. Reported, side by side in one run:
   * uploaded bytes / changed bytes per incremental checkpoint (goal <= 1.05) and its wall time;
-  * restore throughput (parallel download + sha256 verification) as a ratio of the raw `minio`
+  * restore throughput (parallel download + digest check: crc32, format 3) as a ratio of the raw `minio`
     client's download throughput of the same objects with the same parallelism (goal >= 0.7).
 
     python bench/store_bench.py                  # 1 GiB, writes its section of docs/benchmarks.md

@@ -1,7 +1,8 @@
 """Several peer-benchmark runs as one report: the alternating rounds of one run and the extra figures
 of another (a 30-minute retention run, 1 GB churn) need not share a session. The first run with
 rounds sets the workload; rounds of another workload are not pooled with it (their batch durations
-are not comparable) but kept apart, under `other_workloads`, each reported on its own."""
+are not comparable) but kept apart, under `other_workloads`, each reported on its own. A report merged
+before can be an input: its other workloads carry over."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def merge(raws: list[dict[str, Any]]) -> dict[str, Any]:
     # The rounds' load is what their ratios ran under; the extra figures' runs keep theirs apart.
     out["loads"] = [load for r in with_rounds for load in r.get("loads") or []] or \
         [load for r in raws for load in r.get("loads") or []]
-    out["extras_loads"] = [load for r in raws if not r.get("results") for load in r.get("loads") or []] \
-        if with_rounds else []
+    out["extras_loads"] = ([load for r in raws if not r.get("results") for load in r.get("loads") or []]
+                           + [load for r in with_rounds for load in r.get("extras_loads") or []]) if with_rounds else []
     out["command"] = " ; ".join(r["command"] for r in raws)
     out["skipped"] = {k: v for r in raws for k, v in (r.get("skipped") or {}).items()}
     out["limits"] = next((r["limits"] for r in every if r.get("limits")), None)
@@ -40,5 +41,7 @@ def merge(raws: list[dict[str, Any]]) -> dict[str, Any]:
             else:
                 extras.setdefault(key, value)
     out["extras"] = extras
-    out["other_workloads"] = [{k: o.get(k) for k in OTHER_KEYS} for o in others]
+    # A report merged before keeps the other workloads it already carried (re-merging adds runs).
+    out["other_workloads"] = [{k: o.get(k) for k in OTHER_KEYS} for o in others] + [
+        w for r in every for w in r.get("other_workloads") or []]
     return out

@@ -208,6 +208,9 @@ def test_rounds_of_another_workload_are_reported_apart_not_pooled():
     assert len(both["extras"]["recovery"]) == 1  # its extra figures still count
     (other,) = both["other_workloads"]
     assert other["workload"]["keys"] == 99 and len(other["results"]) == 2 and other["command"] == "e"
+    both["extras_loads"] = ["5.0 5.0 5.0"]
+    again = merge.merge([rounds, both])  # a merged report merged again keeps its other workload once
+    assert [o["command"] for o in again["other_workloads"]] == ["e"] and again["extras_loads"] == ["5.0 5.0 5.0"]
     text = "\n".join(render.other_workload_lines(other))
     assert "### The `medium` workload: an earlier run, reported on its own" in text
     assert "| 0 ms | vanilla | 1 | 1 | 3.000 |" in text and "| 1.500 [1.500, 1.500] |" in text
