@@ -171,7 +171,17 @@ def _workload_text(raw: dict[str, Any]) -> str:
     return (f"{w['rows_per_batch']} rows per micro-batch over {w['keys']} keys"
             f"{', ' + str(w['payload_bytes']) + ' B payload per key' if w['payload_bytes'] else ''}, "
             f"{w['batches']} batches per run (first {w['warmup_batches']} not measured), trigger {w['trigger']}; "
-            f"{raw['rounds']} alternating rounds")
+            f"{_rounds_text(raw)}")
+
+
+def _rounds_text(raw: dict[str, Any]) -> str:
+    """Rounds per latency (a merged report can hold 5 rounds at 0 ms and 3 at 20 ms: not 8 rounds)."""
+    per: dict[int, int] = {}
+    for (lat, _), runs in group(raw.get("results") or []).items():
+        per[lat] = max(per.get(lat, 0), len(runs))
+    if len(per) < 2:
+        return f"{raw['rounds']} alternating rounds"
+    return "alternating rounds: " + ", ".join(f"{n} at {lat} ms" for lat, n in sorted(per.items()))
 
 
 def other_workload_lines(other: dict[str, Any]) -> list[str]:

@@ -149,6 +149,7 @@ def test_render_reports_ratios_goals_and_costs_from_raw_results():
     text = render.render(raw, lambda name, title, draw, size=None: plots.append(name) or f"![{title}]({name})")
     assert text.startswith(render.START) and text.endswith(render.END)
     assert "| 0 ms | sparkpoint-10s | 1 | 10 | 1.020 |" in text
+    assert "alternating rounds: 1 at 0 ms, 1 at 20 ms" in text  # rounds are per latency
     assert "sparkpoint-10s/floor at 0 ms: 1.020 [1.020, 1.020] over batches; goal <= 1.05: **met**" in text
     assert "sparkpoint-10s/floor at 20 ms: 1.200 [1.200, 1.200] over batches; goal <= 1.05: **not met**" in text
     assert "sparkpoint-10s/vanilla-changelog at 20 ms: 0.400 [0.400, 0.400] over batches; goal <= 0.5: **met**" in text
