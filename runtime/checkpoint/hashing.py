@@ -26,20 +26,24 @@ class FileDigests(NamedTuple):
     crc32: str  # what a restore checks
 
 
-def file_digests(path: str | os.PathLike[str]) -> FileDigests:
-    """sha256 and crc32 of a file in one read."""
-    digest = Digests((SHA256, CRC32))
+def _read_digests(path: str | os.PathLike[str], kinds: tuple[str, ...]) -> dict[str, str]:
+    digest = Digests(kinds)
     with open(path, "rb", buffering=0) as f:
         buf = bytearray(_CHUNK)
         view = memoryview(buf)
         while n := f.readinto(buf):
             digest.update(view[:n])  # hashlib and zlib release the GIL on large buffers
-    out = digest.hexdigests()
+    return digest.hexdigests()
+
+
+def file_digests(path: str | os.PathLike[str]) -> FileDigests:
+    """sha256 and crc32 of a file in one read."""
+    out = _read_digests(path, (SHA256, CRC32))
     return FileDigests(out[SHA256], out[CRC32])
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    return file_digests(path).sha256
+    return _read_digests(path, (SHA256,))[SHA256]
 
 
 def cache_key(st: os.stat_result) -> str:

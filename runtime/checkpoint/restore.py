@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from sparkpoint.runtime.store import JobRef, ObjectNotFoundError, ObjectStore, StoreError
-from sparkpoint.runtime.store.digests import CRC32, KINDS, SHA256, Digests
+from sparkpoint.runtime.store.digests import CRC32, SHA256, Digests
 from sparkpoint.runtime.store.layout import object_key, savepoint_object_key
 from sparkpoint.runtime.store.manifest import FileEntry, Manifest, ManifestError
 
@@ -86,7 +86,10 @@ def choose_manifest(store: ObjectStore, job: JobRef, checkpoint_id: str | None,
 def wanted_digests(entry: FileEntry, audit: bool = False) -> list[str]:
     """What a download of this entry checks: crc32 if it has one (format 3 on), sha256 if it has
     none or in an audit (the object's name, re-derived from its bytes)."""
-    return [CRC32] * (entry.crc32 is not None) + [SHA256] * (audit or entry.crc32 is None)
+    kinds = [CRC32] if entry.crc32 is not None else []
+    if audit or entry.crc32 is None:
+        kinds.append(SHA256)
+    return kinds
 
 
 def _mismatch(entry: FileEntry, found: dict[str, str], audit: bool) -> tuple[str, str] | None:
@@ -104,7 +107,7 @@ def write_inline(entry: FileEntry, dest: Path) -> None:
         data = entry.inline_bytes()
     except ManifestError as exc:
         raise RestoreError(str(exc), reason="corrupt_manifest") from None
-    digest = Digests(KINDS)
+    digest = Digests(wanted_digests(entry, audit=True))
     digest.update(data)
     if len(data) != entry.size or _mismatch(entry, digest.hexdigests(), audit=True):
         raise RestoreError(f"inline data of {entry.path!r} does not match its size and digests (sha256 "
