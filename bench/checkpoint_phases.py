@@ -5,8 +5,12 @@ files (the state store's new changelogs of one interval) and takes an incrementa
 every store call it makes (calls run in parallel, so their sum can exceed the wall time) and the
 writer's own hash and upload phases. No Spark: this isolates the writer's protocol (writer.py).
 
+Two ways of running one checkpoint alternate (A B A B): `overlapped` (what the writer does: uploads
+the listing cannot spare start while it is read) and `sequential` (list, then upload: the writer
+before). `--latency-ms` puts a toxiproxy round trip between the writer and MinIO.
+
     python bench/checkpoint_phases.py                     # 400 files of 20 KiB, 40 new, 5 repeats
-    python bench/checkpoint_phases.py --files 2000 --new 200
+    python bench/checkpoint_phases.py --files 3000 --new 50 --file-kib 100 --latency-ms 20
 """
 
 from __future__ import annotations
@@ -22,9 +26,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.checkpoint import CheckpointWriter, write_fence
+from peers.stats import bootstrap_median  # bench/ is on sys.path when this runs as a script
+from peers.toxiproxy import Toxiproxy
+
+from sparkpoint.runtime.checkpoint import CheckpointResult, CheckpointWriter, write_fence
 from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.minio_server import MinioServer
+from sparkpoint.runtime.store.s3 import S3Store
 
 CALLS = ("put_bytes", "put_if_absent", "put_file", "get_bytes", "stat", "list", "delete")
 
@@ -48,39 +56,70 @@ def timed(store: ObjectStore) -> dict[str, list[float]]:
     return seen
 
 
+def checkpoint(writer: CheckpointWriter, hot: Path, batch_id: int, mode: str) -> CheckpointResult:
+    if mode == "overlapped":
+        return writer.take_checkpoint(hot, batch_id=batch_id)
+    op = writer.begin(hot, batch_id=batch_id)
+    op.plan()  # the whole listing first
+    op.upload_all()
+    return op.commit()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--files", type=int, default=400)
     p.add_argument("--new", type=int, default=40)
     p.add_argument("--file-kib", type=int, default=20)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=5, help="checkpoints per mode")
+    p.add_argument("--latency-ms", type=int, default=0, help="round trip added between writer and MinIO")
     args = p.parse_args()
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-phases-"))
-    with MinioServer() as minio:
-        minio.make_bucket("phases")
-        store = minio.open("phases")
-        seen = timed(store)
-        hot, job = base / "hot", JobRef("bench", "phases")
-        for i in range(args.files):
-            path = hot / "state" / str(i % 4) / f"{i}.changelog"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(os.urandom(args.file_kib * 1024))
-        writer = CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="bench")
-        writer.take_checkpoint(hot, batch_id=0)
-        rows: list[dict[str, float]] = []
-        for r in range(args.repeats):
-            for i in range(args.new):
-                (hot / "state" / str(i % 4) / f"new-{r}-{i}.changelog").write_bytes(os.urandom(args.file_kib * 1024))
-            seen.clear()
-            t0 = time.perf_counter()
-            res = writer.take_checkpoint(hot, batch_id=r + 1)
-            row = {"total": time.perf_counter() - t0, "hash": res.hash_seconds, "upload": res.upload_seconds}
-            row.update({f"{k} x{len(v)}": sum(v) for k, v in sorted(seen.items())})
-            rows.append(row)
-    shutil.rmtree(base, ignore_errors=True)
-    print(f"{args.files} files of {args.file_kib} KiB, {args.new} new per checkpoint; median of {args.repeats} (ms):")
-    for key in rows[0]:
-        print(f"  {key:20s} {statistics.median(r.get(key, 0.0) for r in rows) * 1000:8.1f}")
+    proxy = Toxiproxy().start() if args.latency_ms else None
+    try:
+        with MinioServer() as minio:
+            minio.make_bucket("phases")
+            store: ObjectStore = minio.open("phases")
+            if proxy:
+                listen = proxy.proxy("minio", minio.endpoint.split("://", 1)[1])
+                proxy.set_latency("minio", args.latency_ms)
+                store = S3Store(f"http://{listen}", "phases", "", minio.access_key, minio.secret_key)
+            rows = run(store, base / "hot", args)
+    finally:
+        if proxy:
+            proxy.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"{args.files} files of {args.file_kib} KiB, {args.new} new per checkpoint, "
+          f"{args.latency_ms} ms round trip; median of {args.repeats} per mode (ms):")
+    for mode, mine in rows.items():
+        print(f"  {mode}:")
+        for key in mine[0]:
+            print(f"    {key:20s} {statistics.median(r.get(key, 0.0) for r in mine) * 1000:8.1f}")
+    paired = [o["total"] / s["total"] for o, s in zip(rows["overlapped"], rows["sequential"], strict=True)]
+    ratio = bootstrap_median(paired)
+    print(f"  overlapped / sequential total, paired: {ratio.value:.3f} [{ratio.low:.3f}, {ratio.high:.3f}]")
+
+
+def run(store: ObjectStore, hot: Path, args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
+    seen = timed(store)
+    job = JobRef("bench", "phases")
+    for i in range(args.files):
+        path = hot / "state" / str(i % 4) / f"{i}.changelog"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(args.file_kib * 1024))
+    writer = CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="bench", reuse_window_seconds=0)
+    writer.take_checkpoint(hot, batch_id=0)
+    rows: dict[str, list[dict[str, float]]] = {"overlapped": [], "sequential": []}
+    for r in range(args.repeats * 2):
+        mode = ("overlapped", "sequential")[(r + r // 2) % 2]  # A B B A: neither always goes first
+        for i in range(args.new):
+            (hot / "state" / str(i % 4) / f"new-{r}-{i}.changelog").write_bytes(os.urandom(args.file_kib * 1024))
+        seen.clear()
+        t0 = time.perf_counter()
+        res = checkpoint(writer, hot, r + 1, mode)
+        row = {"total": time.perf_counter() - t0, "hash": res.hash_seconds, "upload": res.upload_seconds}
+        row.update({f"{k} x{len(v)}": sum(v) for k, v in sorted(seen.items())})
+        rows[mode].append(row)
+    return rows
 
 
 if __name__ == "__main__":

@@ -71,6 +71,14 @@ class HashCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def cached(self, st: os.stat_result) -> FileDigests | None:
+        """The digests of an unchanged file, or None (counted as a hit only when found)."""
+        with self._lock:
+            known = self._entries.get(cache_key(st))
+            if known:
+                self.hits += 1
+            return known
+
     def digests(self, path: str | os.PathLike[str], st: os.stat_result | None = None) -> FileDigests:
         st = st or os.stat(path)
         key = cache_key(st)

@@ -12,7 +12,7 @@ Protocol, in this order (the GC relies on it):
       - is younger than `reuse_window_seconds` (GC refuses a grace shorter than twice that window;
         0 = never, the runtime's setting, which lets GC delete orphans as soon as they are unreferenced);
     anything missing is uploaded again from the frozen files, so one lost object heals at the next
-    checkpoint. Once planned, this writer's failed markers claimed before this one are deleted: this
+    checkpoint. What no listing can spare (plan.py) is uploaded while the listing is read. Once planned, this writer's failed markers claimed before this one are deleted: this
     operation's own marker lists every object it references;
  3. after each upload, re-stat the source: a file changed since it was hashed fails the checkpoint;
  4. re-stat every frozen file, check the fence, check that the pending marker still exists (if GC
@@ -32,7 +32,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,10 +59,13 @@ from sparkpoint.runtime.store.manifest import (
 
 from . import inline
 from .catalog import highest_checkpoint_number, list_checkpoint_ids, load_manifest
+from .errors import CheckpointError
 from .fence import check_fence
-from .hashing import FileDigests, HashCache, cache_key
+from .hashing import HashCache, cache_key
 from .own_markers import OwnMarkers
+from .plan import ReuseRules, early_uploads, needed_uploads
 from .tickets import IdTickets
+from .tree import scan_tree, tree_digests
 
 log = logging.getLogger("sparkpoint.checkpoint")
 Progress = Callable[[int], None]
@@ -75,10 +78,6 @@ def _no_stop() -> None:
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_ino, b.st_size, b.st_mtime_ns)
-
-
-class CheckpointError(StoreError):
-    """A checkpoint could not be taken (bad input directory, id conflict)."""
 
 
 @dataclass
@@ -96,23 +95,6 @@ class CheckpointResult:
 
     def summary(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "manifest"}
-
-
-def scan_tree(root: Path) -> list[tuple[str, Path, os.stat_result]]:
-    """(relative '/' path, absolute path, stat) of every regular file, sorted by path."""
-    if not root.is_dir():
-        raise CheckpointError(f"cannot checkpoint {root}: not a directory")
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in filenames:
-            path = Path(dirpath) / name
-            st = path.lstat()
-            if not path.is_file() or path.is_symlink():
-                raise CheckpointError(f"cannot checkpoint {path}: only regular files are supported")
-            found.append((path.relative_to(root).as_posix(), path, st))
-    found.sort(key=lambda item: item[0])
-    return found
 
 
 @dataclass
@@ -144,28 +126,30 @@ class CheckpointOperation:
     def store(self) -> ObjectStore:
         return self.writer.store
 
-    def plan(self) -> list[str]:
-        """Decide which objects must be uploaded (after the pending marker exists), from one
-        listing of the job's objects: missing ones are always uploaded, whatever their history."""
+    def _rules(self) -> ReuseRules:
+        """What this operation may reuse; read before the listing (see module doc)."""
         self.stop_check()
         base_manifest = self.writer.base  # may move on if another operation commits meanwhile
         self.base_id = base_manifest.id if base_manifest else None
-        base = base_manifest.shas() if base_manifest else set()
         self.base_file_shas = {e.sha256 for e in base_manifest.files} if base_manifest else set()
-        carried = self.writer.own.reusable(exclude=self.id)  # read before the listing, see module doc
-        held = {sha_of_object_key(i.key): i for i in self.store.list(objects_prefix(self.writer.job))}
-        now = self.writer.clock()
+        return ReuseRules(base=frozenset(base_manifest.shas() if base_manifest else ()),
+                          carried=frozenset(self.writer.own.reusable(exclude=self.id)),
+                          reuse_window_seconds=self.writer.reuse_window_seconds,
+                          full_upload=self.writer.full_upload)
 
-        def reusable(sha: str) -> bool:
-            info = held.get(sha)
-            return (info is not None and info.size == self.source_stats[sha].st_size
-                    and (sha in base or sha in carried
-                         or now - info.last_modified < self.writer.reuse_window_seconds))
-        self.to_upload = [sha for sha in self.sources if self.writer.full_upload or not reusable(sha)]
+    def _decide(self, rules: ReuseRules) -> list[str]:
+        """Plan from one listing of the job's objects: missing ones are always uploaded."""
+        held = {sha_of_object_key(i.key): i for i in self.store.list(objects_prefix(self.writer.job))}
+        sizes = {sha: self.source_stats[sha].st_size for sha in self.sources}
+        self.to_upload = needed_uploads(rules, sizes, held, self.writer.clock())
         self.planned = True
         self.writer.own.note_verified(self.id, set(self.sources) - set(self.to_upload))
         self.writer.own.drop_failed(before=self.id)
         return self.to_upload
+
+    def plan(self) -> list[str]:
+        """Decide which objects must be uploaded (after the pending marker exists)."""
+        return self._decide(self._rules())
 
     def upload_one(self, sha: str) -> None:
         self.stop_check()
@@ -180,17 +164,35 @@ class CheckpointOperation:
         self.writer.own.note_verified(self.id, {sha})
 
     def upload_all(self, progress: Progress | None = None) -> None:
-        if not self.planned:
-            self.plan()
+        """Upload what the plan says; unplanned, plan first, and upload what no listing can spare
+        (plan.py: early_uploads) while the listing is read."""
         t0 = time.perf_counter()
-        todo = [sha for sha in self.to_upload if sha not in self.uploaded]
+        sent: set[str] = set()
+        futures: list[Future[None]] = []
 
         def upload(sha: str) -> None:
             self.upload_one(sha)
             if progress:
                 progress(self.source_stats[sha].st_size)
+
+        def send(shas: list[str]) -> None:
+            for sha in shas:
+                if sha not in self.uploaded and sha not in sent:
+                    sent.add(sha)
+                    futures.append(pool.submit(upload, sha))
         with ThreadPoolExecutor(self.writer.upload_workers) as pool:
-            list(pool.map(upload, todo))  # list() re-raises the first failure
+            try:
+                if not self.planned:
+                    rules = self._rules()
+                    send(early_uploads(rules, self.sources))
+                    self._decide(rules)
+                send(self.to_upload)
+                for f in futures:
+                    f.result()  # the first failure
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
         self.upload_seconds += time.perf_counter() - t0
 
     def _check_before_commit(self) -> None:
@@ -345,11 +347,7 @@ class CheckpointWriter:
             trigger_time = trigger_time or utcnow()
             files = scan_tree(Path(frozen_dir))
 
-            def hash_one(f: tuple[str, Path, os.stat_result]) -> FileDigests:
-                stop()
-                return self.hash_cache.digests(f[1], f[2])
-            with ThreadPoolExecutor(self.hash_workers) as pool:
-                digests = list(pool.map(hash_one, files))
+            digests = tree_digests(files, self.hash_cache, self.hash_workers, stop)
             shas = [d.sha256 for d in digests]
             self.hash_cache.retain_only({cache_key(st) for _, _, st in files})
             hash_seconds = time.perf_counter() - started
@@ -404,8 +402,7 @@ class CheckpointWriter:
                         state_provider=state_provider, extra=extra, trigger_time=trigger_time,
                         stop_check=stop_check)
         try:
-            op.plan()
-            op.upload_all(progress)
+            op.upload_all(progress)  # plans too
             return op.commit()
         except BaseException:
             op.abort()

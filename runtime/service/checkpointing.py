@@ -106,12 +106,13 @@ class CheckpointPipeline:
                                    stop_check=req.check_not_abandoned)
             req.checkpoint_id = op.id
             try:
-                todo = op.plan()
-                if faults.armed_for("upload") and len(todo) > 1:
+                if faults.armed_for("upload"):  # killed halfway through the uploads
+                    todo = op.plan()
                     for sha in todo[: len(todo) // 2]:
                         op.upload_one(sha)
-                    faults.point("upload")
-                op.upload_all()
+                    if len(todo) > 1:
+                        faults.point("upload")
+                op.upload_all()  # plans unless planned: uploads start while the listing is read
                 self.sink.upload_staged(frozen.extra)  # staged output of batches (P, C], before the manifest
                 req.check_not_abandoned()
                 faults.point("manifest")

@@ -1,0 +1,54 @@
+"""ListObjectsV2 pages parsed for the three fields we use (key, size, last modified).
+
+The client's own parser builds a rich object per key through namespace-aware look-ups, about 70 us
+each: a listing of a large job's objects/ (thousands of keys, once per checkpoint) spent most of its
+time there, not on the wire. This reads the same XML in one pass over each entry's children.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from datetime import datetime
+from urllib.parse import unquote_plus
+
+_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+PAGE_KEYS = 1000  # the most S3 returns per page
+
+
+def page_query(prefix: str, continuation: str | None) -> dict[str, str]:
+    """Query of one page. Empty delimiter and an explicit max-keys, as bucket policies that grant a
+    prefix expect them (they are evaluated against the request's parameters)."""
+    query = {"list-type": "2", "delimiter": "", "encoding-type": "url", "max-keys": str(PAGE_KEYS),
+             "prefix": prefix}
+    if continuation:
+        query["continuation-token"] = continuation
+    return query
+
+
+def parse_page(body: bytes) -> tuple[list[tuple[str, int, float]], str | None]:
+    """(key, size, last modified as epoch seconds) of every object on the page, and the token of the
+    next page (None on the last). Keys ending in '/' (folder markers some tools create) are left out."""
+    root = ET.fromstring(body)
+    url_encoded = (root.findtext(f"{_NS}EncodingType") or "") == "url"
+    found: list[tuple[str, int, float]] = []
+    for entry in root.iterfind(f"{_NS}Contents"):
+        key = size = modified = None
+        for field in entry:
+            tag = field.tag
+            if tag == f"{_NS}Key":
+                key = field.text or ""
+            elif tag == f"{_NS}Size":
+                size = int(field.text or 0)
+            elif tag == f"{_NS}LastModified":
+                modified = datetime.fromisoformat(field.text or "").timestamp()
+        if key is None or size is None or modified is None:
+            raise ValueError("ListObjectsV2 entry without Key, Size or LastModified")
+        if url_encoded:
+            key = unquote_plus(key)
+        if not key.endswith("/"):
+            found.append((key, size, modified))
+    truncated = (root.findtext(f"{_NS}IsTruncated") or "").lower() == "true"
+    token = root.findtext(f"{_NS}NextContinuationToken") if truncated else None
+    if truncated and not token:
+        raise ValueError("truncated ListObjectsV2 page without a continuation token")
+    return found, token
