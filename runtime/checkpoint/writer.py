@@ -12,8 +12,9 @@ Protocol, in this order (the GC relies on it):
       - is younger than `reuse_window_seconds` (GC refuses a grace shorter than twice that window;
         0 = never, the runtime's setting, which lets GC delete orphans as soon as they are unreferenced);
     anything missing is uploaded again from the frozen files, so one lost object heals at the next
-    checkpoint. What no listing can spare (plan.py) is uploaded while the listing is read. Once planned, this writer's failed markers claimed before this one are deleted: this
-    operation's own marker lists every object it references;
+    checkpoint. What no listing can spare (plan.py) is uploaded while the listing is read. Once
+    planned, this writer's failed markers claimed before this one are deleted: this operation's own
+    marker lists every object it references;
  3. after each upload, re-stat the source: a file changed since it was hashed fails the checkpoint;
  4. re-stat every frozen file, check the fence, check that the pending marker still exists (if GC
     expired it, the objects it protected may be gone: fail rather than commit blindly), write the
