@@ -81,16 +81,13 @@ class HashCache:
 
     def digests(self, path: str | os.PathLike[str], st: os.stat_result | None = None) -> FileDigests:
         st = st or os.stat(path)
-        key = cache_key(st)
-        with self._lock:
-            known = self._entries.get(key)
-            if known:
-                self.hits += 1
-                return known
+        known = self.cached(st)
+        if known:
+            return known
         digests = file_digests(path)
         with self._lock:
             self.misses += 1
-            self._entries[key] = digests
+            self._entries[cache_key(st)] = digests
         return digests
 
     def retain_only(self, keys: set[str]) -> None:
