@@ -5,31 +5,40 @@ files (the state store's new changelogs of one interval) and takes an incrementa
 every store call it makes (calls run in parallel, so their sum can exceed the wall time) and the
 writer's own hash and upload phases. No Spark: this isolates the writer's protocol (writer.py).
 
-Two ways of running one checkpoint alternate (A B A B): `overlapped` (what the writer does: uploads
-the listing cannot spare start while it is read) and `sequential` (list, then upload: the writer
-before). `--latency-ms` puts a toxiproxy round trip between the writer and MinIO.
+Ways of running one checkpoint alternate (A B B A), chosen by `--modes`:
+- `now`: what the writer does;
+- `serial-calls`: the same writer with its independent round trips made one after another, as before
+  they overlapped (the claim's two listings after the hash, the fence read in full: three requests,
+  then the marker's stat, the marker's removal before the hash cache's save);
+- `sequential`: `now`, but the objects/ listing is read before any upload starts.
+`--latency-ms` puts a toxiproxy round trip between the writer and MinIO.
 
     python bench/checkpoint_phases.py                     # 400 files of 20 KiB, 40 new, 5 repeats
     python bench/checkpoint_phases.py --files 3000 --new 50 --file-kib 100 --latency-ms 20
+    python bench/checkpoint_phases.py --modes now,sequential
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import shutil
 import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from peers.stats import bootstrap_median  # bench/ is on sys.path when this runs as a script
 from peers.toxiproxy import Toxiproxy
 
-from sparkpoint.runtime.checkpoint import CheckpointResult, CheckpointWriter, write_fence
+from sparkpoint.runtime.checkpoint import CheckpointResult, CheckpointWriter, catalog, fence, write_fence
+from sparkpoint.runtime.checkpoint import writer as writer_module
 from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.minio_server import MinioServer
 from sparkpoint.runtime.store.s3 import S3Store
@@ -56,9 +65,46 @@ def timed(store: ObjectStore) -> dict[str, list[float]]:
     return seen
 
 
+def _at_once_in_order(fn: Callable[[], Any], name: str = "") -> Future[Any]:
+    future: Future[Any] = Future()
+    try:
+        future.set_result(fn())
+    except BaseException as exc:
+        future.set_exception(exc)
+    return future
+
+
+def _in_order(*calls: Callable[[], Any]) -> list[Any]:
+    return [c() for c in calls]
+
+
+def _full_fence_check(store: ObjectStore, job: JobRef, attempt: int) -> None:
+    current = fence.read_fence(store, job)  # fence.json's stat and read, then the claim above it
+    if current != attempt:
+        raise fence.FencedError(f"attempt {attempt} is fenced off by attempt {current}")
+
+
+@contextlib.contextmanager
+def serial_calls() -> Iterator[None]:
+    """The writer's overlapped round trips made one after another (the `serial-calls` mode)."""
+    saved = [(m, n, getattr(m, n)) for m, n in ((writer_module, "in_background"), (writer_module, "concurrently"),
+                                                 (catalog, "concurrently"), (writer_module, "check_fence"))]
+    writer_module.in_background = _at_once_in_order
+    writer_module.concurrently = catalog.concurrently = _in_order
+    writer_module.check_fence = _full_fence_check
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
 def checkpoint(writer: CheckpointWriter, hot: Path, batch_id: int, mode: str) -> CheckpointResult:
-    if mode == "overlapped":
+    if mode == "now":
         return writer.take_checkpoint(hot, batch_id=batch_id)
+    if mode == "serial-calls":
+        with serial_calls():
+            return writer.take_checkpoint(hot, batch_id=batch_id)
     op = writer.begin(hot, batch_id=batch_id)
     op.plan()  # the whole listing first
     op.upload_all()
@@ -72,7 +118,11 @@ def main() -> None:
     p.add_argument("--file-kib", type=int, default=20)
     p.add_argument("--repeats", type=int, default=5, help="checkpoints per mode")
     p.add_argument("--latency-ms", type=int, default=0, help="round trip added between writer and MinIO")
+    p.add_argument("--modes", default="now,serial-calls", help="two of now, serial-calls, sequential: A B B A")
     args = p.parse_args()
+    args.modes = args.modes.split(",")
+    if len(args.modes) != 2 or not set(args.modes) <= {"now", "serial-calls", "sequential"}:
+        p.error("--modes takes two of now, serial-calls, sequential")
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-phases-"))
     proxy = Toxiproxy().start() if args.latency_ms else None
     try:
@@ -94,9 +144,10 @@ def main() -> None:
         print(f"  {mode}:")
         for key in mine[0]:
             print(f"    {key:20s} {statistics.median(r.get(key, 0.0) for r in mine) * 1000:8.1f}")
-    paired = [o["total"] / s["total"] for o, s in zip(rows["overlapped"], rows["sequential"], strict=True)]
+    a, b = args.modes
+    paired = [x["total"] / y["total"] for x, y in zip(rows[a], rows[b], strict=True)]
     ratio = bootstrap_median(paired)
-    print(f"  overlapped / sequential total, paired: {ratio.value:.3f} [{ratio.low:.3f}, {ratio.high:.3f}]")
+    print(f"  {a} / {b} total, paired: {ratio.value:.3f} [{ratio.low:.3f}, {ratio.high:.3f}]")
 
 
 def run(store: ObjectStore, hot: Path, args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
@@ -108,9 +159,9 @@ def run(store: ObjectStore, hot: Path, args: argparse.Namespace) -> dict[str, li
         path.write_bytes(os.urandom(args.file_kib * 1024))
     writer = CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="bench", reuse_window_seconds=0)
     writer.take_checkpoint(hot, batch_id=0)
-    rows: dict[str, list[dict[str, float]]] = {"overlapped": [], "sequential": []}
+    rows: dict[str, list[dict[str, float]]] = {m: [] for m in args.modes}
     for r in range(args.repeats * 2):
-        mode = ("overlapped", "sequential")[(r + r // 2) % 2]  # A B B A: neither always goes first
+        mode = args.modes[(r + r // 2) % 2]  # A B B A: neither always goes first
         for i in range(args.new):
             (hot / "state" / str(i % 4) / f"new-{r}-{i}.changelog").write_bytes(os.urandom(args.file_kib * 1024))
         seen.clear()

@@ -13,6 +13,8 @@ from sparkpoint.runtime.store.layout import (
 )
 from sparkpoint.runtime.store.manifest import Manifest
 
+from .concurrent_calls import concurrently
+
 
 def list_checkpoint_ids(store: ObjectStore, job: JobRef) -> list[str]:
     """Completed checkpoint ids, oldest first."""
@@ -39,9 +41,8 @@ def latest_checkpoint(store: ObjectStore, job: JobRef) -> Manifest | None:
 
 def highest_checkpoint_number(store: ObjectStore, job: JobRef) -> int:
     """Highest id used by a completed or pending checkpoint (0 if none)."""
-    numbers = [checkpoint_number(i) for i in list_checkpoint_ids(store, job)]
-    for o in store.list(pending_prefix(job)):
-        marker = id_from_json_key(o.key)
-        if CHECKPOINT_ID.match(marker):
-            numbers.append(checkpoint_number(marker))
+    completed, pending = concurrently(lambda: list_checkpoint_ids(store, job),
+                                      lambda: [id_from_json_key(o.key) for o in store.list(pending_prefix(job))])
+    numbers = [checkpoint_number(i) for i in completed]
+    numbers += [checkpoint_number(m) for m in pending if CHECKPOINT_ID.match(m)]
     return max(numbers, default=0)

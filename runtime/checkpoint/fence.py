@@ -16,6 +16,8 @@ from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
 from sparkpoint.runtime.store.layout import attempt_claim_key, fence_key
 from sparkpoint.runtime.store.manifest import Fence, utcnow
 
+from .concurrent_calls import concurrently
+
 _MAX_CLAIM_TRIES = 1000
 
 
@@ -67,8 +69,16 @@ def _publish_fence(store: ObjectStore, job: JobRef, value: int) -> None:
 
 
 def check_fence(store: ObjectStore, job: JobRef, attempt: int) -> None:
-    """Raise FencedError unless `attempt` is the newest attempt."""
-    current = read_fence(store, job)
-    if current != attempt:
+    """Raise FencedError unless `attempt` is the newest attempt.
+
+    Claims are contiguous from 1 and never deleted, so "newest" is: `attempt`'s own claim exists and
+    no claim of `attempt + 1` does (attempt 0: no claim at all). The two probes run at once, one
+    round trip on a checkpoint's commit path (read_fence would take three in a row); the fence is
+    read in full only to name the newer attempt in the error."""
+    newer, own = concurrently(
+        lambda: store.stat(attempt_claim_key(job, attempt + 1)) is not None,
+        lambda: attempt == 0 or store.stat(attempt_claim_key(job, attempt)) is not None)
+    if newer or not own:
+        current = read_fence(store, job)
         raise FencedError(
             f"job {job}: attempt {attempt} is fenced off by attempt {current}; not committing")

@@ -60,6 +60,7 @@ from sparkpoint.runtime.store.manifest import (
 
 from . import inline
 from .catalog import highest_checkpoint_number, list_checkpoint_ids, load_manifest
+from .concurrent_calls import concurrently, in_background
 from .errors import CheckpointError
 from .fence import check_fence
 from .hashing import HashCache, cache_key
@@ -202,8 +203,9 @@ class CheckpointOperation:
             raise CheckpointError(f"checkpoint {self.id}: {len(changed)} frozen file(s) changed after "
                                   f"hashing, e.g. {changed[0]}; not committing")
         w = self.writer
-        check_fence(w.store, w.job, w.attempt)
-        marker = w.store.stat(pending_key(w.job, self.id))
+        # One round trip: the fence's probes and the marker's stat run at once (concurrent_calls.py).
+        _, marker = concurrently(lambda: check_fence(w.store, w.job, w.attempt),
+                                 lambda: w.store.stat(pending_key(w.job, self.id)))
         if marker is None:
             raise CheckpointError(
                 f"checkpoint {self.id} of job {w.job}: its pending marker is gone (expired and removed by "
@@ -239,12 +241,14 @@ class CheckpointOperation:
         self._check_before_commit()
         if not w.store.put_if_absent(checkpoint_key(w.job, self.id), manifest.to_json()):
             raise CheckpointError(f"checkpoint {self.id} of job {w.job} already exists; not overwriting")
-        w.store.delete(pending_key(w.job, self.id))
-        w.own.committed(self.id)
+        # Completed: the marker's removal and the hash cache's save (local disk) overlap.
+        removed = in_background(lambda: w.store.delete(pending_key(w.job, self.id)))
         with w.lock:
             if w.base is None or checkpoint_number(manifest.id) > checkpoint_number(w.base.id):
                 w.base = manifest
             w.hash_cache.save()
+        removed.result()
+        w.own.committed(self.id)
         result = CheckpointResult(
             id=self.id, files=len(self.entries), bytes=total, new_bytes=new_bytes,
             reused_bytes=total - new_bytes, uploaded_objects=len(self.uploaded),
@@ -341,6 +345,9 @@ class CheckpointWriter:
         releases it."""
         ticket = self.tickets.take() if ticket is None else ticket
         stop = stop_check or _no_stop
+        # The claim's lower bound is listed while the tree is scanned and hashed (one round trip
+        # off the critical path); _claim_id's conditional create still decides.
+        highest = in_background(lambda: highest_checkpoint_number(self.store, self.job))
         try:
             started = time.perf_counter()
             if isinstance(trigger_time, int | float):
@@ -364,7 +371,7 @@ class CheckpointWriter:
             stats = {sha: st for (_, _, st), sha in zip(files, shas, strict=True) if sha not in carried}
             self.tickets.wait_turn(ticket, stop)
             stop()
-            marker_id = self._claim_id(sorted(sources))
+            marker_id = self._claim_id(sorted(sources), highest.result())
         finally:
             self.tickets.release(ticket)
         return CheckpointOperation(
@@ -374,8 +381,9 @@ class CheckpointWriter:
             extra=dict(extra or {}), hash_seconds=hash_seconds, started=started, stop_check=stop,
             source_stats=stats)
 
-    def _claim_id(self, shas: list[str]) -> str:
-        number = max(self._next_number, highest_checkpoint_number(self.store, self.job) + 1)
+    def _claim_id(self, shas: list[str], highest: int) -> str:
+        """Claim the first free id above `highest` (listed in the store) and this writer's last."""
+        number = max(self._next_number, highest + 1)
         for _ in range(100):
             cid = checkpoint_id(number)
             marker = PendingMarker(id=cid, attempt=self.attempt, created=utcnow(), objects=shas,

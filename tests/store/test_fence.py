@@ -135,3 +135,18 @@ def test_only_the_newest_of_concurrent_starters_publishes_sink_output(store, job
     published = [a for a in _race(STARTERS, publish) if a is not None]
     assert published == [newest]
     assert read_committed(store, job) == [{"attempt": newest}]
+
+
+@pytest.mark.parametrize("claims", [0, 1, 3])
+def test_check_fence_passes_only_the_newest_claim(store, job, claims) -> None:  # type: ignore[no-untyped-def]
+    """The commit path's two-probe check agrees with read_fence: only the newest claimed attempt passes;
+    an older one, a number never claimed and one past the newest are fenced."""
+    for _ in range(claims):
+        write_fence(store, job)
+    assert read_fence(store, job) == claims
+    for attempt in range(claims + 3):
+        if attempt == claims:
+            check_fence(store, job, attempt)
+        else:
+            with pytest.raises(FencedError, match=f"attempt {attempt} is fenced off by attempt {claims}"):
+                check_fence(store, job, attempt)
