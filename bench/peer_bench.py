@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--churn-inline", default="", metavar="N,M",
                    help="churn: run Sparkpoint once per SPARKPOINT_CHECKPOINT_INLINE_MAX value, alternating (an A/B)")
     p.add_argument("--churn-rounds", type=int, default=1, help="churn: alternating rounds of its setups")
+    p.add_argument("--churn-partitions", type=int, default=2,
+                   help="churn: state partitions of every setup (Spark shuffle partitions = Flink parallelism)")
     p.add_argument("--recovery-setups", default=",".join(extras.RECOVERY_SETUPS),
                    help="which setups the recovery phase kills and restarts (flink: only with flink in --setups)")
     p.add_argument("--retention-setups", default=",".join(extras.RETENTION_SETUPS),
@@ -308,8 +310,10 @@ def extras_plan(p: argparse.ArgumentParser, args: argparse.Namespace, size_name:
         p.error("--churn-nice and --churn-inline: one A/B at a time")
     if args.churn_rounds < 1:
         p.error("--churn-rounds must be >= 1")
+    if not 1 <= args.churn_partitions <= 64:
+        p.error("--churn-partitions must be in 1..64")
     churn_opts = {"churn_setups": churn_setups, "churn_nice": churn_nice, "churn_inline": churn_inline,
-                  "churn_rounds": args.churn_rounds}
+                  "churn_rounds": args.churn_rounds, "churn_partitions": args.churn_partitions}
     retention_setups = tuple(x for x in args.retention_setups.split(",") if x)
     if set(retention_setups) - set(extras.RETENTION_SETUPS):
         p.error(f"--retention-setups: choose from {extras.RETENTION_SETUPS}")

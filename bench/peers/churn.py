@@ -31,12 +31,18 @@ class ChurnWorkload:
     churn: float  # fraction of the keys updated per checkpoint interval (nominal)
     batches_per_interval: int = 10  # trigger = checkpoint interval / this
     steady_batches: int = 30  # measured batches after the fill
+    # State partitions, the same for every setup: Spark's shuffle partitions (one RocksDB instance and
+    # one changelog per batch each) and Flink's parallelism (one keyed RocksDB backend per subtask).
+    # Unequal counts compare different numbers of files per checkpoint, not the two designs.
+    partitions: int = 2
 
     def __post_init__(self) -> None:
         if self.keys < 1:
             raise ValueError(f"keys must be >= 1, not {self.keys}")
         if not 0 < self.churn <= 1:
             raise ValueError(f"churn must be in (0, 1], not {self.churn}")
+        if self.partitions < 1:
+            raise ValueError(f"partitions must be >= 1, not {self.partitions}")
         if self.batches_per_interval < 1:
             raise ValueError(f"batches_per_interval must be >= 1, not {self.batches_per_interval}")
 

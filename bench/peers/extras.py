@@ -46,6 +46,7 @@ class ExtrasPlan:
     # Or the largest file carried in the manifest (SPARKPOINT_CHECKPOINT_INLINE_MAX), the same way.
     churn_inline: tuple[int, ...] = ()
     churn_rounds: int = 1
+    churn_partitions: int = 2  # state partitions of every churn setup (churn.ChurnWorkload.partitions)
 
 
 def _attempt(skipped: dict[str, str], key: str, fn: Callable[[], Any], after: Callable[[], None]) -> Any:
@@ -142,7 +143,7 @@ def _churn(plan: ExtrasPlan, ctx: Context, lat: int, rnd: int, jar_list: str,
         or [("sparkpoint-10s", {})]
     for size in plan.sizes:
         for c in plan.churns:
-            cw = ChurnWorkload.of(size, c, steady_batches=plan.steady_batches)
+            cw = ChurnWorkload.of(size, c, steady_batches=plan.steady_batches, partitions=plan.churn_partitions)
             tag = f"churn-{size}-{int(c * 100)}pct-{lat}ms-r{rnd}"
             runs: list[tuple[str, Callable[[], Any]]] = []
             if "sparkpoint-10s" in plan.churn_setups:
@@ -159,5 +160,5 @@ def _churn(plan: ExtrasPlan, ctx: Context, lat: int, rnd: int, jar_list: str,
                 r = attempt(f"churn {size} {c:.0%} {name} {lat} ms round {rnd}", fn)
                 if r:
                     r["rows_per_batch"], r["row_bytes"] = cw.rows_per_batch, cw.row_bytes
-                    r["latency_ms"], r["round"] = lat, rnd
+                    r["latency_ms"], r["round"], r["partitions"] = lat, rnd, cw.partitions
                     out["churn"].append(r)

@@ -135,7 +135,7 @@ def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str, python: str, plugi
     args = ["--query", "churn", "--checkpoint", f"s3://{ctx.bucket}/{prefix}", "--endpoint", ctx.endpoint,
             "--rows", str(w.rows_per_batch), "--keys", str(w.keys), "--batches", str(w.batches),
             "--payload-bytes", str(w.payload_bytes), "--trigger-ms", churn.trigger(w).removesuffix("ms"),
-            "--interval", f"{churn.CHECKPOINT_INTERVAL_S}s", "--timeout", str(timeout_s), "--parallelism", "1"]
+            "--interval", f"{churn.CHECKPOINT_INTERVAL_S}s", "--timeout", str(timeout_s), "--parallelism", str(w.partitions)]
     log = ctx.base / f"{tag}.log"
     env = {**os.environ, **ctx.env, "FLINK_PLUGINS_DIR": plugins, "TZ": "UTC"}
     with open(log, "wb") as out:  # own session: a timeout takes the gateway JVM down too

@@ -112,7 +112,8 @@ class ChurnJob:
                 "spec": {"job": {"entrypoint": "churn_query:build", "args": args, "pythonPath": [str(HERE)],
                                  "triggerInterval": churn.trigger(w),
                                  "sink": {"kind": "upsert", "keyColumns": ["key"]}},
-                         "spark": {"master": "local[2]", **({"conf": self.spark_conf} if self.spark_conf else {})},
+                         "spark": {"master": "local[2]", "shufflePartitions": w.partitions,
+                                   **({"conf": self.spark_conf} if self.spark_conf else {})},
                          "checkpoint": {"interval": self.interval, "retain": self.retain,
                                         "storage": {"url": store_url}},
                          "gc": {"grace": self.gc_grace}}}

@@ -12,11 +12,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from sparkpoint.runtime.config import SparkSection
+
 from . import churn, store_requests
 from .common import Context, RunResult, Workload, json_lines
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("vanilla_job.py")
+# The rounds' Sparkpoint and floor runs keep the spec's default (spec.spark.shufflePartitions); vanilla
+# runs with as many state partitions (before 2026-11-24 it ran with 2: see docs/benchmarks.md).
+SPARKPOINT_PARTITIONS = SparkSection().shuffle_partitions
 SETUPS = {  # name -> extra job flags
     "vanilla": [],
     "vanilla-changelog": ["--changelog"],
@@ -35,7 +40,7 @@ def run(name: str, w: Workload, ctx: Context, tag: str, jar_list: str) -> RunRes
     args = ["--checkpoint", f"s3a://{ctx.bucket}/{prefix}/checkpoint", "--endpoint", ctx.endpoint,
             "--output", str(ctx.base / f"{tag}-out"), "--rows", str(w.rows_per_batch), "--keys", str(w.keys),
             "--batches", str(w.batches), "--payload-bytes", str(w.payload_bytes), "--trigger", w.trigger,
-            "--until-batch", str(w.until_batch), *SETUPS[name]]
+            "--until-batch", str(w.until_batch), "--shuffle-partitions", str(SPARKPOINT_PARTITIONS), *SETUPS[name]]
     log = ctx.base / f"{tag}.log"
     with open(log, "wb") as out:
         code = subprocess.call([sys.executable, str(JOB), "--jars", jar_list, *args], stdout=out,
@@ -74,7 +79,8 @@ def run_churn(w: churn.ChurnWorkload, ctx: Context, tag: str, jar_list: str, fla
     args = ["--checkpoint", f"s3a://{ctx.bucket}/{prefix}/checkpoint", "--endpoint", ctx.endpoint,
             "--output", str(ctx.base / f"{tag}-out"), "--query", "churn", "--keys", str(w.keys),
             "--rows", str(w.rows_per_batch), "--batches", str(w.batches), "--payload-bytes", str(w.payload_bytes),
-            "--trigger", churn.trigger(w), "--until-batch", str(w.batches - 1), *flags]
+            "--trigger", churn.trigger(w), "--until-batch", str(w.batches - 1),
+            "--shuffle-partitions", str(w.partitions), *flags]
     log = ctx.base / f"{tag}.log"
     marks: list[tuple[int, int]] = []  # (batch id seen, bytes received by then)
     with open(log, "wb") as out:

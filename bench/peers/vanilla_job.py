@@ -21,7 +21,7 @@ def session(args: argparse.Namespace):  # -> SparkSession
     conf = {
         "spark.jars": args.jars,
         "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.shuffle.partitions": str(args.shuffle_partitions),
         "spark.sql.adaptive.enabled": "false",
         "spark.driver.memory": os.environ.get("SPARKPOINT_DRIVER_MEMORY", "1g"),
         "spark.sql.streaming.stateStore.providerClass":
@@ -76,6 +76,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--format-version", type=int, default=0)
     p.add_argument("--query", choices=["windowed", "churn"], default="windowed",
                    help="windowed: sparkpoint/examples/windowed_aggregation.py; churn: churn_query.py")
+    p.add_argument("--shuffle-partitions", type=int, default=2, help="state partitions (the caller sets the peers' count)")
     p.add_argument("--min-batches-to-retain", type=int, default=100, help="Spark's default is 100")
     args = p.parse_args(argv)
 

@@ -122,7 +122,7 @@ def test_report_shows_recovery_churn_and_retention():
     text = render.render(_raw(ex), lambda name, title, draw, size=None: plots.append(name) or f"![{title}]({name})")
     assert "| 0 ms | sparkpoint | local | local | 6 | 0.10 | 21.0 | correct (40 rows) |" in text
     assert "**wrong**: 2 missing, 0 extra/duplicate (38 rows)" in text
-    assert "| tiny | 2.0 | 1% | 0 ms | sparkpoint-10s | 1 | 1 | 1.00% | 1.000 | 0.500 | 2.00 |" in text
+    assert "| tiny | 2.0 | 1% | 0 ms | sparkpoint-10s | 4 | 1 | 1 | 1.00% | 1.000 | 0.500 | 2.00 |" in text
     assert "| 1.20, 1.30, 1.60 | 1.00 | met on average, not at the peak |" in text
     assert render_extras.time_averaged_ratio([
         {"t": 0, "checkpoint_area": 9, "live_bytes": 1}, {"t": 10, "checkpoint_area": 3, "live_bytes": 2},

@@ -110,8 +110,9 @@ def test_rest_checkpoint_stats_become_the_churn_result():
     assert (s["sync_s"], s["async_s"]) == (0.03, 0.2)
 
 
-def _churn_run(setup: str, sync: float, asyn: float, ratio: float = 2.0) -> dict:
+def _churn_run(setup: str, sync: float, asyn: float, ratio: float = 2.0, partitions: int | None = 2) -> dict:
     return {"setup": setup, "size": "tiny", "churn": 0.1, "state_bytes": 2 * MIB,
+            **({} if partitions is None else {"partitions": partitions}),
             "steady": [{"uploaded": ratio * MIB, "changed": MIB, "ratio": ratio, "churn": 0.1,
                         "sync_s": sync, "async_s": asyn},
                        {"uploaded": ratio * MIB, "changed": MIB, "ratio": ratio, "churn": 0.1,
@@ -120,15 +121,16 @@ def _churn_run(setup: str, sync: float, asyn: float, ratio: float = 2.0) -> dict
 
 def test_report_shows_the_flink_rows_and_compares_checkpoint_durations():
     ex = {"churn": [_churn_run("sparkpoint-10s", 0.1, 0.5), _churn_run("flink", 0.05, 1.0, ratio=3.0),
-                    {"setup": "vanilla-changelog", "size": "tiny", "churn": 0.1, "state_bytes": 2 * MIB,
+                    {"setup": "vanilla-changelog", "size": "tiny", "churn": 0.1, "state_bytes": 2 * MIB, "partitions": 2,
                      "steady": [{"uploaded": MIB, "changed": MIB, "ratio": 1.0, "churn": 0.1, "batches": 12}]}]}
     text = "\n".join(render_extras.churn_lines(ex))
-    assert "| tiny | 2.0 | 10% | 0 ms | flink | 1 | 2 | 10.00% | 3.000 | 1.000 | 3.00 |" in text
-    assert "| tiny | 10% | 0 ms | flink | 2 | 0.050 | 1.000 | 1.050 | n/a |" in text
-    assert "| tiny | 10% | 0 ms | sparkpoint-10s | 2 | 0.100 | 0.500 | 0.600 | n/a |" in text
+    assert "| tiny | 2.0 | 10% | 0 ms | flink | 2 | 1 | 2 | 10.00% | 3.000 | 1.000 | 3.00 |" in text
+    assert "| tiny | 10% | 0 ms | flink | 2 | 2 | 0.050 | 1.000 | 1.050 | n/a |" in text
+    assert "| tiny | 10% | 0 ms | sparkpoint-10s | 2 | 2 | 0.100 | 0.500 | 0.600 | n/a |" in text
     assert "| vanilla-changelog |" not in text.split("Checkpoint durations")[1]  # no sync/async measured
-    assert ("sparkpoint-10s vs Flink at tiny, 10% churn, 0 ms: sync 0.100 vs 0.050 s (2.00x), async 0.500 vs 1.000 s "
-            "(0.50x), total 0.600 vs 1.050 s (0.57x); goal (checkpoint duration no worse than Flink's) met.") in text
+    assert ("sparkpoint-10s vs Flink at tiny, 10% churn, 0 ms, 2 partitions each: sync 0.100 vs 0.050 s (2.00x), "
+            "async 0.500 vs 1.000 s (0.50x), total 0.600 vs 1.050 s (0.57x); goal (checkpoint duration no worse "
+            "than Flink's) met.") in text
     slower = {"churn": [_churn_run("sparkpoint-10s", 0.1, 2.0), _churn_run("flink", 0.05, 1.0)]}
     assert "goal (checkpoint duration no worse than Flink's) not met" in "\n".join(render_extras.churn_lines(slower))
     alone = {"churn": [_churn_run("sparkpoint-10s", 0.1, 0.5)]}
@@ -136,3 +138,33 @@ def test_report_shows_the_flink_rows_and_compares_checkpoint_durations():
     plots = []
     render_extras.plots(ex, lambda name, title, draw, size=None: plots.append(name) or name)
     assert plots == ["peers-churn-upload-ratio"]
+
+
+def test_only_equal_partition_counts_are_judged_and_runs_before_the_knob_keep_their_counts():
+    """Runs recorded without a partition count (before --churn-partitions) had Sparkpoint 4, Flink 1: their
+    comparison is printed but judges nothing; with equal counts present, Sparkpoint meets its own count."""
+    legacy = {"churn": [_churn_run("sparkpoint-10s", 0.1, 2.0, partitions=None),
+                        _churn_run("flink", 0.05, 1.0, partitions=None)]}
+    text = "\n".join(render_extras.churn_lines(legacy))
+    assert "| tiny | 10% | 0 ms | sparkpoint-10s | 4 | 2 |" in text and "| tiny | 10% | 0 ms | flink | 1 | 2 |" in text
+    assert "0 ms, 4 partitions vs Flink's 1:" in text and "unequal partitions: no verdict" in text
+    assert "goal (checkpoint duration" not in text
+    mixed = {"churn": legacy["churn"] + [_churn_run("sparkpoint-10s", 0.1, 0.5, partitions=1),
+                                         _churn_run("flink", 0.05, 1.0, partitions=1)]}
+    lines = [x for x in render_extras.churn_lines(mixed) if x.startswith("- sparkpoint-10s vs Flink")]
+    assert len(lines) == 2
+    assert any("1 partitions each" in x and x.endswith("goal (checkpoint duration no worse than Flink's) met.") for x in lines)
+
+
+def test_every_churn_setup_runs_with_the_same_partition_count(tmp_path):
+    """The count reaches Sparkpoint's spec, the vanilla job's shuffle partitions and Flink's parallelism."""
+    from peers import sparkpoint_setup, vanilla
+
+    from sparkpoint.runtime.config import parse_document  # the spec the bench writes is one users could apply
+    w = churn.ChurnWorkload.of("tiny", 0.1, partitions=3)
+    assert sparkpoint_setup.churn_job(w, name="x", interval="10s").spec("s3://bench/p")["spec"]["spark"]["shufflePartitions"] == 3
+    _, spec = parse_document(sparkpoint_setup.churn_job(w, name="x", interval="10s").spec("s3://bench/p"))
+    assert spec.spark.shuffle_partitions == 3
+    assert vanilla.SPARKPOINT_PARTITIONS == 4
+    with pytest.raises(ValueError, match="partitions must be >= 1"):
+        churn.ChurnWorkload.of("tiny", 0.1, partitions=0)
