@@ -64,7 +64,7 @@ def test_rounds_pool_into_one_row_and_the_nice_ab_is_stated_as_ratios():
     assert [(r["setup"], r["latency_ms"], r["runs"], r["n"]) for r in rows] == [
         ("sparkpoint-10s-nice0", 0, 2, 2), ("sparkpoint-10s-nice10", 0, 2, 2), ("sparkpoint-10s-nice10", 20, 1, 1)]
     text = "\n".join(render_extras.churn_lines({"churn": runs}))
-    assert "| 100m | 1% | 0 ms | sparkpoint-10s-nice0 | 4 | 2 | 0.000 | 0.110 | 0.110 | 0.510 |" in text
+    assert "| 100m | 1% | 0 ms | sparkpoint-10s-nice0 | 4 | 2 | 0.000 | 0.110 | 0.110 | 0.110 | 0.510 |" in text
     (line,) = [x for x in text.splitlines() if x.startswith("- Checkpoint nice")]
     assert line == ("- Checkpoint nice 0 vs 10 at 100m, 1% churn, 0 ms (2 and 2 alternating runs): checkpoint total "
                     "0.110 vs 0.310 s (0.35x), median batch 0.510 vs 0.410 s (1.24x).")
