@@ -65,7 +65,7 @@ def timed(store: ObjectStore) -> dict[str, list[float]]:
     return seen
 
 
-def _at_once_in_order(fn: Callable[[], Any], name: str = "") -> Future[Any]:
+def _at_once_in_order(fn: Callable[[], Any]) -> Future[Any]:
     future: Future[Any] = Future()
     try:
         future.set_result(fn())

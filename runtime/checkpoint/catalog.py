@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sparkpoint.runtime.store import JobRef, ObjectStore
+import logging
+
+from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
 from sparkpoint.runtime.store.layout import (
     CHECKPOINT_ID,
     checkpoint_key,
@@ -14,6 +16,8 @@ from sparkpoint.runtime.store.layout import (
 from sparkpoint.runtime.store.manifest import Manifest
 
 from .concurrent_calls import concurrently
+
+log = logging.getLogger("sparkpoint.checkpoint")
 
 
 def list_checkpoint_ids(store: ObjectStore, job: JobRef) -> list[str]:
@@ -37,6 +41,17 @@ def list_checkpoints(store: ObjectStore, job: JobRef) -> list[Manifest]:
 def latest_checkpoint(store: ObjectStore, job: JobRef) -> Manifest | None:
     ids = list_checkpoint_ids(store, job)
     return load_manifest(store, job, ids[-1]) if ids else None
+
+
+def latest_readable_checkpoint(store: ObjectStore, job: JobRef) -> Manifest | None:
+    """The newest checkpoint whose manifest reads: a corrupt newest manifest (which the restore fell
+    back past) must not stop new checkpoints, which take this one as their base."""
+    for cid in reversed(list_checkpoint_ids(store, job)):
+        try:
+            return load_manifest(store, job, cid)
+        except StoreError as exc:
+            log.warning("checkpoint manifest unreadable; not a base", extra={"id": cid, "error": str(exc)})
+    return None
 
 
 def highest_checkpoint_number(store: ObjectStore, job: JobRef) -> int:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def in_background(fn: Callable[[], T], name: str = "checkpoint-io") -> Future[T]:
+def in_background(fn: Callable[[], T]) -> Future[T]:
     """Start `fn` on a daemon thread; its result (or exception) arrives through the future."""
     future: Future[T] = Future()
 
@@ -26,7 +26,7 @@ def in_background(fn: Callable[[], T], name: str = "checkpoint-io") -> Future[T]
             future.set_result(fn())
         except BaseException as exc:  # handed to whoever waits for the result
             future.set_exception(exc)
-    threading.Thread(target=run, name=name, daemon=True).start()
+    threading.Thread(target=run, name="checkpoint-io", daemon=True).start()
     return future
 
 
@@ -35,16 +35,9 @@ def concurrently(*calls: Callable[[], Any]) -> list[Any]:
     call finishes before this returns; then the first exception, in call order, is raised."""
     if not calls:
         return []
-    futures = [in_background(c) for c in calls[1:]]
-    first: Future[Any] = Future()
+    others = [in_background(c) for c in calls[1:]]
     try:
-        first.set_result(calls[0]())
-    except BaseException as exc:
-        first.set_exception(exc)
-    results = []
-    for f in [first, *futures]:
-        exc = f.exception()  # waits for the call to finish
-        if exc is not None:
-            raise exc
-        results.append(f.result())
-    return results
+        first = calls[0]()
+    finally:
+        wait(others)  # no call outlives this one, whatever the first one did
+    return [first, *(f.result() for f in others)]

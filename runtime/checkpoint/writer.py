@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
+from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.layout import (
     checkpoint_id,
     checkpoint_key,
@@ -59,7 +59,7 @@ from sparkpoint.runtime.store.manifest import (
 )
 
 from . import inline
-from .catalog import highest_checkpoint_number, list_checkpoint_ids, load_manifest
+from .catalog import highest_checkpoint_number, latest_readable_checkpoint
 from .concurrent_calls import concurrently, in_background
 from .errors import CheckpointError
 from .fence import check_fence
@@ -263,17 +263,6 @@ class CheckpointOperation:
         self.writer.own.give_up(self.id, keep)
 
 
-def _latest_readable(store: ObjectStore, job: JobRef) -> Manifest | None:
-    """The newest checkpoint whose manifest reads: a corrupt newest manifest (which the restore fell
-    back past) must not stop new checkpoints."""
-    for cid in reversed(list_checkpoint_ids(store, job)):
-        try:
-            return load_manifest(store, job, cid)
-        except StoreError as exc:
-            log.warning("checkpoint manifest unreadable; not a base", extra={"id": cid, "error": str(exc)})
-    return None
-
-
 FULL_UPLOAD_ENV = "SPARKPOINT_BENCH_FULL_UPLOAD"
 
 
@@ -312,7 +301,7 @@ class CheckpointWriter:
         self.clock = clock
         if reuse_window_seconds < 0:
             raise ValueError("reuse window must not be negative")
-        self.base: Manifest | None = _latest_readable(store, job)
+        self.base: Manifest | None = latest_readable_checkpoint(store, job)
         self._next_number = 0
         self.lock = threading.Lock()
         self.tickets = IdTickets()

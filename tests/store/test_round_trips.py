@@ -8,6 +8,7 @@ meet, and the barrier's timeout fails the checkpoint. The checkpoints run on bot
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -22,10 +23,11 @@ from .trees import change_files, tree_digest, write_tree
 class Meeting:
     """A real store whose chosen calls wait for each other at a barrier (10 s, then BrokenBarrierError)."""
 
-    def __init__(self, inner: ObjectStore, parties: int, joins: callable):  # type: ignore[valid-type]
+    def __init__(self, inner: ObjectStore, parties: int, joins: Callable[[str, str], bool]):
         self.inner, self.joins = inner, joins
         self.barrier = threading.Barrier(parties, timeout=10)
         self.met = 0
+        self._lock = threading.Lock()  # the calls that meet count themselves at the same moment
 
     def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
         return getattr(self.inner, name)
@@ -33,7 +35,8 @@ class Meeting:
     def _meet(self, call: str, key: str) -> None:
         if self.joins(call, key):
             self.barrier.wait()
-            self.met += 1
+            with self._lock:
+                self.met += 1
 
     def stat(self, key: str):  # type: ignore[no-untyped-def]
         self._meet("stat", key)
