@@ -33,7 +33,18 @@ from dataclasses import asdict
 from pathlib import Path
 
 import report  # bench/report.py
-from peers import churn, extras, flink, limits, merge, restore_load, sparkpoint_setup, store_requests, vanilla
+from peers import (
+    churn,
+    extras,
+    flink,
+    limits,
+    merge,
+    proc_cpu,
+    restore_load,
+    sparkpoint_setup,
+    store_requests,
+    vanilla,
+)
 from peers.common import Context, RunResult, Workload
 from peers.render import END, START, render
 from peers.toxiproxy import Toxiproxy
@@ -72,15 +83,19 @@ def load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def run_one(setup: str, w: Workload, ctx: Context, tag: str, minio: MinioServer, jar_list: str) -> RunResult:
+def run_one(setup: str, w: Workload, ctx: Context, tag: str, minio: MinioServer, jar_list: str,
+            servers: dict[str, int] | None = None) -> RunResult:
     before = scrape(minio.endpoint)
     samples: list[tuple[float, dict[str, int]]] = [(time.time(), before)]
+    cpu = proc_cpu.CpuSampler(servers or {})
+    cpu_samples: list[tuple[float, dict[str, float]]] = [(time.time(), cpu.sample())]
     done = threading.Event()
 
     def sample() -> None:  # the counters once a second, to cut out the measured batches' window
         while not done.wait(1.0):
             with contextlib.suppress(OSError):
                 samples.append((time.time(), scrape(minio.endpoint)))
+            cpu_samples.append((time.time(), cpu.sample()))
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
@@ -100,6 +115,7 @@ def run_one(setup: str, w: Workload, ctx: Context, tag: str, minio: MinioServer,
         with contextlib.suppress(ValueError):
             result.requests_window = store_requests.in_window(samples, *result.window)
             result.window_seconds = result.window[1] - result.window[0]
+            result.cpu_window = proc_cpu.in_window(cpu_samples, *result.window)
     return result
 
 
@@ -208,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {**minio.env(), "SPARKPOINT_S3_ENDPOINT": endpoint}
         os.environ.update(minio.env())  # this process's own store client talks to MinIO directly
         store = open_store(minio.store_url(BUCKET))
+        servers = {"minio": minio.proc.pid, "toxiproxy": proxy.proc.pid} if minio.proc and proxy.proc else {}
         limit, restore = None, None
         if not args.no_limits:
             print("limits", flush=True)
@@ -234,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                         tag = f"{setup}-{latency}ms-r{rnd}"
                         print(f"== {tag} (load {load_average()})", flush=True)
                         try:
-                            r = run_one(setup, w, ctx, tag, minio, jar_list)
+                            r = run_one(setup, w, ctx, tag, minio, jar_list, servers)
                         except Exception as exc:  # one broken setup must not lose the others' numbers
                             skipped[setup] = f"{type(exc).__name__}: {exc}"[:300]
                             print(f"   FAILED: {skipped[setup]}", flush=True)

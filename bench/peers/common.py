@@ -48,6 +48,7 @@ class RunResult:
     window: list[float] = field(default_factory=list)  # wall time of the first and last measured batch
     requests_window: dict[str, int] = field(default_factory=dict)  # requests inside `window` only
     window_seconds: float = 0.0
+    cpu_window: dict[str, float] = field(default_factory=dict)  # CPU seconds by process kind inside `window`
 
 
 def json_lines(path: Path) -> list[dict[str, Any]]:

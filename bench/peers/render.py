@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from . import render_extras, stats, store_requests
+from . import proc_cpu, render_extras, stats, store_requests
 
 START, END = "<!-- peer-bench:start -->", "<!-- peer-bench:end -->"
 MIB = 1024 * 1024
@@ -114,6 +114,29 @@ def area_table(raw: dict[str, Any]) -> list[str]:
                for (lat, setup), v in per.items()] + [""])
 
 
+def cpu_table(raw: dict[str, Any]) -> list[str]:
+    """Average cores each kind of process used during the measured batches (runs that recorded it)."""
+    rows = []
+    for (lat, setup), runs in sorted(group(raw["results"]).items()):
+        runs = [r for r in runs if r.get("cpu_window") and r.get("window_seconds")]
+        if not runs:
+            continue
+        seconds = sum(r["window_seconds"] for r in runs)
+        batches = sum(len(r["durations"]) for r in runs)
+        cpu = {k: sum(r["cpu_window"].get(k, 0.0) for r in runs) for k in proc_cpu.KINDS}
+        rows.append(f"| {lat} ms | {setup} | {len(runs)} | " + " | ".join(f"{cpu[k] / seconds:.2f}" for k in proc_cpu.KINDS)
+                    + f" | {sum(cpu.values()) / seconds:.2f} | {sum(cpu.values()) / batches:.2f} |")
+    if not rows:
+        return []
+    return ["CPU during the measured batches (`bench/peers/proc_cpu.py`: user + system time from /proc, sampled "
+            "once a second), as average cores of the machine's 2: the JVM (Spark or Flink), the runtime (every "
+            "other process of the run: Sparkpoint's Python, the vanilla and Flink drivers), the MinIO server and "
+            "toxiproxy (which delays every chunk when latency is injected); CPU seconds per measured batch in "
+            "the last column.", "",
+            "| latency | setup | runs | JVM | runtime | MinIO | toxiproxy | all | CPU s / batch |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""]
+
+
 def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
     lim, v = raw.get("limits"), raw["versions"]
     lines = [START, "## Peers: Sparkpoint vs vanilla Spark on S3, Flink, and the floor (`bench/peer_bench.py`)", ""]
@@ -145,7 +168,7 @@ def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
               f"every request of the run, JVM start and the drain's final checkpoint included, over the measured "
               f"span). Cost at {store_requests.PRICES_SOURCE}: PUT/COPY/POST/LIST "
               "$0.005 per 1,000, GET/HEAD $0.0004 per 1,000, DELETE free; per job, 730 h/month, requests only.", ""]
-    lines += request_table(raw) + [""] + area_table(raw)
+    lines += request_table(raw) + [""] + area_table(raw) + cpu_table(raw)
     for other in raw.get("other_workloads") or []:
         lines += other_workload_lines(other)
     if lim:
