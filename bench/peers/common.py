@@ -49,6 +49,14 @@ class RunResult:
     requests_window: dict[str, int] = field(default_factory=dict)  # requests inside `window` only
     window_seconds: float = 0.0
     cpu_window: dict[str, float] = field(default_factory=dict)  # CPU seconds by process kind inside `window`
+    phases: dict[str, list[float]] = field(default_factory=dict)  # Spark's durationMs per measured batch (s)
+
+
+def batch_phases(durations_ms: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Spark's per-phase durations (ms, one dict per batch) as seconds per phase, one value per batch
+    (0 where a batch lacks the phase), triggerExecution (the whole batch) left out."""
+    names = sorted({k for d in durations_ms for k in d} - {"triggerExecution"})
+    return {k: [float(d.get(k, 0)) / 1000.0 for d in durations_ms] for k in names}
 
 
 def json_lines(path: Path) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from . import proc_cpu, render_extras, stats, store_requests
+from . import render_extras, render_time, stats, store_requests
 
 START, END = "<!-- peer-bench:start -->", "<!-- peer-bench:end -->"
 MIB = 1024 * 1024
@@ -114,29 +114,6 @@ def area_table(raw: dict[str, Any]) -> list[str]:
                for (lat, setup), v in per.items()] + [""])
 
 
-def cpu_table(raw: dict[str, Any]) -> list[str]:
-    """Average cores each kind of process used during the measured batches (runs that recorded it)."""
-    rows = []
-    for (lat, setup), runs in sorted(group(raw["results"]).items()):
-        runs = [r for r in runs if r.get("cpu_window") and r.get("window_seconds")]
-        if not runs:
-            continue
-        seconds = sum(r["window_seconds"] for r in runs)
-        batches = sum(len(r["durations"]) for r in runs)
-        cpu = {k: sum(r["cpu_window"].get(k, 0.0) for r in runs) for k in proc_cpu.KINDS}
-        rows.append(f"| {lat} ms | {setup} | {len(runs)} | " + " | ".join(f"{cpu[k] / seconds:.2f}" for k in proc_cpu.KINDS)
-                    + f" | {sum(cpu.values()) / seconds:.2f} | {sum(cpu.values()) / batches:.2f} |")
-    if not rows:
-        return []
-    return ["CPU during the measured batches (`bench/peers/proc_cpu.py`: user + system time from /proc, sampled "
-            "once a second), as average cores of the machine's 2: the JVM (Spark or Flink), the runtime (every "
-            "other process of the run: Sparkpoint's Python, the vanilla and Flink drivers), the MinIO server and "
-            "toxiproxy (which delays every chunk when latency is injected); CPU seconds per measured batch in "
-            "the last column.", "",
-            "| latency | setup | runs | JVM | runtime | MinIO | toxiproxy | all | CPU s / batch |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""]
-
-
 def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
     lim, v = raw.get("limits"), raw["versions"]
     lines = [START, "## Peers: Sparkpoint vs vanilla Spark on S3, Flink, and the floor (`bench/peer_bench.py`)", ""]
@@ -158,7 +135,7 @@ def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
         lines += [f"- **{k}**: {why}" for k, why in raw["skipped"].items()] + [""]
     lines += ["### Micro-batch duration (ratios: bootstrap 95% interval over all measured batches)", ""]
     table, ratios = batch_table(raw)
-    lines += table + [""]
+    lines += table + [""] + render_time.phase_table(raw)
     lines += ["### Checkpoints", "", "Sparkpoint: sync = freeze of the hot dir, async = hash + upload + commit; "
               "vanilla: the per-batch offset/commit log writes plus the state store commit, all inside the batch.",
               ""] + checkpoint_table(raw) + [""]
@@ -168,7 +145,7 @@ def render(raw: dict[str, Any], plot: Callable[..., str]) -> str:
               f"every request of the run, JVM start and the drain's final checkpoint included, over the measured "
               f"span). Cost at {store_requests.PRICES_SOURCE}: PUT/COPY/POST/LIST "
               "$0.005 per 1,000, GET/HEAD $0.0004 per 1,000, DELETE free; per job, 730 h/month, requests only.", ""]
-    lines += request_table(raw) + [""] + area_table(raw) + cpu_table(raw)
+    lines += request_table(raw) + [""] + area_table(raw) + render_time.cpu_table(raw)
     for other in raw.get("other_workloads") or []:
         lines += other_workload_lines(other)
     if lim:
@@ -249,7 +226,9 @@ def not_measured(raw: dict[str, Any]) -> list[str]:
             out.append(f"Recovery after a kill, {setup}: not at {' and '.join(f'{x} ms' for x in missing)}.")
     sizes = sorted({r.get("size") for r in ex.get("churn") or [] if r.get("size")})
     flink_churn = any(r.get("setup") == "flink" for r in ex.get("churn") or [])
-    out.append(f"Key churn: measured at sizes {', '.join(sizes) or 'none'}, 0 ms only, Sparkpoint incremental, "
+    lats = sorted({r.get("latency_ms", 0) for r in ex.get("churn") or []})
+    at = " and ".join(f"{x} ms" for x in lats) + (" only" if len(lats) == 1 else "") if lats else "no latency"
+    out.append(f"Key churn: measured at sizes {', '.join(sizes) or 'none'}, {at}, Sparkpoint incremental, "
                f"vanilla-changelog{' and Flink' if flink_churn else ''}; not 1 GB or 4 GB unless listed (`--sizes "
                "100m,1g,4g`: disk and hours)" + ("." if flink_churn else ", not Flink (needs flink in --setups)."))
     if not ex.get("retention"):

@@ -16,7 +16,7 @@ import yaml
 from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob
 
 from . import churn
-from .common import Context, RunResult, Workload, completed_checkpoints, json_lines
+from .common import Context, RunResult, Workload, batch_phases, completed_checkpoints, json_lines
 
 HERE = Path(__file__).resolve().parent
 
@@ -68,6 +68,8 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
     return RunResult(
         setup=name, latency_ms=ctx.latency_ms, durations=[b["durationSeconds"] for b in batches],
         active_seconds=_span(batches), command=command, window=_window(batches),
+        phases=batch_phases([{k: v * 1000 for k, v in b["phaseSeconds"].items()} for b in batches])
+        if all("phaseSeconds" in b for b in batches) else {},
         checkpoints=[{"bytes": c.get("bytes", 0), "new_bytes": c.get("newBytes", 0),
                       "sync_s": c["syncSeconds"], "async_s": c["asyncSeconds"]} for c in cps])
 

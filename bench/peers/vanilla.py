@@ -15,7 +15,7 @@ from typing import Any
 from sparkpoint.runtime.config import SparkSection
 
 from . import churn, store_requests
-from .common import Context, RunResult, Workload, json_lines
+from .common import Context, RunResult, Workload, batch_phases, json_lines
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("vanilla_job.py")
@@ -58,7 +58,8 @@ def run(name: str, w: Workload, ctx: Context, tag: str, jar_list: str) -> RunRes
     window = ([batches[0]["ts"] - durations[0], batches[-1]["ts"]]
               if len(batches) > 1 and all("ts" in e for e in (batches[0], batches[-1])) else [])
     return RunResult(setup=name, latency_ms=ctx.latency_ms, durations=durations, active_seconds=span,
-                     checkpoints=cps, command="python bench/peers/vanilla_job.py " + shlex.join(args), window=window)
+                     checkpoints=cps, command="python bench/peers/vanilla_job.py " + shlex.join(args), window=window,
+                     phases=batch_phases([e["durationMs"] for e in batches]))
 
 
 def _env() -> dict[str, str]:

@@ -198,7 +198,7 @@ class JobRuntime:
         m.last_committed_batch.set(p.batch_id)
         self.last_progress = {"batchId": p.batch_id, "durationSeconds": p.duration_seconds,
                               "inputRows": p.input_rows, "stateRows": p.state_rows}
-        log.info("batch completed", extra=self.last_progress)
+        log.info("batch completed", extra={**self.last_progress, "phaseSeconds": p.phases})
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
         try:

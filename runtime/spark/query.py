@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkpoint.runtime.config import parse_duration
@@ -22,15 +22,20 @@ class BatchProgress:
     duration_seconds: float
     input_rows: int
     state_rows: int
+    # Where the batch's time went, in seconds, by Spark's phase names (addBatch: the state operators and
+    # the sink; walCommit and commitOffsets: the offset and commit logs in the hot dir; ...).
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def progress_from_json(p: dict[str, Any]) -> BatchProgress:
     """Pure: Spark's StreamingQueryProgress JSON -> the few numbers the runtime reports."""
+    durations = p.get("durationMs") or {}
     return BatchProgress(
         batch_id=int(p.get("batchId", -1)),
-        duration_seconds=float(p.get("durationMs", {}).get("triggerExecution", 0)) / 1000.0,
+        duration_seconds=float(durations.get("triggerExecution", 0)) / 1000.0,
         input_rows=int(p.get("numInputRows", 0)),
         state_rows=sum(int(op.get("numRowsTotal", 0)) for op in p.get("stateOperators", [])),
+        phases={k: float(v) / 1000.0 for k, v in sorted(durations.items()) if k != "triggerExecution"},
     )
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from peers import proc_cpu  # noqa: E402
-from peers.render import cpu_table  # noqa: E402
+from peers.render_time import cpu_table, phase_table  # noqa: E402
 
 BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 
@@ -40,15 +39,21 @@ def test_descendants_follow_the_whole_tree_and_nothing_else():
     assert proc_cpu.descendants(procs, 7) == set()
 
 
+def _burner(seconds: float, then_sleep: float) -> subprocess.Popen[str]:
+    """A child that burns `seconds` of CPU, says so on stdout, then sleeps."""
+    code = BURN.format(s=seconds) + f"print('burnt', flush=True)\ntime.sleep({then_sleep})\n"
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+
 def test_sampler_counts_a_server_from_its_start_and_a_run_process_whole_even_after_it_exits():
-    server = subprocess.Popen([sys.executable, "-c", BURN.format(s=0.6) + "time.sleep(60)"])
+    server = _burner(0.6, 60)
     try:
-        time.sleep(1.5)  # the server burns its 0.6 s before the sampler exists: none of it is the run's
+        assert server.stdout.readline().strip() == "burnt"  # before the sampler: none of it is the run's
         sampler = proc_cpu.CpuSampler({"minio": server.pid})
         start = sampler.sample()
         assert start["minio"] == pytest.approx(0.0, abs=0.05)
-        child = subprocess.Popen([sys.executable, "-c", BURN.format(s=0.8) + "time.sleep(1.5)"])
-        time.sleep(1.2)
+        child = _burner(0.8, 1.0)
+        assert child.stdout.readline().strip() == "burnt"
         mid = sampler.sample()  # the child has burnt its CPU and still sleeps
         child.wait()
         end = sampler.sample()  # the child is gone: its last sampled value stays
@@ -78,3 +83,22 @@ def test_cpu_table_reports_average_cores_and_cpu_per_batch():
     rows = [x for x in lines if x.startswith("| 20 ms")]
     assert rows == ["| 20 ms | floor | 2 | 1.00 | 0.20 | 0.10 | 0.20 | 1.50 | 3.00 |"]
     assert cpu_table({"results": [old]}) == []
+
+
+def test_batch_phases_are_seconds_per_batch_with_zero_for_a_missing_phase():
+    from peers.common import batch_phases
+    got = batch_phases([{"addBatch": 900, "walCommit": 20, "triggerExecution": 1000},
+                        {"addBatch": 1500, "triggerExecution": 1600}])
+    assert got == {"addBatch": [0.9, 1.5], "walCommit": [0.02, 0.0]}
+
+
+def test_phase_table_reports_median_phase_per_setup_in_spark_order():
+    def run(setup: str, add: list[float], wal: list[float]) -> dict:
+        return {"setup": setup, "latency_ms": 0, "durations": [1.0] * len(add),
+                "phases": {"walCommit": wal, "addBatch": add}}
+    lines = phase_table({"results": [run("floor", [1.0, 2.0, 3.0], [0.1, 0.1, 0.2]), run("floor", [4.0], [0.3]),
+                                     {"setup": "x", "latency_ms": 0, "durations": [1.0]}]})
+    assert "| latency | setup | runs | addBatch | walCommit |" in lines
+    assert "| 0 ms | floor | 2 | 2.500 | 0.150 |" in lines
+    assert not any("| x |" in x for x in lines)  # a run without phases (recorded before) has no row
+    assert phase_table({"results": [{"setup": "x", "latency_ms": 0, "durations": [1.0]}]}) == []

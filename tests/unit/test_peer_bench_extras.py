@@ -186,7 +186,9 @@ def test_runs_merge_into_one_report_and_the_gaps_are_named():
     assert both["skipped"] == {"x": "why"}
     assert [len(both["extras"][k]) for k in ("recovery", "churn", "retention")] == [1, 1, 1]
     gaps = render.not_measured(both)
-    assert any("sizes 1g" in g for g in gaps) and not any("Bucket bytes" in g for g in gaps)
+    assert any("sizes 1g, 0 ms only" in g for g in gaps) and not any("Bucket bytes" in g for g in gaps)
+    both["extras"]["churn"].append({"setup": "flink", "size": "100m", "latency_ms": 20})
+    assert any("sizes 100m, 1g, 0 ms and 20 ms, Sparkpoint" in g for g in render.not_measured(both))
     assert any(g.startswith("Recovery after a kill, sparkpoint: not at 20 ms") for g in gaps)
     assert any(g.startswith("Recovery after a kill, flink: not at 0 ms and 20 ms") for g in gaps)
     assert "Rounds of the `small` workload at 20 ms." in gaps
