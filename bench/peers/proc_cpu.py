@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from . import store_requests
+
 TICK = os.sysconf("SC_CLK_TCK")
 KINDS = ("jvm", "runtime", "minio", "toxiproxy")  # runtime: every other process under the run (Python)
 
@@ -84,18 +86,7 @@ class CpuSampler:
         return totals
 
 
-def at(samples: list[tuple[float, Mapping[str, float]]], t: float) -> dict[str, float]:
-    """Cumulative CPU per kind at wall time t, interpolated between the samples around it."""
-    before = [s for s in samples if s[0] <= t]
-    after = [s for s in samples if s[0] >= t]
-    if not before or not after:
-        raise ValueError(f"time {t:.1f} is outside the samples")
-    (t0, a), (t1, b) = before[-1], after[0]
-    f = 0.0 if t1 == t0 else (t - t0) / (t1 - t0)
-    return {k: a.get(k, 0.0) + f * (b.get(k, 0.0) - a.get(k, 0.0)) for k in KINDS}
-
-
 def in_window(samples: list[tuple[float, Mapping[str, float]]], start: float, end: float) -> dict[str, float]:
     """CPU seconds per kind spent between two wall times (the run's measured batches)."""
-    a, b = at(samples, start), at(samples, end)
+    a, b = store_requests.at(samples, start, KINDS), store_requests.at(samples, end, KINDS)
     return {k: round(max(0.0, b[k] - a[k]), 3) for k in KINDS}

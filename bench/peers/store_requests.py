@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 # S3 API name -> the kind a bill groups it under. MinIO's `api` label is the lower-cased name.
 _KIND_OF_API = {
@@ -64,7 +64,7 @@ def delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]
             for k in KINDS}
 
 
-def at(samples: list[tuple[float, Mapping[str, int]]], t: float) -> dict[str, float]:
+def at(samples: list[tuple[float, Mapping[str, float]]], t: float, kinds: Sequence[str] = KINDS) -> dict[str, float]:
     """Counters at wall time t, linearly interpolated between the scrapes around it (sorted by time)."""
     if not samples:
         raise ValueError("no scrapes")
@@ -74,7 +74,7 @@ def at(samples: list[tuple[float, Mapping[str, int]]], t: float) -> dict[str, fl
         raise ValueError(f"time {t:.1f} is outside the scrapes ({samples[0][0]:.1f}-{samples[-1][0]:.1f})")
     (t0, a), (t1, b) = before[-1], after[0]
     f = 0.0 if t1 == t0 else (t - t0) / (t1 - t0)
-    return {k: a.get(k, 0) + f * (b.get(k, 0) - a.get(k, 0)) for k in KINDS}
+    return {k: a.get(k, 0) + f * (b.get(k, 0) - a.get(k, 0)) for k in kinds}
 
 
 def in_window(samples: list[tuple[float, Mapping[str, int]]], start: float, end: float) -> dict[str, int]:
