@@ -59,6 +59,15 @@ def batch_phases(durations_ms: list[dict[str, Any]]) -> dict[str, list[float]]:
     return {k: [float(d.get(k, 0)) / 1000.0 for d in durations_ms] for k in names}
 
 
+def group(results: list[dict[str, Any]]) -> dict[tuple[int, str], list[dict[str, Any]]]:
+    """Raw results (dicts) with measured batches, by (latency, setup), in run order (their rounds)."""
+    out: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r in results:
+        if r["durations"]:
+            out.setdefault((r["latency_ms"], r["setup"]), []).append(r)
+    return out
+
+
 def json_lines(path: Path) -> list[dict[str, Any]]:
     out = []
     for line in path.read_text(errors="replace").splitlines():

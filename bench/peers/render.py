@@ -9,17 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from . import render_extras, render_time, stats, store_requests
+from .common import group
 
 START, END = "<!-- peer-bench:start -->", "<!-- peer-bench:end -->"
 MIB = 1024 * 1024
-
-
-def group(results: list[dict[str, Any]]) -> dict[tuple[int, str], list[dict[str, Any]]]:
-    out: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in results:
-        if r["durations"]:
-            out[(r["latency_ms"], r["setup"])].append(r)
-    return out
 
 
 def pooled(runs: list[dict[str, Any]], key: str = "durations") -> list[float]:

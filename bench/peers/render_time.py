@@ -7,22 +7,15 @@ import statistics
 from typing import Any
 
 from . import proc_cpu
+from .common import group
 
 PHASE_ORDER = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
-
-
-def _group(results: list[dict[str, Any]]) -> dict[tuple[int, str], list[dict[str, Any]]]:
-    out: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for r in results:
-        if r["durations"]:
-            out.setdefault((r["latency_ms"], r["setup"]), []).append(r)
-    return dict(sorted(out.items()))
 
 
 def phase_table(raw: dict[str, Any]) -> list[str]:
     """Median seconds per Spark phase over the measured batches of the runs that recorded them."""
     rows = {}
-    for key, runs in _group(raw["results"]).items():
+    for key, runs in sorted(group(raw["results"]).items()):
         runs = [r for r in runs if r.get("phases")]
         names = {k for r in runs for k in r["phases"]}
         if runs:
@@ -46,7 +39,7 @@ def phase_table(raw: dict[str, Any]) -> list[str]:
 def cpu_table(raw: dict[str, Any]) -> list[str]:
     """Average cores each kind of process used during the measured batches (runs that recorded it)."""
     rows = []
-    for (lat, setup), runs in sorted(_group(raw["results"]).items()):
+    for (lat, setup), runs in sorted(group(raw["results"]).items()):
         runs = [r for r in runs if r.get("cpu_window") and r.get("window_seconds")]
         if not runs:
             continue
