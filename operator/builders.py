@@ -63,7 +63,7 @@ def config_map_name(job: JobRef) -> str:
 
 
 def pod_name(job: JobRef, attempt: int) -> str:
-    # One pod per attempt: a new pod is a new attempt (DESIGN.md section 2), so names never clash
+    # One pod per attempt: a new pod is a new attempt (docs/design.md section 2), so names never clash
     # with a pod that is still terminating.
     return f"{job.name}-{attempt}"
 

@@ -88,7 +88,7 @@ def spec_schema() -> dict[str, Any]:
 
 
 def status_schema() -> dict[str, Any]:
-    """The status contract (DESIGN.md §9): the fields users, printer columns and alerts read.
+    """The status contract (docs/design.md §9): the fields users, printer columns and alerts read.
     status.tracking is the operator's own bookkeeping (preserved, not part of the contract)."""
     string, integer = {"type": "string"}, {"type": "integer"}
     time = {"type": "string", "format": "date-time"}

@@ -1,4 +1,4 @@
-"""The operator's decisions as one pure function: `decide(observed) -> Decision` (DESIGN.md §11).
+"""The operator's decisions as one pure function: `decide(observed) -> Decision` (docs/design.md §11).
 
 The Decision holds the whole next status and a list of small idempotent actions; reconcile.py
 applies the status first, then the actions, so an operator killed in between finds in status what

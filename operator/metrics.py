@@ -1,4 +1,4 @@
-"""Operator metrics (DESIGN.md §10, prefix sparkpoint_) and the /metrics + /healthz endpoint.
+"""Operator metrics (docs/design.md §10, prefix sparkpoint_) and the /metrics + /healthz endpoint.
 
 Labels carry namespace and job names only, never anything from a Secret.
 """

@@ -1,6 +1,6 @@
 """What the state machine sees (Observed) and what it may ask for (actions): plain data, no I/O.
 
-The operator keeps no state beyond the CR status and the store (DESIGN.md §11): everything the
+The operator keeps no state beyond the CR status and the store (docs/design.md §11): everything the
 machine needs to remember between reconciles lives in `status`, the bookkeeping part of it under
 `status.tracking` (times as epoch seconds), so after a restart the same observation gives the
 same answer.

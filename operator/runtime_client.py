@@ -1,4 +1,4 @@
-"""HTTP client of the runtime's control API (DESIGN.md §8; the endpoints are documented in
+"""HTTP client of the runtime's control API (docs/design.md §8; the endpoints are documented in
 sparkpoint/runtime/service/api.py). asyncio/aiohttp because kopf runs on an event loop.
 
 Every call returns the decoded JSON object of a 2xx answer or raises RuntimeApiError: `.status` is

@@ -97,7 +97,7 @@ def monthly_cost(requests_per_hour: Mapping[str, float], stored_bytes: float = 0
 
 
 # The first path component, below a run's prefix, that names what wrote an object: Sparkpoint's store
-# layout (DESIGN.md section 3) and a vanilla checkpointLocation's directories.
+# layout (docs/design.md section 3) and a vanilla checkpointLocation's directories.
 AREAS = ("objects", "checkpoints", "pending", "savepoints", "outputs", "attempts", "fence.json",
          "offsets", "commits", "state", "sources", "metadata")
 

@@ -3,7 +3,7 @@
 Claims are conditional creates of `attempts/<n>.json` (put_if_absent), so two starters can never
 hold the same number. A starter tries `read_fence() + 1, + 2, ...` until one create succeeds, which
 keeps the claimed numbers contiguous: "is there a newer attempt than n?" is one request for
-`attempts/<n+1>.json`. `fence.json` (DESIGN.md section 3) names the current attempt; a claimer
+`attempts/<n+1>.json`. `fence.json` (docs/design.md section 3) names the current attempt; a claimer
 rewrites it until a check after its own write finds no newer claim, so the last write always names
 the newest claim. Readers treat it as a starting point and probe the claims above it.
 """

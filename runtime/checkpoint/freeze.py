@@ -1,4 +1,4 @@
-"""The synchronous phase of a checkpoint: hard-link a crash-consistent restart set (DESIGN.md §4).
+"""The synchronous phase of a checkpoint: hard-link a crash-consistent restart set (docs/design.md §4).
 
 Spark writes the hot dir every micro-batch. A restart after committed batch C needs:
 `metadata`, `offsets/` and `commits/` up to C, `sources/`, and for every state store directory the

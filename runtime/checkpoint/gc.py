@@ -1,4 +1,4 @@
-"""Garbage collection, the only deleter of checkpoint data (DESIGN.md section 7).
+"""Garbage collection, the only deleter of checkpoint data (docs/design.md section 7).
 
 One pass, in this order:
  1. list pending/ (markers older than the pending timeout are abandoned);

@@ -1,4 +1,4 @@
-"""The GC sidecar: run passes on an interval and export `sparkpoint_gc_*` metrics (DESIGN.md 10)."""
+"""The GC sidecar: run passes on an interval and export `sparkpoint_gc_*` metrics (docs/design.md 10)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from sparkpoint.runtime.store.manifest import Manifest
 
 INLINE_MAX_ENV = "SPARKPOINT_CHECKPOINT_INLINE_MAX"
-# Off unless asked for: DESIGN.md section 3 (a contract) says every file's bytes are an object under
+# Off unless asked for: docs/design.md section 3 (a contract) says every file's bytes are an object under
 # objects/, and tools outside the runtime may rely on it. The README says how to turn it on.
 DEFAULT_MAX_FILE = 0
 RECOMMENDED_MAX_FILE = 2048  # bytes; Spark's offset log entries are about 1.2 KiB, .crc files smaller

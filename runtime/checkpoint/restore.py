@@ -1,4 +1,4 @@
-"""Restoring a checkpoint or savepoint into a directory, verifying every byte (DESIGN.md section 5).
+"""Restoring a checkpoint or savepoint into a directory, verifying every byte (docs/design.md section 5).
 
 Files are downloaded into a staging directory next to the target and checked for size and digest
 (crc32 where the manifest records one, format 3 on; sha256 before that: store/digests.py says why);

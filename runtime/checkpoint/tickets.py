@@ -1,4 +1,4 @@
-"""Checkpoint ids in batch order with several checkpoints in flight (DESIGN.md section 4).
+"""Checkpoint ids in batch order with several checkpoints in flight (docs/design.md section 4).
 
 A ticket is taken in the synchronous phase, in batch order, with no I/O (a store outage must only
 delay checkpoints, never the freeze). The asynchronous phases then claim their store ids strictly

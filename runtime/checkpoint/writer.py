@@ -1,4 +1,4 @@
-"""Taking a checkpoint of a frozen directory (DESIGN.md section 4, asynchronous phase).
+"""Taking a checkpoint of a frozen directory (docs/design.md section 4, asynchronous phase).
 
 Protocol, in this order (the GC relies on it):
  1. hash every file (cache by inode/size/mtime), then, in ticket order (tickets.py), claim the next

@@ -1,4 +1,4 @@
-"""The runtime's control API and /metrics (DESIGN.md §8, a contract), served by aiohttp on its own
+"""The runtime's control API and /metrics (docs/design.md §8, a contract), served by aiohttp on its own
 thread and event loop so the Spark driver thread is never blocked by HTTP.
 
   GET  /healthz            200 while the process is healthy, 503 once the query failed

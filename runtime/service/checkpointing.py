@@ -1,4 +1,4 @@
-"""The two phases of one checkpoint, as the coordinator calls them (DESIGN.md §4 and §6).
+"""The two phases of one checkpoint, as the coordinator calls them (docs/design.md §4 and §6).
 
 sync:  freeze the hot dir (hard links) and note which staged output the checkpoint covers.
 async: hash + upload (CheckpointWriter) and upload the sink's locally staged output, manifest, then

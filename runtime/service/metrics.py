@@ -1,4 +1,4 @@
-"""The runtime's Prometheus metrics (DESIGN.md §10; names are a contract: prefix `sparkpoint_`).
+"""The runtime's Prometheus metrics (docs/design.md §10; names are a contract: prefix `sparkpoint_`).
 
 One registry per runtime instance, so tests can run several in one process.
 """

@@ -1,4 +1,4 @@
-"""Restore on start (DESIGN.md §5): local recovery, or a remote restore with fallbacks, or a fresh start.
+"""Restore on start (docs/design.md §5): local recovery, or a remote restore with fallbacks, or a fresh start.
 
 Decision (pure, in `plan_restore`):
 - `restoreFrom` in the spec is honoured once: until a checkpoint exists whose lineage says it

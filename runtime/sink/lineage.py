@@ -1,4 +1,4 @@
-"""Which commit entries a reader of the transactional sink follows: exactly one history (DESIGN.md §6).
+"""Which commit entries a reader of the transactional sink follows: exactly one history (docs/design.md §6).
 
 Entries live in `outputs/<path>/_commits/`:
 

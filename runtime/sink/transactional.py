@@ -1,4 +1,4 @@
-"""Exactly-once output on the object store, committed together with checkpoints (DESIGN.md §6).
+"""Exactly-once output on the object store, committed together with checkpoints (docs/design.md §6).
 
 Layout under `<job>/outputs/<path>/`:
 

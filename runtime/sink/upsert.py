@@ -1,4 +1,4 @@
-"""Low-latency sink: every batch is visible at once; rows are upserts by key (DESIGN.md §6).
+"""Low-latency sink: every batch is visible at once; rows are upserts by key (docs/design.md §6).
 
 Layout under `outputs/<path>/upserts/`:
 

@@ -1,4 +1,4 @@
-"""The object store key layout (DESIGN.md section 3, a contract) as pure functions.
+"""The object store key layout (docs/design.md section 3, a contract) as pure functions.
 
 <prefix>/<namespace>/<job>/
   objects/<aa>/<sha256>             content-addressed blobs

@@ -1,7 +1,7 @@
 """Manifests, pending markers and the fence record: the JSON documents of the store layout.
 
 A manifest's existence under checkpoints/ means "completed"; it lists every file of the frozen
-hot dir with its size and content hash (DESIGN.md section 3). A small file's bytes may travel in
+hot dir with its size and content hash (docs/design.md section 3). A small file's bytes may travel in
 its entry (`data`) instead of as an object of its own: Spark writes several tiny files per batch
 (offset and commit logs, Hadoop .crc sidecars), and a request each would dominate a checkpoint.
 """

@@ -1,6 +1,6 @@
 """The state machine, table-driven: (phase, observation) -> (next phase, actions, events).
 
-Each row is one line of DESIGN.md §11 (or a case the issue names); most operator bugs are a
+Each row is one line of docs/design.md §11 (or a case the issue names); most operator bugs are a
 missing row. Actions are written compactly: create:N, delete:POD (delete!: forced), stop:NAME,
 trigger, savepoint:NAME, result:RESULT.
 """
