@@ -30,7 +30,7 @@ def parse_time(text: str | None) -> float | None:
         return None
 
 
-def _number(cid: str) -> int:
+def number(cid: str) -> int:
     try:
         return int(cid.rsplit("-", 1)[1])
     except (IndexError, ValueError):
@@ -56,7 +56,7 @@ def merge_history(status: dict[str, Any], *sources: list[CheckpointFact]) -> lis
     for facts in sources:
         for fact in facts:
             by_id[fact.id] = fact
-    return sorted(by_id.values(), key=lambda f: _number(f.id))[-HISTORY:]
+    return sorted(by_id.values(), key=lambda f: number(f.id))[-HISTORY:]
 
 
 def trigger_lag(tracking: dict[str, Any], interval: float, now: float) -> float | None:

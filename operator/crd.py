@@ -130,6 +130,7 @@ def status_schema() -> dict[str, Any]:
             "savepoints": {"type": "array", "items": savepoint},
             "restarts": integer,
             "localRecoveries": integer,
+            "nextAttemptAt": time,  # while Recovering: when the next attempt starts (its backoff)
             "lastFailure": {"type": "object", "properties": {"reason": string, "message": string, "at": string}},
             "restore": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
             "tracking": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},

@@ -31,9 +31,10 @@ from .step import (  # noqa: F401  (spec_key, backoff_seconds, DRAIN_GRACE: used
     Step,
     backoff_seconds,
     drain_then_remove,
+    point_tag,
     spec_key,
 )
-from .upgrade import begin_upgrade, mark_stable, roll_back_if_late
+from .upgrade import begin_upgrade, mark_stable, replace_pending, roll_back_if_late, roll_back_unstarted
 
 
 def decide(obs: Observed) -> Decision:
@@ -44,7 +45,7 @@ def decide(obs: Observed) -> Decision:
     phase = run.st.get("phase")
     if phase is None:
         _note_inherited_state(run)
-        run.start_attempt(run.restore_point())
+        _start_when_clear(run)
     elif phase in ("Failed", "Finished"):
         _terminal(run)
     elif obs.spec.state == "suspended" or phase == "Suspended":
@@ -84,23 +85,60 @@ def _adopt_newer_attempt(run: Step) -> None:
 
 
 def _record_store_facts(run: Step) -> None:
-    obs = run.obs
+    """Merge what the store lists and the runtime reports into status. History belongs to one
+    storage URL: after checkpoint.storage.url changes, the old store's (higher) ids would otherwise
+    keep the newest ten places and latestCheckpoint would never move again."""
+    obs, tr, url = run.obs, run.tr, run.storage_url()
+    if tr.get("historyStorage", url) != url:
+        for key in ("checkpoints", "latestCheckpoint"):
+            run.st.pop(key, None)
+        tr.pop("badRestorePoints", None)
+    tr["historyStorage"] = url
     runtime_fact = cp.fact_from_runtime((obs.runtime or {}).get("latestCheckpoint"))
+    if tr.get("attemptStorage", url) != url:  # an attempt still writing to the old storage
+        runtime_fact = None
     history = cp.merge_history(run.st, obs.store_checkpoints or [], [runtime_fact] if runtime_fact else [])
     if history:
         run.st["checkpoints"] = [f.to_status() for f in history]
         run.st["latestCheckpoint"] = history[-1].to_status()
+    if tr.get("badRestorePoints") and runtime_fact and cp.number(runtime_fact.id) > cp.number(
+            tr.get("blamedAtCheckpoint") or ""):
+        # The runtime completed a checkpoint newer than any known at the blame: the history moved
+        # on from the blamed points, and the blame would only skew the next choice.
+        tr.pop("badRestorePoints")
+        tr.pop("blamedAtCheckpoint", None)
     if obs.store_savepoints is not None:
         run.st["savepoints"] = obs.store_savepoints[-SAVEPOINTS_SHOWN:]
 
 
+def _start_when_clear(run: Step, drain: bool = False) -> None:
+    """Start the next attempt once no pod is left (a draining one may finish its drain) and a
+    drain's savepoint is listed; until then wait, keeping the chosen point's bookkeeping."""
+    if drain:
+        drain_then_remove(run)
+    elif not run.remove_pods():
+        return
+    if run.obs.pods:
+        return
+    if run.awaiting_savepoint():
+        run.requeue(POLL)
+        return
+    run.start_attempt(run.restore_point())
+
+
 def _terminal(run: Step) -> None:
-    """Failed/Finished stay so until the user changes the spec (a new generation)."""
+    """Failed/Finished stay so until the user changes the spec (a new generation). The edit is
+    recorded as Recovering at once, so pods that are slow to go (a sidecar, Terminating) delay
+    the new attempt but never make the edit forgotten."""
     if run.obs.generation != run.tr.get("failedGeneration", run.obs.generation) or (
             run.st["phase"] == "Finished" and run.obs.generation != run.st.get("observedGeneration")):
         run.tr["restartTimes"] = []
+        run.tr["failureStreak"] = 0
         run.tr.pop("failedGeneration", None)
-        run.start_attempt(run.restore_point())
+        run.tr["nextAttemptAt"] = run.now
+        run.set_phase("Recovering", "SpecChanged", f"spec generation {run.obs.generation} edited after "
+                                                   f"{run.st['phase']}: starting a new attempt")
+        _between_attempts(run)
         return
     run.remove_pods()
     run.requeue(60)
@@ -108,7 +146,7 @@ def _terminal(run: Step) -> None:
 
 def _suspend_or_resume(run: Step) -> None:
     if run.spec.state == "running":  # resume from the suspend savepoint (or the latest checkpoint)
-        run.start_attempt(run.restore_point())
+        _start_when_clear(run, drain=True)
         return
     if run.st.get("phase") != "Suspended":
         pod = run.current
@@ -127,20 +165,24 @@ def _between_attempts(run: Step) -> None:
         return
     if run.obs.pods:
         return
+    if roll_back_unstarted(run):  # an upgrade whose pods never even started (refused, crash loop)
+        return
     wait = run.tr.get("nextAttemptAt", 0) - run.now
     if wait > 0:
         run.requeue(wait)
         return
-    if run.awaiting_savepoint():
-        run.requeue(POLL)
-        return
-    run.start_attempt(run.restore_point())
+    _start_when_clear(run)
 
 
 def _attempt_running(run: Step) -> None:
     obs, tr, pod = run.obs, run.tr, run.current
     if pod is None:
-        if tr.get("podSeen"):
+        refused = tr.get("createFailed")
+        if refused and refused.get("attempt") == run.attempt:  # the API server refused the pod
+            tr.pop("createFailed")
+            run.fail(refused.get("reason") or "CreateFailed",
+                     f"pod {run.st.get('pod')} could not be created: {refused.get('message', '')}".strip())
+        elif tr.get("podSeen"):
             run.fail("PodDeleted", f"pod {run.st.get('pod')} is gone")
         else:  # status says the attempt exists but its pod was never created (or not yet seen)
             run.d.actions.append(run.create_action(_restore_from_tracking(run)))
@@ -152,11 +194,18 @@ def _attempt_running(run: Step) -> None:
     if _local_restarts(run, pod):
         return
     if pod.phase == "Succeeded" or pod.exit_code == 0:  # exit 0 is not restarted; the GC sidecar may still run
-        run.set_phase("Finished", "Finished", "the runtime stopped on its own (exit 0)")
+        if run.spec.restart.policy == "Always":
+            run.fail("Exited", f"the runtime of {pod.name} stopped on its own (exit 0); restart.policy Always",
+                     budget=False)
+        else:
+            run.set_phase("Finished", "Finished", "the runtime stopped on its own (exit 0)")
         return
     tr["podReady"] = pod.ready
     if run.st["phase"] == "Pending":
         if roll_back_if_late(run, pod):
+            return
+        if tr.get("attemptSpec", spec_key(run.spec)) != spec_key(run.spec):
+            replace_pending(run)  # an edit fixes what keeps this attempt from starting (image, resources)
             return
         if not pod.ready:
             _note_store_wait(run)
@@ -194,14 +243,7 @@ def _pod_lost(run: Step, pod: PodObs) -> bool:
     elif pod.node_lost or pod.phase == "Unknown":
         run.fail("NodeLost", f"pod {pod.name}'s node is not ready")
     elif RESTORE_FAILED_EXIT in (pod.exit_code, pod.last_exit_code):
-        # Deterministic (a store outage exits 1): restarting in place would fail the same way.
-        point = run.tr.get("restoreFrom") or {}
-        bad = point.get("checkpoint") or (run.st.get("latestCheckpoint") or {}).get("id")
-        if bad:
-            run.tr.setdefault("badRestorePoints", []).append(bad)
-            run.tr["badRestorePoints"] = run.tr["badRestorePoints"][-20:]
-        run.fail("RestoreFailed", f"attempt {run.attempt} could not restore from {bad or 'its restore point'}"
-                                  " (exit 3); the next attempt starts from an older checkpoint")
+        _restore_failed(run, pod)
     elif pod.phase == "Failed":
         code = pod.exit_code if pod.exit_code is not None else pod.last_exit_code
         reason = pod.reason or "PodFailed"
@@ -209,6 +251,36 @@ def _pod_lost(run: Step, pod: PodObs) -> bool:
     else:
         return False
     return True
+
+
+def _restore_failed(run: Step, pod: PodObs) -> None:
+    """Exit 3: blame exactly the points the attempt could not restore (the runtime names them in
+    its termination message; else the explicit point it was given), never the newest checkpoint
+    by guess. A start that failed for the job's own code names no point: nothing is blamed. The
+    user's own spec.restoreFrom is never replaced: the job fails, saying so."""
+    tr = run.tr
+    given = point_tag(tr.get("attemptPoint", tr.get("restoreFrom")))
+    blamed = list(pod.failed_points) if pod.failed_points is not None else (
+        [given] if given and not given.startswith("fresh:") else [])
+    if blamed:
+        bad = [b for b in tr.get("badRestorePoints", []) if b not in blamed] + blamed
+        tr["badRestorePoints"] = bad[-20:]
+        ids = [(run.st.get("latestCheckpoint") or {}).get("id") or ""] + [
+            b.split(":", 1)[1] for b in blamed if b.startswith("checkpoint:")]
+        tr["blamedAtCheckpoint"] = max(ids, key=cp.number)
+    what = ", ".join(blamed) or "its restore point"
+    users = point_tag(run.spec.restore_from)
+    if users and users in blamed and run.lineage_point() == run.spec.restore_from:
+        message = (f"attempt {run.attempt} could not restore spec.restoreFrom {users} (exit 3); it is not replaced "
+                   "by another point: repair the store or change spec.restoreFrom")
+        run.st["lastFailure"] = {"reason": "RestoreFailed", "message": message, "at": cp.iso(run.now)}
+        run.st["restarts"] = run.st.get("restarts", 0) + 1
+        run.tr["failedGeneration"] = run.obs.generation
+        run.set_phase("Failed", "RestoreFailed", message, warning=True)
+        run.remove_pods()
+        return
+    run.fail("RestoreFailed", f"attempt {run.attempt} could not restore from {what} (exit 3)"
+             + ("; the next attempt starts from an older point" if blamed else ""))
 
 
 def _local_restarts(run: Step, pod: PodObs) -> bool:

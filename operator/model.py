@@ -31,6 +31,10 @@ class PodObs:
     exit_code: int | None = None  # set while the runtime container is terminated now
     reason: str | None = None  # pod-level reason, e.g. Evicted, NodeLost
     node_lost: bool = False
+    deleting_since: float | None = None  # metadata.deletionTimestamp (epoch seconds)
+    # Exit 3: the restore points (tags) the runtime could not restore, from its termination message;
+    # None when it did not say (an older runtime, or no such exit).
+    failed_points: tuple[str, ...] | None = None
 
     @property
     def can_drain(self) -> bool:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sparkpoint.runtime.config import API_GROUP
 from sparkpoint.runtime.store import Manifest
 
-from .model import CheckpointFact, PodObs
+from .checkpoints import parse_time
+from .model import RESTORE_FAILED_EXIT, CheckpointFact, PodObs
 
 RUNTIME_CONTAINER = "runtime"
 _LOST_REASONS = ("NodeLost", "NodeShutdown", "Terminated")
@@ -18,6 +20,22 @@ def _runtime_status(pod: dict[str, Any]) -> dict[str, Any]:
         if cs.get("name") == RUNTIME_CONTAINER:
             return cs
     return {}
+
+
+def failed_points(*terminations: dict[str, Any] | None) -> tuple[str, ...] | None:
+    """The points named by the runtime's termination message after exit 3 (runtime/cli_run.py
+    writes {"restoreFailed": {"points": [...]}}), from the newest termination that has one."""
+    for term in terminations:
+        if not term or term.get("exitCode") != RESTORE_FAILED_EXIT:
+            continue
+        try:
+            doc = json.loads(term.get("message") or "")
+            points = doc["restoreFailed"]["points"]
+        except (ValueError, TypeError, KeyError):
+            continue
+        if isinstance(points, list) and all(isinstance(p, str) for p in points):
+            return tuple(points)
+    return None
 
 
 def pod_observation(pod: dict[str, Any]) -> PodObs:
@@ -47,6 +65,8 @@ def pod_observation(pod: dict[str, Any]) -> PodObs:
         exit_code=(terminated or {}).get("exitCode"),
         reason=status.get("reason"),
         node_lost=node_lost,
+        deleting_since=parse_time(meta.get("deletionTimestamp")),
+        failed_points=failed_points(terminated, last.get("terminated")),
     )
 
 

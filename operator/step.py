@@ -39,10 +39,15 @@ def spec_key(spec: JobSpec) -> str:
     return key
 
 
-def backoff_seconds(spec: JobSpec, restarts_in_window: int) -> float:
-    """restart.backoff, doubled per restart within the window, capped at restart.maxBackoff."""
-    base, cap = parse_duration(spec.restart.backoff), parse_duration(spec.restart.max_backoff)
-    return min(cap, base * 2 ** max(0, restarts_in_window - 1))
+# Why a pod was lost without the job failing: these restart at once and spend no restart budget
+# (a node drain during a cluster upgrade must not fail a healthy job, nor wait out a crash backoff).
+DISRUPTIONS = frozenset({"PodDeleted", "NodeLost", "Evicted", "Preempting", "Preempted", "NodeShutdown",
+                         "Terminated", "DeletionByTaintManager"})
+
+
+def backoff_seconds(spec: JobSpec, failures_in_a_row: int) -> float:
+    """restart.backoff, doubled per failure in a row, capped at restart.maxBackoff."""
+    return spec.restart.backoff_seconds(max(1, failures_in_a_row))
 
 
 def restarts_in_window(tracking: dict[str, Any], now: float, window: float) -> int:
@@ -110,9 +115,16 @@ class Step:
         return not self.obs.pods
 
     def start_attempt(self, restore_from: RestoreFrom | None) -> None:
-        """Attempt N+1, only once no pod of the job is left (never two attempts at once)."""
+        """Attempt N+1, only once no pod of the job is left (never two attempts at once). The
+        point-choosing bookkeeping (freshStart, restoreTarget) is consumed only here, when the
+        attempt is really created: a round that still waits for pods must not lose it."""
         if not self.remove_pods():
             return
+        self.tr.pop("freshStart", None)
+        self.tr.pop("restoreTarget", None)
+        self.tr.pop("createFailed", None)
+        self.tr.pop("nextPoint", None)
+        self.st.pop("nextAttemptAt", None)
         self.attempt += 1
         self.st.update(attempt=self.attempt, pod=f"{self.obs_name()}-{self.attempt}")
         self.st.pop("restore", None)  # the runtime of the new attempt reports its own
@@ -122,11 +134,19 @@ class Step:
         self.tr["restoreFrom"] = restore_from.model_dump(by_alias=True, exclude_none=True) if restore_from else None
         if restore_from:  # the runtime's history now descends from it: later attempts name it too
             self.tr["lineage"] = {"point": self.tr["restoreFrom"], "over": self._spec_restore_doc()}
+        self.tr["attemptSpec"] = spec_key(self.spec)
+        self.tr["attemptStorage"] = self.storage_url()
         self.set_phase("Pending", "AttemptCreated", f"attempt {self.attempt}"
                        + (f" restoring from {self.tr['restoreFrom']}" if restore_from else ""))
-        if self.tr.pop("upgrade", None) is not None:
+        upgrade = self.tr.pop("upgrade", None)
+        if upgrade is not None:
             self.tr["upgradeDeadline"] = self.now + self.upgrade_timeout()
-        self.d.actions.append(self.create_action(restore_from or self.lineage_point()))
+            # What a rollback goes back to: the stable spec's own newest point when the upgrade began
+            # (its drain's savepoint, else its newest checkpoint), never the new spec's state.
+            self.tr["rollbackPoint"] = upgrade.get("rollbackPoint") or self.newest_checkpoint_point()
+        passed = restore_from or self.lineage_point()
+        self.tr["attemptPoint"] = passed.model_dump(by_alias=True, exclude_none=True) if passed else None
+        self.d.actions.append(self.create_action(passed))
         self.requeue(POLL)
 
     def _spec_restore_doc(self) -> dict[str, Any] | None:
@@ -156,20 +176,41 @@ class Step:
     def obs_name(self) -> str:
         return self.obs.name
 
-    def fail(self, reason: str, message: str) -> None:
-        """The attempt is lost: count it, Recovering with backoff, or Failed once over budget."""
+    def fail(self, reason: str, message: str, budget: bool = True) -> None:
+        """The attempt is lost. A disruption (DISRUPTIONS) restarts at once and spends no budget; a
+        failure of the job itself counts toward maxRestarts (unless `budget` is False: an exit 0
+        under restart.policy Always) and waits the backoff of its failure streak, which an attempt
+        that ran restart.stableAfter resets. Failed once over budget."""
         self.st["lastFailure"] = {"reason": reason, "message": message, "at": cp.iso(self.now)}
-        self.count_restart(1)
-        if self.st.get("phase") == "Failed":
-            return
-        n = restarts_in_window(self.tr, self.now, self.restart_window())
-        wait = backoff_seconds(self.spec, n)
+        if self.ran_stably():
+            self.tr["failureStreak"] = 0
+        if reason in DISRUPTIONS:
+            self.st["restarts"] = self.st.get("restarts", 0) + 1
+            wait = 0.0
+        else:
+            if budget:
+                self.count_restart(1)
+            else:
+                self.st["restarts"] = self.st.get("restarts", 0) + 1
+                self.tr["failureStreak"] = self.tr.get("failureStreak", 0) + 1
+            if self.st.get("phase") == "Failed":
+                return
+            wait = backoff_seconds(self.spec, self.tr.get("failureStreak", 1))
         self.tr["nextAttemptAt"] = self.now + wait
+        if wait > 0:
+            self.st["nextAttemptAt"] = cp.iso(self.now + wait)
         self.set_phase("Recovering", reason, f"{message}; next attempt in {wait:g}s", warning=True)
         self.remove_pods()
 
+    def ran_stably(self) -> bool:
+        """The current attempt has been Running for restart.stableAfter."""
+        since = self.tr.get("runningSince")
+        return since is not None and self.now - since >= parse_duration(self.spec.restart.stable_after)
+
     def count_restart(self, n: int) -> None:
+        """n failures of the job itself: restarts, the crash streak and the maxRestarts window."""
         self.st["restarts"] = self.st.get("restarts", 0) + n
+        self.tr["failureStreak"] = self.tr.get("failureStreak", 0) + n
         times = self.tr.setdefault("restartTimes", [])
         times.extend([self.now] * n)
         del times[: max(0, len(times) - (self.spec.restart.max_restarts + 2))]  # bounded
@@ -207,21 +248,58 @@ class Step:
         return self.now - drain_at < DRAIN_GRACE + SAVEPOINT_LISTING_WAIT
 
     def restore_point(self) -> RestoreFrom | None:
-        """Where the next attempt starts: empty after a stateless upgrade, a drain's savepoint, else past
-        a restore that failed, the newest checkpoint not known to be bad, else None (lineage_point)."""
-        fresh = self.tr.pop("freshStart", None)
+        """Where the next attempt starts (pure; start_attempt consumes the bookkeeping): a rollback's
+        point, empty after a stateless upgrade, a drain's savepoint, else past a restore that failed,
+        the newest checkpoint not known to be bad, else None (lineage_point)."""
+        rollback = self.tr.get("nextPoint")
+        if rollback:
+            return RestoreFrom.model_validate(rollback)
+        fresh = self.tr.get("freshStart")
         if fresh:  # upgradeMode stateless
             return RestoreFrom(fresh=fresh)
-        target = self.tr.pop("restoreTarget", None)
+        target = self.tr.get("restoreTarget")
         saved = self.obs.store_savepoints
-        if target and (saved is None or target in [s["name"] for s in saved]):
+        bad = self.bad_points()
+        if target and f"savepoint:{target}" not in bad and (saved is None or target in [s["name"] for s in saved]):
             return RestoreFrom(savepoint=target)
-        bad = set(self.tr.get("badRestorePoints", []))
-        if bad and self.obs.store_checkpoints:
-            for fact in reversed(self.obs.store_checkpoints):
-                if fact.id not in bad:
+        lineage = self.lineage_point()
+        if bad and (lineage is None or point_tag(lineage) in bad):
+            for fact in reversed(self.known_checkpoints()):
+                if f"checkpoint:{fact.id}" not in bad:
                     return RestoreFrom(checkpoint=fact.id)
         return None
+
+    def bad_points(self) -> set[str]:
+        """Points a restore failed from (tags; an older operator recorded bare checkpoint ids)."""
+        return {b if ":" in b else f"checkpoint:{b}" for b in self.tr.get("badRestorePoints", [])}
+
+    def known_checkpoints(self) -> list[cp.CheckpointFact]:
+        """The store's listing, plus checkpoints status knows to be newer (the runtime reported them
+        before the listing caught up: a drain's final checkpoint), oldest first."""
+        listed = list(self.obs.store_checkpoints or [])
+        newest = cp.number(listed[-1].id) if listed else -1
+        newer = [cp.CheckpointFact.from_status(d) for d in self.st.get("checkpoints") or []
+                 if cp.number(d.get("id", "")) > newest]
+        return listed + sorted(newer, key=lambda f: cp.number(f.id))
+
+    def newest_checkpoint_point(self) -> dict[str, Any] | None:
+        known = self.known_checkpoints()
+        return {"checkpoint": known[-1].id} if known else None
+
+    def storage_url(self) -> str | None:
+        storage = self.spec.checkpoint.storage
+        return storage.url if storage else None
+
+
+def point_tag(point: RestoreFrom | dict[str, Any] | None) -> str | None:
+    """`checkpoint:<id>` / `savepoint:<name>` / `fresh:<name>`: how blame and the runtime name a point."""
+    if point is None:
+        return None
+    doc = point if isinstance(point, dict) else point.model_dump(exclude_none=True)
+    for kind in ("checkpoint", "savepoint", "fresh"):
+        if doc.get(kind):
+            return f"{kind}:{doc[kind]}"
+    return None
 
 
 def drain_then_remove(run: Step) -> None:

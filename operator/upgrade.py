@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import checkpoints as cp
 from .model import PodObs, StopRuntime
-from .step import DRAIN_GRACE, Step, drain_then_remove, spec_key, stable_doc
+from .step import DRAIN_GRACE, POLL, Step, drain_then_remove, point_tag, spec_key, stable_doc
 
 
 def begin_upgrade(run: Step, pod: PodObs) -> None:
@@ -30,38 +30,70 @@ def begin_upgrade(run: Step, pod: PodObs) -> None:
     else:
         run.tr["drain"] = {"at": run.now - DRAIN_GRACE}  # nothing to drain: delete at once
     run.tr.pop("nextAttemptAt", None)
-    run.tr["upgrade"] = {"restore": run.tr.get("restoreTarget")}
+    # The stable spec's own point to roll back to: its drain's savepoint; else (chosen when the new
+    # attempt starts, after the drain's final checkpoint) its newest checkpoint.
+    run.tr["upgrade"] = {"rollbackPoint": {"savepoint": run.tr["restoreTarget"]} if run.tr.get("restoreTarget")
+                         else None}
     run.set_phase("Upgrading", "Upgrading", f"spec changed (generation {run.obs.generation}); upgradeMode {mode}")
     drain_then_remove(run)
 
 
-def roll_back_if_late(run: Step, pod: PodObs) -> bool:
-    """The upgraded attempt is not Ready in time: go back to the last stable spec and the restore
-    point the upgrade started from. True if a rollback began."""
+def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
+    """The upgraded attempt is not Ready in time: go back to the last stable spec and the stable
+    spec's own restore point (rollbackPoint: not the new spec's state, nor empty state after a
+    stateless upgrade). True if a rollback began."""
     deadline = run.tr.get("upgradeDeadline")
-    if deadline is None or pod.ready or run.now < deadline or not run.tr.get("stableSpecDoc"):
+    if deadline is None or (pod is not None and pod.ready) or run.now < deadline or not run.tr.get("stableSpecDoc"):
         return False
-    rejected = spec_key(run.obs.spec)
-    run.tr.update(rejectedSpec=rejected, drain={"at": run.now - DRAIN_GRACE})
+    run.tr.update(rejectedSpec=spec_key(run.obs.spec), drain={"at": run.now - DRAIN_GRACE})
     run.tr.pop("upgradeDeadline")
-    restore = (run.tr.get("restoreFrom") or {}).get("savepoint")
-    if restore:
-        run.tr["restoreTarget"] = restore
+    point = run.tr.pop("rollbackPoint", None) or {"fresh": f"rollback-{run.attempt}"}
+    run.tr["nextPoint"] = point
+    for key in ("freshStart", "restoreTarget"):
+        run.tr.pop(key, None)
     crashes = run.tr.pop("upgradeCrashLoop", None)
+    refused = run.st.get("phase") == "Recovering"
     why = (f"restarted {crashes} times before it was Ready" if crashes
-           else f"was not Ready within {run.upgrade_timeout():g}s")
-    message = (f"attempt {run.attempt} with the new spec {why}; "
-               f"rolling back to the last stable spec" + (f" from savepoint {restore}" if restore else ""))
-    run.st["lastFailure"] = {"reason": "UpgradeFailed" if crashes else "UpgradeTimeout", "message": message,
-                             "at": cp.iso(run.now)}
+           else "could not start" if refused else f"was not Ready within {run.upgrade_timeout():g}s")
+    message = (f"attempt {run.attempt} with the new spec {why}; rolling back to the last stable spec from "
+               f"{point_tag(point)}")
+    run.st["lastFailure"] = {"reason": "UpgradeFailed" if crashes or refused else "UpgradeTimeout",
+                             "message": message, "at": cp.iso(run.now)}
+    run.tr["nextAttemptAt"] = run.now
     run.set_phase("Upgrading", "UpgradeRolledBack", message, warning=True)
     drain_then_remove(run)
+    run.requeue(POLL)
     return True
+
+
+def roll_back_unstarted(run: Step) -> bool:
+    """Between attempts of an upgrade whose deadline passed without a Ready attempt (its pods were
+    refused, or it crash-looped past maxRestarts): roll back now. The next round runs the stable
+    spec (effective_spec sees rejectedSpec)."""
+    return run.upgrade_unproven() and roll_back_if_late(run, None)
+
+
+def replace_pending(run: Step) -> None:
+    """The spec changed while the attempt was not yet Ready: a new attempt with the new spec from the
+    same point (not counted as a restart). If there is a stable spec, the new one is on trial as
+    an upgrade (a deadline, then rollback), never recorded as rejected before it ran."""
+    point = run.tr.get("restoreFrom")  # a point the operator chose; the spec's own is chosen again anyway
+    if point:
+        run.tr["nextPoint"] = point  # restore_point takes it for exactly the next attempt
+    if run.tr.get("stableSpecDoc"):
+        run.tr["upgrade"] = {"rollbackPoint": run.tr.get("rollbackPoint")}
+        run.tr.pop("rejectedSpec", None)
+    run.tr.pop("upgradeDeadline", None)
+    run.tr["nextAttemptAt"] = run.now
+    run.set_phase("Recovering", "SpecChanged", f"spec generation {run.obs.generation} changed before attempt "
+                                               f"{run.attempt} was Ready: replacing it")
+    run.remove_pods()
 
 
 def mark_stable(run: Step) -> None:
     """The attempt is Ready: its spec becomes the one to roll back to."""
     run.tr.pop("upgradeDeadline", None)
+    run.tr.pop("rollbackPoint", None)
     run.tr["stableSpec"] = spec_key(run.spec)
     if not run.rolled_back:
         run.tr["stableSpecDoc"] = stable_doc(run.spec)

@@ -87,6 +87,10 @@ def status_text(job: dict, now: datetime) -> str:
     restore = st.get("restore") or {}
     if restore:
         lines.append(f"Restored from:    {restore.get('source', '<none>')} {restore.get('checkpoint') or ''}".rstrip())
+    next_at = parse_time(st.get("nextAttemptAt"))
+    if next_at is not None and st.get("phase") == "Recovering":
+        wait = int((next_at - now).total_seconds())
+        lines.append(f"Next attempt:     {'in ' + str(wait) + 's' if wait > 0 else 'now'} (backoff after failures in a row)")
     failure = st.get("lastFailure")
     if failure:
         lines.append(f"Last failure:     {failure.get('reason')}: {failure.get('message')} "

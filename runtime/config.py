@@ -177,8 +177,12 @@ class RestartSection(SpecModel):
     # Between attempts (new pods); 0s would replace a crashing pod in a tight loop.
     backoff: duration_at_least("1s") = "10s"
     max_backoff: Duration = "5m"
-    # maxRestarts counts the restarts within this window.
+    # maxRestarts counts the restarts within this window (failures of the job itself: not pod
+    # deletions, evictions, preemptions or node loss, which restart at once).
     window: duration_at_least("1m") = "1h"
+    # An attempt that ran this long was stable: the next failure waits `backoff` again, not a
+    # doubled wait (backoff is for crash loops; like Flink's reset-backoff threshold).
+    stable_after: Duration = "5m"
 
     # has(): the API server also checks this rule against the section's `default: {}`, before the
     # fields' own defaults fill it in; a real object always has both by then.
@@ -193,6 +197,13 @@ class RestartSection(SpecModel):
         if parse_duration(self.backoff) > parse_duration(self.max_backoff):
             raise ValueError("backoff must not be longer than maxBackoff")
         return self
+
+    def backoff_seconds(self, failures: int) -> float:
+        """The one backoff formula (operator and --supervise): 0 before the first failure, then
+        backoff, doubled per further failure in a row, capped at maxBackoff."""
+        if failures <= 0:
+            return 0.0
+        return min(parse_duration(self.max_backoff), parse_duration(self.backoff) * 2 ** (failures - 1))
 
 
 class RestoreFrom(SpecModel):

@@ -138,7 +138,7 @@ ROWS = [
     ("Failed stays Failed, keeps pods away", {"phase": "Failed", "attempt": 2, "tracking": {"failedGeneration": 1}},
      [pod(2, phase="Running")], {}, "Failed", ["delete:job-2"], []),
     ("Failed, spec edited -> a new attempt", {"phase": "Failed", "attempt": 2, "tracking": {"failedGeneration": 1}},
-     [], {"generation": 2}, "Pending", ["create:3"], ["AttemptCreated"]),
+     [], {"generation": 2}, "Pending", ["create:3"], ["SpecChanged", "AttemptCreated"]),
     ("restore failed (exit 3) -> Recovering, remembered as bad", running(restoreFrom={"checkpoint": "chk-000005"}),
      [pod(phase="Failed", exit_code=3)], {}, "Recovering", ["delete:job-1"], ["RestoreFailed"]),
     ("restore failed, container already restarting in place -> Recovering, not a local recovery",
@@ -219,15 +219,15 @@ def test_backoff_doubles_up_to_max():
 
 
 def test_recovering_waits_the_backoff():
-    d = decide(observe(running(restartTimes=[T0 - 100]), [pod(phase="Failed", exit_code=1)]))
-    assert d.status["tracking"]["nextAttemptAt"] == T0 + 20  # second restart in the window
+    d = decide(observe(running(restartTimes=[T0 - 100], failureStreak=1), [pod(phase="Failed", exit_code=1)]))
+    assert d.status["tracking"]["nextAttemptAt"] == T0 + 20  # the second failure in a row
     assert d.status["restarts"] == 1 and d.status["lastFailure"]["reason"] == "PodFailed"
 
 
 def test_restore_failure_starts_next_attempt_from_an_older_checkpoint():
     d = decide(observe(running(restoreFrom={"checkpoint": "chk-000005"}), [pod(phase="Failed", exit_code=3)]))
     st = d.status
-    assert st["tracking"]["badRestorePoints"] == ["chk-000005"]
+    assert st["tracking"]["badRestorePoints"] == ["checkpoint:chk-000005"]
     st["tracking"]["nextAttemptAt"] = T0 - 1
     store = [CheckpointFact(f"chk-00000{i}", i, "2026-01-01T00:00:0{i}Z") for i in (3, 4, 5)]
     d2 = decide(observe(st, [], store_checkpoints=store))

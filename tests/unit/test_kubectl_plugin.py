@@ -62,6 +62,13 @@ def test_status_text_names_what_matters():
     assert "CheckpointHealthy   True" in text
 
 
+def test_status_text_shows_the_backoff_wait_while_recovering():
+    job = _job(phase="Recovering", nextAttemptAt="2026-11-22T12:00:40Z",
+               lastFailure={"reason": "PodFailed", "message": "exit 1", "at": "2026-11-22T11:59:50Z"})
+    assert "Next attempt:     in 40s" in fmt.status_text(job, NOW)
+    assert "Next attempt" not in fmt.status_text(_job(phase="Running", nextAttemptAt="2026-11-22T12:00:40Z"), NOW)
+
+
 def test_checkpoints_newest_first_then_savepoints():
     status = {"checkpoints": [{"id": "chk-000001", "batch": 3, "bytes": 10, "newBytes": 10},
                               {"id": "chk-000002", "batch": 5, "bytes": 12, "newBytes": 2}],
