@@ -16,16 +16,19 @@ completion (status_writer.py, lazy).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kubernetes.client.rest import ApiException
+
 from sparkpoint.runtime.checkpoint.savepoint import delete_savepoint
 from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, control_token, store_view
+from . import builders, control_token, finalize, store_view
 from .caches import SpecCache, fresher_body
 from .checkpoints import iso, only_trigger_bookkeeping
 from .kube import Kube
@@ -44,10 +47,12 @@ from .model import (
     TriggerSavepoint,
 )
 from .observe import pod_observation
+from .pod_view import needs_direct_read
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .runtime_view import Answer, may_reuse
 from .status import apply_conditions
 from .status_writer import StatusWriter
+from .step import json_copy
 from .store_facts import StoreFacts
 
 log = logging.getLogger("sparkpoint.operator")
@@ -89,6 +94,20 @@ def _expected_savepoints(status: dict[str, Any], runtime: dict[str, Any] | None)
 EventFn = Callable[[dict[str, Any], str, str, str], None]
 
 
+def refused(exc: ApiException) -> bool:
+    """A refusal that retrying the same request will not change (403 quota or admission, 422
+    invalid, 404 a missing ServiceAccount or namespace): not a conflict, throttling or outage."""
+    return exc.status is not None and 400 <= exc.status < 500 and exc.status not in (408, 409, 429)
+
+
+def refusal_message(exc: ApiException) -> str:
+    """The API server's own message (its Status body), else the HTTP reason."""
+    try:
+        return str(json.loads(exc.body or "")["message"])[:500]
+    except (ValueError, TypeError, KeyError):
+        return f"{exc.status} {exc.reason}"
+
+
 class Reconciler:
     def __init__(self, kube: Kube, client: RuntimeClient, metrics: OperatorMetrics, post_event: EventFn,
                  clock: Callable[[], float] = time.time, upgrade_timeout: float = 300.0,
@@ -100,6 +119,7 @@ class Reconciler:
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
         self._writers: dict[tuple[str, str], StatusWriter] = {}
         self._answers: dict[tuple[str, str], Answer] = {}  # each job's last GET /status
+        self._pod_doubt: dict[tuple[str, str], float | None] = {}  # pod_view: since when the index is doubted
         self._specs = SpecCache(parse_spec)
         self._creating = asyncio.Semaphore(ATTEMPT_CREATES)
 
@@ -140,7 +160,7 @@ class Reconciler:
         finally:
             if stop is not None:
                 stop.cancel()
-            for cache in (self._wake, self._writers, self._answers):
+            for cache in (self._wake, self._writers, self._answers, self._pod_doubt):
                 cache.pop(key, None)
             self._specs.forget(key)
             self.store.forget_job(key)
@@ -165,8 +185,7 @@ class Reconciler:
         except SpecError as exc:
             await self._invalid_spec(body, own, str(exc))
             return 300.0
-        if pods is None:
-            pods = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
+        pods = await self._pods(namespace, name, own, pods)
         current = next((p for p in pods if p.attempt == own.get("attempt")), None)
         runtime = await self._runtime_status(current, namespace, name, own, woken)
         cache = await self.store.facts(namespace, name, spec, blind=runtime is None,
@@ -185,6 +204,17 @@ class Reconciler:
         for action in decision.actions:
             await self._act(action, body, spec, decision.status, current)
         return decision.requeue_after
+
+    async def _pods(self, namespace: str, name: str, own: dict[str, Any],
+                    indexed: list[PodObs] | None) -> list[PodObs]:
+        """The index's view of the job's pods, or the API server's where pod_view says to check."""
+        key = (namespace, name)
+        if indexed is not None:
+            read, self._pod_doubt[key] = needs_direct_read(own, indexed, key in self._answers,
+                                                           self._pod_doubt.get(key), self.clock())
+            if not read:
+                return indexed
+        return [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
 
     def _writer(self, namespace: str, name: str) -> StatusWriter:
         writer = self._writers.get((namespace, name))
@@ -249,7 +279,12 @@ class Reconciler:
         match action:
             case CreateAttempt(attempt=attempt, restore_from=restore_from, spec=override):
                 async with self._creating:
-                    await self._create_attempt(job, override or spec, attempt, restore_from)
+                    try:
+                        await self._create_attempt(job, override or spec, attempt, restore_from)
+                    except ApiException as exc:
+                        if not refused(exc):
+                            raise
+                        await self._record_refusal(body, status, attempt, exc)
             case DeletePod(name=pod_name, force=force):
                 await self.kube.delete_pod(ns, pod_name, force)
             case TriggerCheckpoint():
@@ -276,6 +311,22 @@ class Reconciler:
                              self.kube.create(builders.build_control_token_secret(job, control_token.new_token())),
                              self.kube.create(builders.build_service(job)))
         await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account))
+
+    async def _record_refusal(self, body: dict[str, Any], status: dict[str, Any], attempt: int,
+                              exc: ApiException) -> None:
+        """The API server refused the attempt's objects (quota, admission, a missing ServiceAccount):
+        the machine counts it as a failed start (status.tracking.createFailed, read next round)."""
+        meta = body["metadata"]
+        message = refusal_message(exc)
+        refused_status = json_copy(status)
+        refused_status.setdefault("tracking", {})["createFailed"] = {
+            "attempt": attempt, "reason": exc.reason or f"HTTP{exc.status}", "message": message}
+        writer = self._writer(meta["namespace"], meta["name"])
+        writer.submit(writer.current() or status, refused_status)
+        await writer.flush()
+        self.post_event(body, "Warning", "PodCreateFailed", f"attempt {attempt}: {message}")
+        log.warning("attempt refused", extra={"job": f"{meta['namespace']}/{meta['name']}", "attempt": attempt,
+                                              "status": exc.status, "error": message})
 
     async def _trigger(self, ns: str, name: str, pod: PodObs | None, status: dict[str, Any]) -> None:
         """POST /checkpoints; the request id goes into the decided status (written with it)."""
@@ -312,34 +363,58 @@ class Reconciler:
 
     # --- deletion (the finalizer) ----------------------------------------------------------------------
     async def finalize(self, body: dict[str, Any]) -> None:
-        """Drain the job (final checkpoint), then keep or delete its checkpoints per gc.onDelete.
-        Raises Draining while pods remain."""
+        """Drain the job (final checkpoint), then keep or delete its data per gc.onDelete (the
+        decisions are finalize.py's). Raises Draining while pods remain or the data deletion is
+        being retried; always finishes (finalize.py says how)."""
         meta = body["metadata"]
         ns, name = meta["namespace"], meta["name"]
         own = {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
         tracking = own.get("tracking") or {}
         pods = [pod_observation(p) for p in await self.kube.job_pods(ns, name)]
         now = self.clock()
-        if pods:
-            drain_at = tracking.get("deleteDrainAt")
-            for pod in pods:
-                if drain_at is None and pod.can_drain:
-                    await self._call(body, "StopFailed", self.client.stop,
-                                     base_url(pod.ip, builders.CONTROL_PORT, ns, name), None, True)
-                elif not pod.deleting and (drain_at is None or now - drain_at > DRAIN_GRACE
-                                           or pod.exit_code is not None or pod.phase not in ("Running", "Pending")):
-                    await self.kube.delete_pod(ns, name=pod.name, force=pod.node_lost)
-            if drain_at is None:
-                await self.kube.patch_status(ns, name, {"tracking": {"deleteDrainAt": now}})
-            raise Draining(f"waiting for {len(pods)} pod(s) of {ns}/{name} to stop")
+        step = finalize.drain_pods(pods, tracking.get("deleteDrainAt"), now)
+        for action in step.actions:
+            if isinstance(action, finalize.DrainTo):
+                pod = next(p for p in pods if p.name == action.pod)
+                await self._call(body, "StopFailed", self.client.stop,
+                                 base_url(pod.ip, builders.CONTROL_PORT, ns, name), None, True)
+            else:
+                await self.kube.delete_pod(ns, name=action.name, force=action.force)
+        if step.drain_started:
+            await self.kube.patch_status(ns, name, {"tracking": {"deleteDrainAt": now}})
+        if step.pods_left:
+            raise Draining(f"waiting for {step.pods_left} pod(s) of {ns}/{name} to stop")
         try:
             spec = parse_spec(body.get("spec"))
         except SpecError:
             spec = None
         if spec is not None and spec.gc.on_delete == "delete":
+            await self._delete_job_data(body, spec, tracking.get("deleteDataSince"), now)
+        self.metrics.job_phase(ns, name, None)
+        self.store.forget_job((ns, name))
+
+    async def _delete_job_data(self, body: dict[str, Any], spec: JobSpec, since: float | None, now: float) -> None:
+        """gc.onDelete delete. Without its Secret (deleted first, as a namespace deletion does) the
+        data cannot be deleted: say so and finish. A store that refuses is retried for
+        finalize.DELETE_DATA_FOR, then the same."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        where = f"{spec.checkpoint.storage.url if spec.checkpoint.storage else 'the pod-local store'} ({ns}/{name})"
+        try:
             store = await self.store.open_store(ns, spec, deletes=True)
             if store is not None:
                 count = await asyncio.to_thread(store_view.delete_checkpoints, store, StoreJob(ns, name))
                 log.info("checkpoints deleted", extra={"job": f"{ns}/{name}", "objects": count})
-        self.metrics.job_phase(ns, name, None)
-        self.store.forget_job((ns, name))
+            return
+        except Exception as exc:  # noqa: BLE001 - the store's errors: retried, then given up on
+            if isinstance(exc, ApiException) and exc.status == 404:
+                why = "its storage Secret is gone"
+            elif not finalize.give_up_on_data(since, now):
+                if since is None:
+                    await self.kube.patch_status(ns, name, {"tracking": {"deleteDataSince": now}})
+                raise Draining(f"deleting the data of {ns}/{name} failed ({type(exc).__name__}); retrying",
+                               delay=15.0) from None
+            else:
+                why = f"the store refused for {finalize.DELETE_DATA_FOR:g}s ({type(exc).__name__})"
+        message = f"gc.onDelete is delete, but {why}: the job's data was left in {where}"
+        self.post_event(body, "Warning", "DataNotDeleted", message)
+        log.warning(message, extra={"job": f"{ns}/{name}"})

@@ -108,7 +108,7 @@ class Step:
         for pod in self.obs.pods:
             if not pod.deleting:
                 self.d.actions.append(DeletePod(pod.name, force=pod.node_lost or pod.phase == "Unknown"))
-            elif pod.node_lost:
+            elif pod.node_lost or stuck_terminating(pod, self.now):
                 self.d.actions.append(DeletePod(pod.name, force=True))
         if self.obs.pods:
             self.requeue(POLL)
@@ -291,6 +291,13 @@ class Step:
         return storage.url if storage else None
 
 
+STUCK_TERMINATING = 120.0  # beyond the pod's 60 s grace: its kubelet will not finish it (force-delete)
+
+
+def stuck_terminating(pod: PodObs, now: float) -> bool:
+    return pod.deleting_since is not None and now - pod.deleting_since > STUCK_TERMINATING
+
+
 def point_tag(point: RestoreFrom | dict[str, Any] | None) -> str | None:
     """`checkpoint:<id>` / `savepoint:<name>` / `fresh:<name>`: how blame and the runtime name a point."""
     if point is None:
@@ -311,6 +318,8 @@ def drain_then_remove(run: Step) -> None:
             pod.exit_code is None and run.now - drain["at"] < DRAIN_GRACE
         if not draining and not pod.deleting:
             run.d.actions.append(DeletePod(pod.name, force=pod.node_lost))
+        elif pod.deleting and (pod.node_lost or stuck_terminating(pod, run.now)):
+            run.d.actions.append(DeletePod(pod.name, force=True))
     if run.obs.pods:
         run.requeue(POLL)
 

@@ -1,0 +1,35 @@
+"""When a round must not trust kopf's pod index alone.
+
+The index is fed by the pod watch. A pod deleted while the watch was down can stay in it after the
+re-list (so a job waits on a pod that is gone, Recovering or "Running" forever), and a pod the
+index has lost must never be taken as gone (a second attempt would start beside it). So a round
+reads the job's pods from the API server directly when the index says the current pod is gone, and
+every CONFIRM_AFTER seconds while the job waits on pods that do not change (pods to go, or a
+runtime that does not answer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import PodObs
+
+CONFIRM_AFTER = 30.0
+_WAITING_PHASES = ("Recovering", "Upgrading", "Suspended", "Failed", "Finished", "Pending")
+
+
+def needs_direct_read(status: dict[str, Any], pods: list[PodObs], runtime_answered: bool,
+                      doubt_since: float | None, now: float) -> tuple[bool, float | None]:
+    """(read the API now, the new doubt_since). Pure."""
+    attempt, phase = status.get("attempt"), status.get("phase")
+    current = next((p for p in pods if p.attempt == attempt), None)
+    if attempt and phase in ("Running", "Pending") and current is None and (status.get("tracking") or {}).get("podSeen"):
+        return True, None  # the index says the attempt's pod is gone: make sure before acting on it
+    waiting = bool(pods) and (phase in _WAITING_PHASES or (phase == "Running" and not runtime_answered))
+    if not waiting:
+        return False, None
+    if doubt_since is None:
+        return False, now
+    if now - doubt_since >= CONFIRM_AFTER:
+        return True, now
+    return False, doubt_since
