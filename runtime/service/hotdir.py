@@ -3,6 +3,8 @@
 The record lets a restart judge its own hot dir against the store instead of trusting batch numbers:
 - `attempt`: the attempt that last ran from this hot dir;
 - `checkpoint`: the last checkpoint id this hot dir wrote or restored (None: none yet);
+- `restoredFrom`: the restore point its history descends from (the lineage tag, as in manifests):
+  with `attempt`, proof that the point was applied even when the store cannot show it;
 - `failedStarts`: starts from a restore point (local or a store point) whose query died before
   committing a batch; the next start does not pick that point again. Cleared by the first batch
   a start commits.
@@ -41,10 +43,10 @@ def write_owner(work_dir: Path, doc: dict[str, Any]) -> None:
 
 
 def claim(work_dir: Path, job: JobRef, store_url: str, *, attempt: int, checkpoint: str | None,
-          failed_starts: list[dict[str, Any]] | None = None) -> None:
+          failed_starts: list[dict[str, Any]] | None = None, lineage: str | None = None) -> None:
     """Record that `attempt` now runs from this hot dir, which holds `checkpoint`'s history."""
     write_owner(work_dir, {"job": str(job), "store": store_url, "attempt": attempt, "checkpoint": checkpoint,
-                           "failedStarts": failed_starts or []})
+                           "restoredFrom": lineage, "failedStarts": failed_starts or []})
 
 
 _update_lock = threading.Lock()  # the checkpoint thread and the main thread both update the record
@@ -66,6 +68,7 @@ class LocalState:
     attempt: int | None = None  # the attempt that last ran from it
     checkpoint: str | None = None  # the last checkpoint id it wrote or restored
     failed_starts: list[dict[str, Any]] = field(default_factory=list)
+    lineage: str | None = None  # the restore point its history descends from (None: none, or not recorded)
 
 
 def inspect_local(work_dir: Path, hot_dir: Path, job: JobRef, store_url: str) -> LocalState:
@@ -76,8 +79,9 @@ def inspect_local(work_dir: Path, hot_dir: Path, job: JobRef, store_url: str) ->
         return LocalState(problem=f"local hot dir belongs to {owner.get('job')} at {owner.get('store')}")
     failed = [f for f in owner.get("failedStarts") or [] if isinstance(f, dict)]
     attempt = owner.get("attempt")
+    lineage = owner.get("restoredFrom")
     facts = {"attempt": attempt if isinstance(attempt, int) else None, "checkpoint": owner.get("checkpoint"),
-             "failed_starts": failed}
+             "failed_starts": failed, "lineage": lineage if isinstance(lineage, str) else None}
     try:
         return LocalState(batch=check_restartable(hot_dir), **facts)
     except FreezeError as exc:

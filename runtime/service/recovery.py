@@ -1,20 +1,28 @@
 """Restore on start (docs/design.md §5): local recovery, or a remote restore with fallbacks, or a fresh start.
 
 Decision (pure, in `plan_restore`):
-- `restoreFrom` in the spec is honoured once: until a checkpoint exists whose lineage says it
-  descends from that restore point, the job restores from it, and from nothing else (a failure is
-  an error for the operator, never silently replaced by another point).
+- `restoreFrom` in the spec is honoured once: until it is applied, the job restores from it, and
+  from nothing else (a failure is an error for the operator, never silently replaced by another
+  point). "Applied" is durable (issue 25): the start that applies a point writes a lineage record
+  (layout.lineage_record_key) before its query runs, and claims the hot dir with it; a point is
+  applied when the previous attempt's hot dir says so, or the newest record names it, or (no record:
+  an older runtime's history) the newest readable manifest descends from it. When neither the
+  records nor the latest manifest can be read, the start fails (LineageUnknownError, retried)
+  rather than apply the point again and discard the history that descends from it.
 - local recovery when enabled and the hot dir is this job's, restartable, continues the store's
   history (it wrote or restored the store's latest checkpoint, and no other attempt claimed the
-  fence since its own), is not older than that checkpoint, and no start from it failed already;
+  fence since its own), is not older than that checkpoint, and no start from it failed already
+  (an unreadable latest checkpoint does not rule it out when it is the hot dir's own);
 - otherwise the retained checkpoints newest first, then savepoints newest first: the first one that
   restores completely wins; every one skipped is logged at warning level with its reason, counted
   by reason, and listed in `/status` under `restore.fallbacks`;
-- a fresh start when the store has no checkpoint.
+- a fresh start when the store has no checkpoint, or when nothing of an applied `fresh:` point's
+  history restores (its fallbacks listed as above).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -27,11 +35,21 @@ from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_mani
 from sparkpoint.runtime.checkpoint.restore import RestoreError, choose_manifest
 from sparkpoint.runtime.config import RestoreFrom
 from sparkpoint.runtime.store import JobRef, Manifest, ObjectStore, StoreError
-from sparkpoint.runtime.store.layout import savepoints_prefix
+from sparkpoint.runtime.store.layout import (
+    lineage_prefix,
+    lineage_record_key,
+    lineage_record_of,
+    savepoints_prefix,
+)
 
 from .hotdir import LocalState, claim, inspect_local
 
 log = logging.getLogger("sparkpoint.restore")
+
+
+class LineageUnknownError(StoreError):
+    """Whether restoreFrom was applied cannot be read now. A store error (exit 1: the operator and
+    the supervisor retry the same point), not a RestoreError (exit 3 would replace the point)."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +75,17 @@ class Fallback:
 
 
 @dataclass(frozen=True)
+class LineageFacts:
+    """Which restore points the store shows applied (facts only; `plan_restore` judges them)."""
+
+    recorded: str | None = None  # the point of the newest lineage record (None: no record)
+    records_problem: str | None = None  # the lineage records could not be listed
+    newest_readable: str | None = None  # restoredFrom of the newest manifest that reads, if not the latest
+
+
+@dataclass(frozen=True)
 class RestorePlan:
-    source: str  # local | remote | fresh | impossible
+    source: str  # local | remote | fresh | impossible | unknown (whether restoreFrom was applied)
     candidates: tuple[RestorePoint, ...] = ()  # remote: tried in this order
     reason: str = ""
     explicit: bool = False  # a restoreFrom not applied yet: no fallback to another point
@@ -119,7 +146,7 @@ def _failed_start(local: LocalState, point: RestorePoint | None) -> str | None:
 
 
 def judge_local(local: LocalState, latest: Manifest | None, latest_problem: str | None,
-                attempt: int) -> str | None:
+                attempt: int, latest_id: str | None = None) -> str | None:
     """Pure: None when the hot dir may be resumed, else why not."""
     if local.batch is None:
         return local.problem or "no local hot dir"
@@ -132,8 +159,9 @@ def judge_local(local: LocalState, latest: Manifest | None, latest_problem: str 
     if attempt != local.attempt + 1:
         return (f"attempt {attempt}: another attempt claimed the fence after this hot dir's attempt "
                 f"{local.attempt}")
-    if latest_problem:
-        return f"the store's latest checkpoint is unreadable ({latest_problem})"
+    if latest_problem:  # its own: no other attempt ran since, so the hot dir is at or past it
+        return None if latest_id == local.checkpoint else \
+            f"the store's latest checkpoint is unreadable ({latest_problem})"
     if latest is None:
         return None  # nothing durable yet: the hot dir is the only history
     if latest.id != local.checkpoint and latest.attempt != local.attempt:
@@ -144,15 +172,37 @@ def judge_local(local: LocalState, latest: Manifest | None, latest_problem: str 
     return None
 
 
+def applied(tag: str, *, latest: Manifest | None, latest_problem: str | None, lineage: LineageFacts,
+            local: LocalState, attempt: int) -> tuple[bool | None, str]:
+    """Pure: whether restore point `tag` was applied already, and the evidence; None: nothing tells."""
+    if local.lineage == tag and local.attempt is not None and attempt == local.attempt + 1:
+        return True, f"the previous attempt ({local.attempt}) ran its history from this hot dir"
+    if lineage.records_problem is None and lineage.recorded is not None:
+        # Written before anything of a point's history is durable: the newest one is the lineage.
+        return lineage.recorded == tag, f"the newest lineage record names {lineage.recorded}"
+    shown = latest.extra.get("restoredFrom") if latest else lineage.newest_readable
+    if shown == tag:
+        return True, "a checkpoint descends from it"
+    if lineage.records_problem is None or latest_problem is None:
+        return False, "nothing descends from it"
+    return None, (f"cannot tell whether restoreFrom {tag} was applied: the lineage records are unreadable "
+                  f"({lineage.records_problem}) and so is the latest checkpoint ({latest_problem}); not applying "
+                  "it again, which would discard the history that descends from it")
+
+
 def plan_restore(*, restore_from: RestoreFrom | None, checkpoint_ids: list[str], savepoints: list[str],
                  latest: Manifest | None, latest_problem: str | None, local_recovery: bool,
-                 local: LocalState, attempt: int) -> RestorePlan:
+                 local: LocalState, attempt: int, lineage: LineageFacts = LineageFacts()) -> RestorePlan:
     """Pure decision of where the state comes from.
 
     `checkpoint_ids` oldest first (the last is `latest`), `savepoints` newest first.
     """
     tag = restore_tag(restore_from)
-    if tag and not (latest and latest.extra.get("restoredFrom") == tag):
+    done, evidence = applied(tag, latest=latest, latest_problem=latest_problem, lineage=lineage, local=local,
+                             attempt=attempt) if tag else (True, "")
+    if done is None:
+        return RestorePlan("unknown", reason=evidence, lineage_tag=tag)
+    if tag and not done:
         if not _restorable(tag):  # not applied yet (or died before its first checkpoint): start empty
             return RestorePlan("fresh", reason=f"restoreFrom {tag}: start without state", explicit=True,
                                lineage_tag=tag)
@@ -164,13 +214,16 @@ def plan_restore(*, restore_from: RestoreFrom | None, checkpoint_ids: list[str],
         return RestorePlan("remote", (point,), reason=f"restoreFrom {tag} not applied yet", explicit=True,
                            lineage_tag=tag)
     if local_recovery:
-        why = judge_local(local, latest, latest_problem, attempt)
+        why = judge_local(local, latest, latest_problem, attempt, checkpoint_ids[-1] if checkpoint_ids else None)
+        if why is None and tag and local.lineage not in (None, tag):
+            why = f"the hot dir's history descends from {local.lineage}, not from restoreFrom {tag}"
         if why is None:
-            return RestorePlan("local", reason=f"hot dir is valid at batch {local.batch}")
+            return RestorePlan("local", reason=f"hot dir is valid at batch {local.batch}", lineage_tag=tag)
     else:
         why = "local recovery disabled"
-    if not checkpoint_ids:
-        return RestorePlan("fresh", reason=f"no checkpoint in the store; not resuming the hot dir: {why}")
+    if not checkpoint_ids and not _restorable(tag):  # an applied fresh point: nothing of it is durable
+        return RestorePlan("fresh", reason=f"no checkpoint in the store; not resuming the hot dir: {why}",
+                           lineage_tag=tag)
     points = [RestorePoint("checkpoint", c) for c in reversed(checkpoint_ids)]
     points += [RestorePoint("savepoint", s) for s in savepoints]
     if _restorable(tag) and RestorePoint(*tag.split(":", 1)) not in points:
@@ -186,6 +239,8 @@ def plan_restore(*, restore_from: RestoreFrom | None, checkpoint_ids: list[str],
     if not candidates:
         return RestorePlan("impossible", reason=f"{why}; and every restore point failed to start",
                            skipped=tuple(skipped))
+    if tag:
+        why = f"{why}; restoreFrom {tag} applied ({evidence}): keeping to its history"
     return RestorePlan("remote", tuple(candidates), reason=why, lineage_tag=tag, skipped=tuple(skipped))
 
 
@@ -209,32 +264,72 @@ def _latest(store: ObjectStore, job: JobRef, ids: list[str]) -> tuple[Manifest |
         return None, f"{ids[-1]}: {exc}"
 
 
+def read_lineage(store: ObjectStore, job: JobRef, ids: list[str], latest_problem: str | None) -> LineageFacts:
+    """The lineage records (a failed listing is a fact too), and with an unreadable latest manifest
+    the lineage of the newest one that reads."""
+    try:
+        records = sorted(r for r in (lineage_record_of(o.key) for o in store.list(lineage_prefix(job))) if r)
+        recorded, problem = (records[-1][1] if records else None), None
+    except StoreError as exc:
+        recorded, problem = None, f"{lineage_prefix(job)}: {exc}"
+    newest_readable = None
+    for cid in reversed(ids[:-1] if latest_problem else []):
+        try:
+            newest_readable = load_manifest(store, job, cid).extra.get("restoredFrom")
+            break
+        except StoreError:
+            continue  # the restore reports it, if it gets that far
+    return LineageFacts(recorded, problem, newest_readable)
+
+
+def record_applied(store: ObjectStore, job: JobRef, attempt: int, tag: str) -> None:
+    """The durable fact that `attempt` applied `tag`: written before its query runs, so before any
+    checkpoint or output of that history exists. Never deleted by GC."""
+    body = {"restoreFrom": tag, "attempt": attempt, "appliedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    store.put_if_absent(lineage_record_key(job, attempt, tag), json.dumps(body).encode())
+
+
 def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_dir: Path, hot_dir: Path,
                      restore_from: RestoreFrom | None, local_recovery: bool, attempt: int) -> RestoreOutcome:
-    """Prepare the hot dir; raises RestoreError (loudly) when no usable restore point is left."""
+    """Prepare the hot dir; raises RestoreError (loudly) when no usable restore point is left, and
+    LineageUnknownError (hot dir untouched) when whether restoreFrom was applied cannot be read."""
     started = time.perf_counter()
     ids = list_checkpoint_ids(store, job)
     latest, latest_problem = _latest(store, job, ids)
+    facts = read_lineage(store, job, ids, latest_problem) if restore_tag(restore_from) else LineageFacts()
     local = inspect_local(work_dir, hot_dir, job, store_url)
     plan = plan_restore(restore_from=restore_from, checkpoint_ids=ids, savepoints=savepoint_names(store, job),
                         latest=latest, latest_problem=latest_problem, local_recovery=local_recovery,
-                        local=local, attempt=attempt)
+                        local=local, attempt=attempt, lineage=facts)
     log.info("restore plan", extra={"source": plan.source, "candidates": [p.tag for p in plan.candidates],
                                     "reason": plan.reason})
     for f in plan.skipped:
         log.warning("restore point skipped", extra={"point": f.point.tag, "error": f.error})
+    if plan.source == "unknown":
+        log.error("restore refused", extra={"restoreFrom": plan.lineage_tag, "error": plan.reason})
+        raise LineageUnknownError(plan.reason)
     if plan.source == "impossible":
         raise RestoreError(plan.reason, reason="failed_start")
+
+    def take_over(checkpoint: str | None, tag: str | None) -> dict[str, str]:
+        """Record the applied restoreFrom (unless the store shows it already), then claim the hot dir."""
+        wanted = restore_tag(restore_from)
+        if wanted and tag == wanted and (plan.explicit or (facts.records_problem is None and facts.recorded != tag)):
+            record_applied(store, job, attempt, tag)
+        claim(work_dir, job, store_url, attempt=attempt, checkpoint=checkpoint, failed_starts=local.failed_starts,
+              lineage=tag)
+        return {"restoredFrom": tag} if tag else {}
+
+    def elapsed() -> float:
+        return time.perf_counter() - started
+
     if plan.source == "local":
-        claim(work_dir, job, store_url, attempt=attempt, checkpoint=latest.id if latest else local.checkpoint,
-              failed_starts=local.failed_starts)
-        lineage = {"restoredFrom": latest.extra["restoredFrom"]} if latest and "restoredFrom" in latest.extra else {}
-        return RestoreOutcome("local", local.batch, latest, time.perf_counter() - started, lineage, plan.reason)
+        tag = plan.lineage_tag or (latest.extra.get("restoredFrom") if latest else local.lineage)
+        lineage = take_over(latest.id if latest else local.checkpoint, tag)
+        return RestoreOutcome("local", local.batch, latest, elapsed(), lineage, plan.reason)
     shutil.rmtree(hot_dir, ignore_errors=True)
     if plan.source == "fresh":
-        claim(work_dir, job, store_url, attempt=attempt, checkpoint=None, failed_starts=local.failed_starts)
-        lineage = {"restoredFrom": plan.lineage_tag} if plan.lineage_tag else {}
-        return RestoreOutcome("fresh", None, None, time.perf_counter() - started, lineage, plan.reason)
+        return RestoreOutcome("fresh", None, None, elapsed(), take_over(None, plan.lineage_tag), plan.reason)
     fallbacks = list(plan.skipped)
     for point in plan.candidates:
         try:
@@ -249,13 +344,16 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
             continue
         if manifest is None:
             continue  # predates the applied restoreFrom: not this job's current history
-        claim(work_dir, job, store_url, attempt=attempt,
-              checkpoint=manifest.id if point.kind == "checkpoint" else None, failed_starts=local.failed_starts)
         tag = plan.lineage_tag if plan.explicit or point.tag == plan.lineage_tag else manifest.extra.get("restoredFrom")
-        lineage = {"restoredFrom": tag} if tag else {}
+        lineage = take_over(manifest.id if point.kind == "checkpoint" else None, tag)
         reason = plan.reason if not fallbacks else f"{plan.reason}; fell back past {len(fallbacks)} point(s)"
-        return RestoreOutcome("remote", manifest.batch_id, manifest, time.perf_counter() - started, lineage,
-                              reason, fallbacks)
+        return RestoreOutcome("remote", manifest.batch_id, manifest, elapsed(), lineage, reason, fallbacks)
+    if plan.lineage_tag and not _restorable(plan.lineage_tag):
+        # An applied fresh point whose history has no restorable checkpoint: where that history began.
+        reason = f"{plan.reason}; no checkpoint of {plan.lineage_tag} restores: starting without state"
+        log.warning("no checkpoint of the applied fresh start restores; starting without state",
+                    extra={"restoreFrom": plan.lineage_tag, "fallbacks": len(fallbacks)})
+        return RestoreOutcome("fresh", None, None, elapsed(), take_over(None, plan.lineage_tag), reason, fallbacks)
     detail = "; ".join(f"{f.point.tag}: {f.error}" for f in fallbacks)
     raise RestoreError(f"no restorable checkpoint or savepoint of job {job}: {detail}", reason="none_restorable")
 

@@ -8,6 +8,7 @@
   savepoints/<name>/objects/<aa>/<sha256>  ... and its own copies of every object
   fence.json                        current attempt number
   attempts/<n>.json                 the claim of attempt n (conditional create; see fence.py)
+  lineage/<n>.<kind>.<name>.json    attempt n applied restoreFrom <kind>:<name> (recovery.py)
   outputs/...                       the exactly-once sink's table
 """
 
@@ -136,3 +137,25 @@ def attempt_claim_key(job: JobRef, attempt: int) -> str:
 
 def outputs_prefix(job: JobRef) -> str:
     return f"{job.root}/outputs/"
+
+
+def lineage_prefix(job: JobRef) -> str:
+    return f"{job.root}/lineage/"
+
+
+def lineage_record_key(job: JobRef, attempt: int, tag: str) -> str:
+    """The record that `attempt` applied the restore point `tag` ('fresh:upgrade-3')."""
+    kind, sep, name = tag.partition(":")
+    if not sep or kind not in ("checkpoint", "savepoint", "fresh") or not name or "/" in name:
+        raise ValueError(f"invalid restore point tag {tag!r}")
+    return f"{lineage_prefix(job)}{attempt:06d}.{kind}.{name}.json"
+
+
+def lineage_record_of(key: str) -> tuple[int, str] | None:
+    """'…/lineage/000007.fresh.upgrade-3.json' -> (7, 'fresh:upgrade-3'); None for another key."""
+    if not key.endswith(".json"):
+        return None
+    parts = key.rsplit("/", 1)[-1].removesuffix(".json").split(".", 2)
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[2]:
+        return None
+    return int(parts[0]), f"{parts[1]}:{parts[2]}"

@@ -8,9 +8,10 @@ import pytest
 
 from sparkpoint.runtime.config import RestartSection, RestoreFrom
 from sparkpoint.runtime.service.hotdir import LocalState
-from sparkpoint.runtime.service.recovery import RestorePlan, plan_restore
+from sparkpoint.runtime.service.recovery import LineageFacts, RestorePlan, plan_restore
 from sparkpoint.runtime.service.supervisor import backoff_seconds, should_restart
-from sparkpoint.runtime.store import Manifest, Totals
+from sparkpoint.runtime.store import JobRef, Manifest, Totals
+from sparkpoint.runtime.store.layout import lineage_record_key, lineage_record_of
 
 
 def manifest(cid: str, batch: int, attempt: int = 1, **extra) -> Manifest:
@@ -24,14 +25,16 @@ IDS = ["chk-000001", "chk-000002", "chk-000003"]
 LATEST = manifest("chk-000003", 10, attempt=4)
 GOOD_LOCAL = LocalState(batch=12, attempt=4, checkpoint="chk-000003")
 FAILED_LOCAL = {"source": "local", "error": "offsets/12 unparseable"}
+NO_RECORDS = LineageFacts()  # the store lists no lineage record: no point was applied by this runtime
 
 
 def plan(local: LocalState = GOOD_LOCAL, *, attempt: int = 5, latest: Manifest | None = LATEST,
          ids: list[str] = IDS, savepoints: list[str] = ("sp-b", "sp-a"), restore_from=None,
-         local_recovery: bool = True, latest_problem: str | None = None) -> RestorePlan:
+         local_recovery: bool = True, latest_problem: str | None = None,
+         lineage: LineageFacts = NO_RECORDS) -> RestorePlan:
     return plan_restore(restore_from=restore_from, checkpoint_ids=list(ids), savepoints=list(savepoints),
                         latest=latest, latest_problem=latest_problem, local_recovery=local_recovery,
-                        local=local, attempt=attempt)
+                        local=local, attempt=attempt, lineage=lineage)
 
 
 ALL_REMOTE = ("checkpoint:chk-000003", "checkpoint:chk-000002", "checkpoint:chk-000001",
@@ -54,8 +57,12 @@ CASES = [
      "remote", ("checkpoint:chk-000004", *ALL_REMOTE), "not written or restored by this hot dir"),
     ("owner record from an older runtime (no attempt)", {"local": LocalState(batch=12, checkpoint="chk-000003")},
      "remote", ALL_REMOTE, "names no attempt"),
-    ("latest manifest unreadable", {"latest": None, "latest_problem": "chk-000003: corrupt"}, "remote",
-     ALL_REMOTE, "unreadable"),
+    ("latest manifest unreadable, not the hot dir's own",
+     {"latest": None, "latest_problem": "chk-000004: corrupt", "ids": [*IDS, "chk-000004"]}, "remote",
+     ("checkpoint:chk-000004", *ALL_REMOTE), "unreadable"),
+    # issue 25: the hot dir wrote or restored it, and no attempt ran since
+    ("latest manifest unreadable, the hot dir's own", {"latest": None, "latest_problem": "chk-000003: corrupt"},
+     "local", (), "valid at batch 12"),
     ("nothing in the store, hot dir of the previous attempt", {"latest": None, "ids": [], "savepoints": []},
      "local", (), "valid"),
     ("nothing anywhere", {"local": LocalState(problem="none"), "latest": None, "ids": [], "savepoints": []},
@@ -117,6 +124,66 @@ def test_restore_from_fresh_starts_without_state_once():
                  local=LocalState(problem="wiped"))
     assert later.source == "remote" and later.lineage_tag == "fresh:upgrade-3"
     assert "fresh:upgrade-3" not in [p.tag for p in later.candidates]  # no such point to restore
+
+
+UNREADABLE_LATEST = {"latest": None, "latest_problem": "chk-000003: corrupt", "local": LocalState(problem="wiped")}
+RECORDS_DOWN = "lineage/: store unreachable"
+# issue 25: (case, restoreFrom, plan arguments, expected source, explicit (applied again), a word of the reason)
+APPLIED_CASES = [
+    ("the newest lineage record names it", "fresh:x", {"lineage": LineageFacts(recorded="fresh:x")},
+     "remote", False, "lineage record"),
+    ("no record (older runtime), the newest readable manifest descends from it", "savepoint:sp-x",
+     {"lineage": LineageFacts(newest_readable="savepoint:sp-x")}, "remote", False, "descends"),
+    ("records unreadable, the newest readable manifest descends from it", "fresh:x",
+     {"lineage": LineageFacts(records_problem=RECORDS_DOWN, newest_readable="fresh:x")}, "remote", False,
+     "descends"),
+    ("records unreadable, the previous attempt's valid hot dir holds its history", "fresh:x",
+     {"lineage": LineageFacts(records_problem=RECORDS_DOWN),
+      "local": LocalState(batch=12, attempt=4, checkpoint="chk-000003", lineage="fresh:x")}, "local", False,
+     "valid at batch 12"),
+    ("records unreadable, nothing else tells: refused, not applied again", "fresh:x",
+     {"lineage": LineageFacts(records_problem=RECORDS_DOWN, newest_readable="fresh:old")}, "unknown", False,
+     "cannot tell"),
+    ("records unreadable, a hot dir of it but another attempt ran since: no proof", "savepoint:sp-x",
+     {"lineage": LineageFacts(records_problem=RECORDS_DOWN), "attempt": 7,
+      "local": LocalState(batch=12, attempt=4, checkpoint="chk-000003", lineage="savepoint:sp-x")}, "unknown",
+     False, "cannot tell"),
+    ("records unreadable, the latest reads and descends from another point: applied now", "fresh:x",
+     {"lineage": LineageFacts(records_problem=RECORDS_DOWN), "latest": manifest("chk-000003", 10, restoredFrom="b"),
+      "latest_problem": None}, "fresh", True, "start without state"),
+    ("another point was applied after it (A, B, then A again): applied again", "savepoint:sp-x",
+     {"lineage": LineageFacts(recorded="fresh:b", newest_readable="savepoint:sp-x")}, "remote", True,
+     "not applied yet"),
+    ("never applied, no record", "fresh:x", {}, "fresh", True, "start without state"),
+]
+
+
+@pytest.mark.parametrize("case,tag,kwargs,source,explicit,word", APPLIED_CASES, ids=[c[0] for c in APPLIED_CASES])
+def test_applied_restore_point_does_not_depend_on_the_newest_manifest(case, tag, kwargs, source, explicit, word):
+    kind, name = tag.split(":")
+    result = plan(restore_from=RestoreFrom(**{kind: name}), **{**UNREADABLE_LATEST, **kwargs})
+    assert (result.source, result.explicit) == (source, explicit), result
+    assert word in result.reason, result
+    if source in ("remote", "local") and not explicit:  # its history: the newest checkpoint first
+        assert result.lineage_tag == tag and [p.tag for p in result.candidates[:1]] in ([], ["checkpoint:chk-000003"])
+
+
+def test_applied_point_keeps_its_lineage_without_checkpoints_and_refuses_another_lineages_hot_dir():
+    records = LineageFacts(recorded="fresh:x")
+    # Applied, then the pod died before the first checkpoint: start empty again, in the same lineage.
+    empty = plan(restore_from=RestoreFrom(fresh="x"), ids=[], latest=None, lineage=records,
+                 local=LocalState(problem="wiped"))
+    assert (empty.source, empty.lineage_tag) == ("fresh", "fresh:x")
+    # A valid hot dir of another lineage (its owner record says so) is not this lineage's history.
+    other = plan(restore_from=RestoreFrom(fresh="x"), lineage=records,
+                 local=LocalState(batch=12, attempt=4, checkpoint="chk-000003", lineage="fresh:old"))
+    assert other.source == "remote" and "descends from fresh:old" in other.reason
+
+
+def test_lineage_record_key_names_the_attempt_and_the_point():
+    key = lineage_record_key(JobRef("d", "j"), 7, "savepoint:sp-x")
+    assert key == "d/j/lineage/000007.savepoint.sp-x.json"
+    assert lineage_record_of(key) == (7, "savepoint:sp-x") and lineage_record_of("d/j/lineage/x.tmp") is None
 
 
 def test_restore_from_takes_at_most_one_source():

@@ -1,6 +1,7 @@
 """Restore on start against a real store (a directory and MinIO): fallbacks past corrupt or missing
-checkpoints, an explicit restoreFrom that is never replaced, and local state judged against the
-fence and the store's latest checkpoint (no Spark: the hot dirs are Spark-shaped trees)."""
+checkpoints, an explicit restoreFrom that is never replaced, an applied one never applied again (its
+lineage record), and local state judged against the fence and the store's latest checkpoint (no
+Spark: the hot dirs are Spark-shaped trees)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,21 @@ from pathlib import Path
 import pytest
 
 from sparkpoint.runtime.checkpoint import CheckpointWriter, write_fence
-from sparkpoint.runtime.checkpoint.freeze import freeze
+from sparkpoint.runtime.checkpoint.freeze import freeze, latest_committed_batch
+from sparkpoint.runtime.checkpoint.gc import gc_pass
 from sparkpoint.runtime.checkpoint.restore import RestoreError
 from sparkpoint.runtime.checkpoint.savepoint import create_savepoint
 from sparkpoint.runtime.config import RestoreFrom
-from sparkpoint.runtime.service.hotdir import owner_of
-from sparkpoint.runtime.service.recovery import restore_on_start
-from sparkpoint.runtime.store.layout import checkpoint_key, object_key, savepoint_object_key
+from sparkpoint.runtime.service.hotdir import owner_of, update_owner
+from sparkpoint.runtime.service.recovery import LineageUnknownError, restore_on_start
+from sparkpoint.runtime.store import StoreUnreachableError
+from sparkpoint.runtime.store.layout import (
+    checkpoint_key,
+    lineage_prefix,
+    lineage_record_key,
+    object_key,
+    savepoint_object_key,
+)
 
 from .test_freeze import _write, make_hot_dir
 
@@ -137,3 +146,89 @@ def test_restore_from_fresh_starts_empty_then_keeps_to_its_own_history(store, jo
         tmp_path / "frozen-new", batch_id=2, extra=out.lineage).manifest
     again = start(store, job, tmp_path / "pod2", write_fence(store, job), restore_from=fresh)
     assert (again.source, again.manifest.id, again.batch_id) == ("remote", new.id, 2)
+
+
+def checkpoint_pod(store, job, pod: Path, attempt: int, committed: int, lineage: dict):  # type: ignore[no-untyped-def]
+    """What the runner does at a checkpoint: the pod's hot dir (run on to `committed`) frozen and
+    stored with the attempt's lineage, then the owner record updated."""
+    make_hot_dir(pod / "hot", committed=committed, planned=committed, snapshots=set(), versions=committed + 1)
+    freeze(pod / "hot", pod / f"frozen-{committed}")
+    manifest = CheckpointWriter(store, job, attempt=attempt, job_uid="u").take_checkpoint(
+        pod / f"frozen-{committed}", batch_id=committed, extra=lineage).manifest
+    update_owner(pod, checkpoint=manifest.id)
+    return manifest
+
+
+def test_applied_fresh_point_is_not_applied_again_when_the_newest_manifest_is_unreadable(store, job, tmp_path):
+    """Issue 25 case 1: a corrupt newest manifest must not restart a `fresh:` lineage empty (losing its
+    state and output history) nor override the valid hot dir of that lineage."""
+    checkpoint_of(store, job, tmp_path, 9, write_fence(store, job))  # the history before the upgrade
+    fresh, pod1 = RestoreFrom(fresh="upgrade-3"), tmp_path / "pod1"
+    first = write_fence(store, job)
+    out = start(store, job, pod1, first, restore_from=fresh)
+    assert out.source == "fresh"
+    new1 = checkpoint_pod(store, job, pod1, first, 2, out.lineage)
+    new2 = checkpoint_pod(store, job, pod1, first, 4, out.lineage)
+    make_hot_dir(pod1 / "hot", committed=6, planned=6, snapshots=set(), versions=7)  # ran on past new2
+    store.put_bytes(checkpoint_key(job, new2.id), b'{"truncated')
+    # A container restart: the lineage's own hot dir is resumed, not wiped for a second fresh start.
+    out = start(store, job, pod1, write_fence(store, job), restore_from=fresh)
+    assert (out.source, out.batch_id, out.lineage) == ("local", 6, {"restoredFrom": "fresh:upgrade-3"})
+    assert latest_committed_batch(pod1 / "hot") == 6
+    # A new pod: the lineage's newest readable checkpoint, past the corrupt one (recorded as a fallback).
+    out = start(store, job, tmp_path / "pod2", write_fence(store, job), restore_from=fresh)
+    assert (out.source, out.manifest and out.manifest.id, out.batch_id) == ("remote", new1.id, 2)
+    assert [f.reason for f in out.fallbacks] == ["corrupt_manifest"]
+    assert out.lineage == {"restoredFrom": "fresh:upgrade-3"}
+
+
+def test_applied_savepoint_is_not_restored_again_when_the_newest_manifest_is_unreadable(store, job, tmp_path):
+    base = checkpoint_of(store, job, tmp_path, 3, write_fence(store, job))
+    create_savepoint(store, job, "sp-one", base.id)
+    sp, pod1 = RestoreFrom(savepoint="sp-one"), tmp_path / "pod1"
+    first = write_fence(store, job)
+    out = start(store, job, pod1, first, restore_from=sp)
+    assert (out.source, out.manifest.id) == ("remote", "sp-one")
+    c1 = checkpoint_pod(store, job, pod1, first, 5, out.lineage)
+    c2 = checkpoint_pod(store, job, pod1, first, 7, out.lineage)
+    store.put_bytes(checkpoint_key(job, c2.id), b"{not json")
+    out = start(store, job, tmp_path / "pod2", write_fence(store, job), restore_from=sp)
+    assert (out.manifest.id, out.batch_id) == (c1.id, 5)  # not a rewind to the savepoint's batch 3
+    assert [f.to_json().get("checkpoint") for f in out.fallbacks] == [c2.id]
+
+
+class LineageRecordsDown:
+    """The job's store, except that listing the lineage records fails (an outage of that one call)."""
+
+    def __init__(self, store, job):  # type: ignore[no-untyped-def]
+        self._store, self._prefix = store, lineage_prefix(job)
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._store, name)
+
+    def list(self, prefix: str):  # type: ignore[no-untyped-def]
+        if prefix.startswith(self._prefix):
+            raise StoreUnreachableError(f"list {prefix}: connection reset")
+        return self._store.list(prefix)
+
+
+def test_lineage_record_outlives_gc_and_an_unreadable_one_fails_the_start(store, job, tmp_path):
+    checkpoint_of(store, job, tmp_path, 9, write_fence(store, job))  # the history before the upgrade
+    fresh, pod1 = RestoreFrom(fresh="upgrade-3"), tmp_path / "pod1"
+    first = write_fence(store, job)
+    out = start(store, job, pod1, first, restore_from=fresh)
+    record = lineage_record_key(job, first, "fresh:upgrade-3")
+    assert store.exists(record) and owner_of(pod1)["restoredFrom"] == "fresh:upgrade-3"
+    new1 = checkpoint_pod(store, job, pod1, first, 2, out.lineage)
+    assert gc_pass(store, job, retain=1, grace_seconds=10**6).deleted_manifests  # the old history's
+    assert store.exists(record)
+    store.put_bytes(checkpoint_key(job, new1.id), b"{")  # the lineage's only checkpoint unreadable
+    # Neither the records nor any manifest can tell: the start fails (a store error: retried), the
+    # hot dir untouched, rather than apply the fresh point again.
+    with pytest.raises(LineageUnknownError, match="cannot tell whether restoreFrom fresh:upgrade-3"):
+        start(LineageRecordsDown(store, job), job, tmp_path / "pod2", write_fence(store, job), restore_from=fresh)
+    # Records readable: applied, and nothing of its history restores, so it starts where that history
+    # began, loudly (the fallback listed), in the same lineage.
+    out = start(store, job, tmp_path / "pod2", write_fence(store, job), restore_from=fresh)
+    assert (out.source, out.lineage) == ("fresh", {"restoredFrom": "fresh:upgrade-3"})
+    assert [(f.point.id, f.reason) for f in out.fallbacks] == [(new1.id, "corrupt_manifest")]
