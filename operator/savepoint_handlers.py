@@ -99,8 +99,10 @@ async def _read(call, *args) -> Any | None:
 class _Job:
     """The named StreamingJob: the decision's view of it, and its store (when it has one)."""
 
-    def __init__(self, view: sp.JobView | None, storage: sps.StorageRef | None, timeout: float):
+    def __init__(self, view: sp.JobView | None, storage: sps.StorageRef | None, timeout: float,
+                 named: set[str] | None = None):
         self.view, self.storage, self.timeout = view, storage, timeout
+        self.named = named or set()  # savepoints the job may still restore from
 
 
 async def _observe_job(namespace: str, name: str) -> _Job:
@@ -119,7 +121,8 @@ async def _observe_job(namespace: str, name: str) -> _Job:
         pod = await _read(core.read_namespaced_pod, pod_name, namespace)
         if pod is not None and pod.status.phase == "Running" and not pod.metadata.deletion_timestamp:
             pod_ip = pod.status.pod_ip
-    return _Job(sp.JobView(status.get("phase"), pod_name, pod_ip, timeout), storage, timeout)
+    return _Job(sp.JobView(status.get("phase"), pod_name, pod_ip, timeout), storage, timeout,
+                sp.savepoints_named(body.get("spec"), status))
 
 
 async def _open_store(namespace: str, storage: sps.StorageRef | None, deletes: bool = False):
@@ -215,6 +218,7 @@ async def _act(decision: sp.Decision, after: SavepointStatus, job: sp.JobView | 
             return sp.Decision(sp.WAIT, after.state, "StoreUnavailable", str(err), sp.RETRY_LONG)
         decision = sp.Decision(sp.RECORD, COMPLETED, "SavepointCompleted", "copied the latest checkpoint")
     if decision.action == sp.RECORD and stored is not None:
+        after.adopted = after.adopted or bool(decision.extra.get("adopted"))
         after.id, after.size_bytes, after.completed_at = name, stored.size_bytes, stored.completed_at
         after.checkpoint, after.error = stored.checkpoint, None
     return decision
@@ -274,10 +278,15 @@ async def savepoint_deleted(body, logger, **_) -> None:
         return  # never valid, never triggered: no data of ours
     status = parse_status(body.get("status"))
     job = await _observe_job(namespace, spec.job_name)
-    verdict = sp.decide_delete(status, spec.retain, _now(), job.timeout)
+    in_use = sp_name in job.named
+    verdict = sp.decide_delete(status, spec.retain, _now(), job.timeout, in_use=in_use)
     if verdict == "keep":
         if status.state == COMPLETED:
-            post_event(body, "Normal", "DataRetained", f"savepoint {sp_name} stays in the store")
+            why = (f": StreamingJob {spec.job_name} may still restore from it (restoreFrom, lineage or a pending "
+                   "restore)" if in_use and not spec.retain else
+                   ": it existed before this resource (adopted)" if status.adopted and not spec.retain else "")
+            post_event(body, "Normal" if spec.retain else "Warning", "DataRetained",
+                       f"savepoint {sp_name} stays in the store{why}")
         return
     if verdict == "wait":
         raise kopf.TemporaryError("the savepoint is still being taken; deleting its data once it settles",

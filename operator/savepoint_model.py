@@ -86,6 +86,9 @@ class SavepointStatus(SpecModel):
     triggered_at: str | None = None
     triggers: int = 0
     storage: StorageRef | None = None
+    # Completed from a savepoint that was in the store before this resource triggered anything (an
+    # existing name adopted): its data is not this resource's to delete.
+    adopted: bool = False
 
 
 class SavepointResourceError(ValueError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sparkpoint.operator.savepoint_model import COMPLETED, FAILED, IN_PROGRESS, PENDING, SavepointStatus
 
@@ -95,7 +96,10 @@ def decide(o: Observed) -> Decision:
     if st.state in (COMPLETED, FAILED):
         return Decision(NONE, st.state, "Done")
     if o.stored is not None:  # done, whoever made it (this operator before a restart, or the runtime)
-        return Decision(RECORD, COMPLETED, "SavepointCompleted", "the savepoint's manifest is in the store")
+        adopted = st.triggers == 0 and st.triggered_at is None
+        return Decision(RECORD, COMPLETED, "SavepointCompleted", "the savepoint's manifest is in the store"
+                        + (" (it existed before this resource asked for it: adopted, never deleted by it)"
+                           if adopted else ""), extra={"adopted": adopted})
     if st.state == IN_PROGRESS:
         return _follow(o)
     return _start(o)
@@ -165,11 +169,25 @@ def _retrigger(o: Observed, why: str, *, counted: bool = True, delay: float = RE
                     extra={"counted": counted})
 
 
-def decide_delete(status: SavepointStatus, retain: bool, now: datetime, checkpoint_timeout: float) -> str:
+def savepoints_named(job_spec: dict[str, Any] | None, job_status: dict[str, Any] | None) -> set[str]:
+    """Savepoints a StreamingJob may still restore from: its spec.restoreFrom, the lineage its
+    attempts continue, a drain's target, the next or rollback point the operator chose."""
+    tracking = (job_status or {}).get("tracking") or {}
+    points = [((job_spec or {}).get("restoreFrom") or {}), (tracking.get("lineage") or {}).get("point") or {}]
+    points += [tracking.get(k) or {} for k in ("nextPoint", "rollbackPoint", "attemptPoint", "restoreFrom")]
+    names = {p.get("savepoint") for p in points if isinstance(p, dict)}
+    names.add(tracking.get("restoreTarget"))
+    names.add(((tracking.get("upgrade") or {}).get("rollbackPoint") or {}).get("savepoint"))
+    return {n for n in names if isinstance(n, str) and n}
+
+
+def decide_delete(status: SavepointStatus, retain: bool, now: datetime, checkpoint_timeout: float,
+                  in_use: bool = False) -> str:
     """On deletion: 'keep' the data, 'delete' it, or 'wait' while a triggered savepoint may still be
-    written (deleting first would leave the late copy behind, unowned)."""
-    if retain or status.storage is None:
-        return "keep"  # retained, or never got as far as knowing its store: nothing of ours is there
+    written (deleting first would leave the late copy behind, unowned). `in_use`: the job still
+    names it (savepoints_named), so deleting it could take away the point an attempt restores."""
+    if retain or status.storage is None or status.adopted or in_use:
+        return "keep"  # retained, not ours, or still needed: nothing to delete
     in_flight = status.state == IN_PROGRESS and status.triggered_at is not None
     if in_flight and _age(now, status.triggered_at) <= TIMEOUT_FACTOR * checkpoint_timeout:
         return "wait"

@@ -84,3 +84,38 @@ def test_exit_3_termination_message_names_the_blamed_points():
     assert pod_observation(doc).failed_points is None  # not ours: the machine blames the given point
     doc["status"]["containerStatuses"][0]["state"]["terminated"] = {"exitCode": 1, "message": message}
     assert pod_observation(doc).failed_points is None  # only exit 3 blames
+
+
+class _SecretGone:
+    """Kubernetes as a namespace deletion leaves it: no pods, the storage Secret already deleted."""
+
+    def __init__(self):
+        self.events = []
+
+    async def job_pods(self, namespace, name):
+        return []
+
+    async def secret_data(self, namespace, name):
+        raise ApiException(status=404, reason="Not Found")
+
+    def job_phase(self, namespace, name, phase):
+        pass
+
+    def event(self, body, type_, reason, message):
+        self.events.append((type_, reason, message))
+
+
+def test_deletion_without_its_secret_finishes_and_says_what_was_left():
+    import asyncio
+
+    from sparkpoint.operator.reconcile import Reconciler
+
+    body = {"metadata": {"namespace": "team", "name": "clicks"},
+            "spec": {"job": {"entrypoint": "a:b"}, "gc": {"onDelete": "delete"},
+                     "checkpoint": {"storage": {"url": "s3://bucket/jobs", "endpoint": "http://127.0.0.1:1",
+                                                "secretRef": {"name": "gone"}}}}}
+    kube = _SecretGone()
+    asyncio.run(Reconciler(kube, None, kube, kube.event).finalize(body))  # returns: the finalizer is removed
+    ((type_, reason, message),) = kube.events
+    assert (type_, reason) == ("Warning", "DataNotDeleted")
+    assert "Secret is gone" in message and "s3://bucket/jobs (team/clicks)" in message

@@ -116,9 +116,30 @@ DELETE_ROWS = [
     ("in flight", following(storage=STORE), False, 30, "wait"),
     ("in flight past its timeout", following(storage=STORE), False, 121, "delete"),
     ("in flight but retained", following(storage=STORE), True, 30, "keep"),
+    ("adopted: it existed before this resource", status("Completed", storage=STORE, adopted=True), False, 0, "keep"),
 ]
 
 
 @pytest.mark.parametrize(("name", "st", "retain", "at", "verdict"), DELETE_ROWS, ids=[r[0] for r in DELETE_ROWS])
 def test_decide_delete(name, st, retain, at, verdict) -> None:
     assert sp.decide_delete(st, retain, T0 + timedelta(seconds=at), 60.0) == verdict
+
+
+def test_a_savepoint_a_job_still_names_is_kept() -> None:
+    st = status("Completed", storage=STORE)
+    assert sp.decide_delete(st, False, T0, 60.0, in_use=True) == "keep"
+    job_spec = {"restoreFrom": {"savepoint": "from-spec"}}
+    job_status = {"tracking": {"lineage": {"point": {"savepoint": "lineage-sp"}}, "restoreTarget": "drain-sp",
+                               "nextPoint": {"savepoint": "next-sp"}, "rollbackPoint": {"savepoint": "rb-sp"},
+                               "upgrade": {"rollbackPoint": {"savepoint": "up-sp"}}}}
+    assert sp.savepoints_named(job_spec, job_status) == {"from-spec", "lineage-sp", "drain-sp", "next-sp", "rb-sp",
+                                                          "up-sp"}
+    assert sp.savepoints_named(None, None) == set()
+
+
+def test_a_savepoint_found_in_the_store_before_any_trigger_is_adopted() -> None:
+    stored = sp.Stored(checkpoint="chk-000001", size_bytes=1, completed_at="2026-01-01T00:00:00Z")
+    got = sp.decide(obs(st=status(), stored=stored))
+    assert got.action == sp.RECORD and got.extra["adopted"] is True
+    ours = sp.decide(obs(st=following(), stored=stored))
+    assert ours.action == sp.RECORD and ours.extra["adopted"] is False

@@ -15,12 +15,13 @@ from minio import Minio, MinioAdmin
 from minio.credentials import StaticProvider
 from minio.error import S3Error
 
-from sparkpoint.operator.reconcile import Reconciler
+from sparkpoint.operator.finalize import DELETE_DATA_FOR
+from sparkpoint.operator.reconcile import Draining, Reconciler
 from sparkpoint.runtime.checkpoint import CheckpointWriter, gc_pass, list_checkpoint_ids, write_fence
 from sparkpoint.runtime.store import JobRef, open_store
 from sparkpoint.runtime.store.access_policy import job_policy, main, split_url
 from sparkpoint.runtime.store.base import StoreAuthError
-from sparkpoint.runtime.store.layout import objects_prefix
+from sparkpoint.runtime.store.layout import objects_prefix, outputs_prefix
 
 from .trees import change_files, write_tree
 
@@ -117,7 +118,7 @@ class _JobGone:
     """What finalize asks of Kubernetes once the pods are gone: the job's Secrets, by name."""
 
     def __init__(self, secrets_by_name: dict[str, dict[str, str]]):
-        self.secrets_by_name, self.read = secrets_by_name, []
+        self.secrets_by_name, self.read, self.patches, self.events = secrets_by_name, [], [], []
 
     async def job_pods(self, namespace, name):
         return []
@@ -128,6 +129,12 @@ class _JobGone:
 
     def job_phase(self, namespace, name, phase):  # OperatorMetrics' one call here
         pass
+
+    async def patch_status(self, namespace, name, patch):  # finalize records when a data deletion began
+        self.patches.append(patch)
+
+    def event(self, body, type_, reason, message):  # the Reconciler's post_event
+        self.events.append((type_, reason, message))
 
 
 def test_the_operator_deletes_a_jobs_checkpoints_with_the_gc_secret(users, tmp_path):
@@ -141,14 +148,24 @@ def test_the_operator_deletes_a_jobs_checkpoints_with_the_gc_secret(users, tmp_p
             "spec": {"job": {"entrypoint": "a:b"}, "checkpoint": {"storage": storage},
                      "gc": {"onDelete": "delete"}}}
     assert _checkpoints(_store(users, JOB_A, "runtime"), tmp_path, 2)
+    entry = f"{outputs_prefix(JOB_A)}default/_commits/chk-000001.json"  # the sink's output goes too
+    _store(users, JOB_A, "runtime").put_bytes(entry, b"{}")
     kube = _JobGone(creds)
-    with pytest.raises(StoreAuthError, match="AccessDenied"):
-        asyncio.run(Reconciler(kube, None, kube, None).finalize(body))
+    with pytest.raises(Draining, match="StoreAuthError"):  # refused: retried (the Secret may be fixed)...
+        asyncio.run(Reconciler(kube, None, kube, kube.event).finalize(body))
+    assert _store(users, JOB_A, "gc").exists(entry)
+    (since,) = [p["tracking"]["deleteDataSince"] for p in kube.patches]
+    body["status"] = {"tracking": {"deleteDataSince": since - DELETE_DATA_FOR - 1}}
+    asyncio.run(Reconciler(kube, None, kube, kube.event).finalize(body))  # ...then given up, and said so
+    assert [e[1] for e in kube.events] == ["DataNotDeleted"] and "left in s3://" in kube.events[0][2]
+    assert _store(users, JOB_A, "gc").exists(entry)
+    del body["status"]
     body["spec"]["gc"]["secretRef"] = {"name": "gcs"}
     kube = _JobGone(creds)
     asyncio.run(Reconciler(kube, None, kube, None).finalize(body))
     assert kube.read == ["gcs"]
     assert list_checkpoint_ids(_store(users, JOB_A, "gc"), JOB_A) == []
+    assert not list(_store(users, JOB_A, "gc").list(outputs_prefix(JOB_A)))
 
 
 def test_a_job_cannot_read_or_write_another_jobs_prefix(users, tmp_path):
