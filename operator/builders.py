@@ -159,7 +159,9 @@ def runtime_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
                     "--work-dir", f"{HOT_DIR}/work", "--port", str(CONTROL_PORT),
                     "--metrics-port", str(METRICS_PORT),
                     "--external-triggers"],  # the operator triggers; the runtime's timer is its fallback
-        "env": [*_common_env(job, spec), {"name": "SPARKPOINT_CONTROL_TOKEN_FILE", "value": CONTROL_TOKEN_FILE}],
+        "env": [*_common_env(job, spec), {"name": "SPARKPOINT_CONTROL_TOKEN_FILE", "value": CONTROL_TOKEN_FILE},
+                # exit 3 names the points it could not restore there (the operator blames exactly those)
+                {"name": "SPARKPOINT_TERMINATION_LOG", "value": "/dev/termination-log"}],
         "ports": [{"name": "control", "containerPort": CONTROL_PORT},
                   {"name": "metrics", "containerPort": METRICS_PORT}],
         "resources": {"requests": {"cpu": spec.spark.resources.cpu, "memory": spec.spark.resources.memory},

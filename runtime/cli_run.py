@@ -96,6 +96,29 @@ def child_command(args: argparse.Namespace, work_dir: Path) -> list[str]:
     return cmd
 
 
+TERMINATION_LOG_ENV = "SPARKPOINT_TERMINATION_LOG"  # the operator sets /dev/termination-log
+
+
+def restore_failure(exc: Exception) -> dict:
+    """Exit 3's message for the operator: which points could not be restored (it blames exactly
+    those), the reason label, and the error text (bounded: the kubelet keeps 4 KiB)."""
+    points = getattr(exc, "points", None)
+    return {"restoreFailed": {"points": list(points) if points is not None else None,
+                              "reason": getattr(exc, "reason", "other"), "error": str(exc)[:1500]}}
+
+
+def write_termination_message(path: str | None, doc: dict) -> None:
+    """The container's termination message (Kubernetes shows it in the pod's status); best effort."""
+    if not path:
+        return
+    import json
+    try:
+        Path(path).write_text(json.dumps(doc))
+    except OSError as exc:
+        logging.getLogger("sparkpoint.runtime").warning("termination message not written",
+                                                        extra={"path": path, "error": str(exc)})
+
+
 def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # type: ignore[no-untyped-def]
     from .checkpoint.restore import RestoreError
     from .service.runner import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_RESTORE, JobRuntime, RunOptions
@@ -115,6 +138,7 @@ def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # t
     except RestoreError as exc:
         print(f"sparkpoint run: restore failed: {exc}", file=sys.stderr)
         log.error("restore failed", extra={"error": str(exc)})
+        write_termination_message(os.environ.get(TERMINATION_LOG_ENV), restore_failure(exc))
         return EXIT_RESTORE
     except StoreError as exc:
         print(f"sparkpoint run: store error: {exc}", file=sys.stderr)

@@ -37,9 +37,12 @@ class RestoreError(StoreError):
     missing_object, corrupt_object, unsafe_manifest, target, failed_start, none_restorable, other.
     """
 
-    def __init__(self, message: str, reason: str = "other"):
+    def __init__(self, message: str, reason: str = "other", points: tuple[str, ...] | None = None):
         super().__init__(message)
         self.reason = reason
+        # The restore points (tags such as checkpoint:chk-000005) that could not be restored, for
+        # the operator to blame; () when none is at fault (a start that failed in the job's code).
+        self.points = points
 
 
 @dataclass

@@ -309,7 +309,7 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
         log.error("restore refused", extra={"restoreFrom": plan.lineage_tag, "error": plan.reason})
         raise LineageUnknownError(plan.reason)
     if plan.source == "impossible":
-        raise RestoreError(plan.reason, reason="failed_start")
+        raise RestoreError(plan.reason, reason="failed_start", points=())
 
     def take_over(checkpoint: str | None, tag: str | None) -> dict[str, str]:
         """Record the applied restoreFrom (unless the store shows it already), then claim the hot dir."""
@@ -337,7 +337,8 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
         except RestoreError as exc:
             if plan.explicit:
                 raise RestoreError(f"restoreFrom {point.tag} failed: {exc}; not falling back to another point "
-                                   f"(fix the store or change restoreFrom)", reason=exc.reason) from exc
+                                   f"(fix the store or change restoreFrom)", reason=exc.reason,
+                                   points=(point.tag,)) from exc
             fallbacks.append(Fallback(point, str(exc), exc.reason))
             log.warning("restore point unusable; trying the next one",
                         extra={"point": point.tag, "reason": exc.reason, "error": str(exc)})
@@ -355,7 +356,8 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
                     extra={"restoreFrom": plan.lineage_tag, "fallbacks": len(fallbacks)})
         return RestoreOutcome("fresh", None, None, elapsed(), take_over(None, plan.lineage_tag), reason, fallbacks)
     detail = "; ".join(f"{f.point.tag}: {f.error}" for f in fallbacks)
-    raise RestoreError(f"no restorable checkpoint or savepoint of job {job}: {detail}", reason="none_restorable")
+    raise RestoreError(f"no restorable checkpoint or savepoint of job {job}: {detail}", reason="none_restorable",
+                       points=tuple(f.point.tag for f in fallbacks if f.reason != "failed_start"))
 
 
 def _restore_point(store: ObjectStore, job: JobRef, hot_dir: Path, point: RestorePoint,

@@ -75,6 +75,9 @@ def test_falls_back_newest_first_then_savepoints_and_fails_only_when_nothing_res
         start(store, job, tmp_path / "pod3", write_fence(store, job))
     assert c3.id in str(err.value) and "sp-one" in str(err.value)
     assert not (tmp_path / "pod3" / "hot").exists()  # nothing half-restored
+    # exit 3 names every point that failed, so the operator blames exactly those (issue 25 case 3)
+    assert err.value.points == (f"checkpoint:{c3.id}", f"checkpoint:{c2.id}", f"checkpoint:{c1.id}",
+                                "savepoint:sp-one")
 
 
 def test_explicit_restore_from_is_never_replaced(store, job, tmp_path):
@@ -82,8 +85,9 @@ def test_explicit_restore_from_is_never_replaced(store, job, tmp_path):
     c1 = checkpoint_of(store, job, tmp_path, 3, attempt)
     c2 = checkpoint_of(store, job, tmp_path, 5, attempt)
     store.delete(object_key(job, unique_sha(c1)))
-    with pytest.raises(RestoreError, match=f"restoreFrom checkpoint:{c1.id} failed.*not falling back"):
+    with pytest.raises(RestoreError, match=f"restoreFrom checkpoint:{c1.id} failed.*not falling back") as err:
         start(store, job, tmp_path / "pod", write_fence(store, job), restore_from=RestoreFrom(checkpoint=c1.id))
+    assert err.value.points == (f"checkpoint:{c1.id}",)  # the point it was given, not the newest
     with pytest.raises(RestoreError, match="savepoint 'nope'.*not found"):
         start(store, job, tmp_path / "pod", write_fence(store, job), restore_from=RestoreFrom(savepoint="nope"))
     out = start(store, job, tmp_path / "pod", write_fence(store, job), restore_from=RestoreFrom(checkpoint=c2.id))

@@ -176,11 +176,14 @@ def test_stop_with_savepoint_then_corrupt_explicit_restore_fails_loudly(slow_job
     spec["spec"]["restoreFrom"] = {"checkpoint": latest.id}
     explicit = slow_job["base"] / "explicit.yaml"
     explicit.write_text(yaml.safe_dump(spec))
+    message = slow_job["base"] / "termination-log"  # what Kubernetes shows the operator
     r = run_cli([str(explicit), "--work-dir", str(slow_job["base"] / "pod"), "--port", "0"],
-                env=slow_job["env"], timeout=120)
+                env=slow_job["env"] | {"SPARKPOINT_TERMINATION_LOG": str(message)}, timeout=120)
     assert r.returncode == 3, r.stderr[-2000:]
     assert "restore failed" in r.stderr and "corrupt" in r.stderr and victim.path in r.stderr
     assert f"restoreFrom checkpoint:{latest.id}" in r.stderr and "not falling back" in r.stderr
+    failed = json.loads(message.read_text())["restoreFailed"]
+    assert failed["points"] == [f"checkpoint:{latest.id}"] and failed["reason"] == "corrupt_object"
 
 
 # --- the freeze on a live query --------------------------------------------------------------------
