@@ -14,7 +14,9 @@ from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import ENDPOINT_ENV, JobRef, Manifest, ObjectStore, open_store
 from sparkpoint.runtime.store.layout import (
     checkpoints_prefix,
+    lineage_prefix,
     objects_prefix,
+    outputs_prefix,
     pending_prefix,
     savepoints_prefix,
 )
@@ -81,10 +83,17 @@ def savepoints(store: ObjectStore, job: JobRef) -> list[dict[str, Any]]:
 
 
 def delete_checkpoints(store: ObjectStore, job: JobRef) -> int:
-    """gc.onDelete=delete: the job's checkpoints, pending markers and shared objects. Savepoints
-    (self-contained) and the sink's outputs are kept."""
+    """gc.onDelete=delete: all the job's data, its sinks' outputs first, then its checkpoints,
+    pending markers, shared objects and last the lineage records describing them. A later job of the
+    same name then starts from nothing: kept commit entries would collide with its new checkpoint ids
+    (chk-000001 again), kept lineage records would say its restoreFrom was applied. Kept: savepoints
+    (self-contained, deleted only on request; restoring one starts a new output history after it) and
+    the fence (attempt numbers keep growing across jobs of a name, so a zombie stays fenced)."""
     deleted = 0
-    for prefix in (checkpoints_prefix(job), pending_prefix(job), objects_prefix(job)):
+    # Outputs first: a deletion cut short then leaves checkpoints without output (a new job resumes
+    # them and starts a new output history), never output whose ids a new job's checkpoints reuse.
+    for prefix in (outputs_prefix(job), checkpoints_prefix(job), pending_prefix(job), objects_prefix(job),
+                   lineage_prefix(job)):
         for info in list(store.list(prefix)):
             store.delete(info.key)
             deleted += 1

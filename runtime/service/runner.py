@@ -178,12 +178,13 @@ class JobRuntime:
             journal.reset()  # batches after the restored checkpoint will be re-run
         if sink_spec.kind == "console":
             return ConsoleSink()
+        uid = self.opts.job_uid or _job_uid(self.job)  # output entries name the job incarnation that wrote them
         if sink_spec.kind == "upsert":
             sink = UpsertSink(store, self.job, attempt=self.attempt, path=sink_spec.path,
-                              key_columns=sink_spec.key_columns)
+                              key_columns=sink_spec.key_columns, incarnation=uid)
         else:
             sink = TransactionalSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
-                                     staged_budget_bytes=staged_budget_bytes())
+                                     staged_budget_bytes=staged_budget_bytes(), incarnation=uid)
         # Continue the restored point's output history (a savepoint continues its source checkpoint's).
         m = r.manifest
         sink.resume(m and (m.source_checkpoint or m.id), m.extra if m else None,
@@ -352,6 +353,8 @@ def batch_in_flight(hot_dir: Path) -> bool:
 
 
 def _job_uid(job: JobRef) -> str:
+    """The StreamingJob's uid (the operator sets it: each job of a name is a new incarnation); outside
+    Kubernetes a stable stand-in per name, so every `sparkpoint run` of a name is one incarnation."""
     return os.environ.get("SPARKPOINT_JOB_UID") or str(uuid.uuid5(uuid.NAMESPACE_URL, f"sparkpoint:{job}"))
 
 

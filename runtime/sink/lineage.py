@@ -2,8 +2,12 @@
 
 Entries live in `outputs/<path>/_commits/`:
 
-  <checkpoint-id>.json      {"checkpoint", "attempt", "previous", "afterBatch", "upToBatch", "files"}
-  continue-a<attempt>.json  {"kind": "continuation", "attempt", "previous", "upToBatch"}
+  <checkpoint-id>.json      {"checkpoint", "attempt", "previous", "afterBatch", "upToBatch", "files",
+                             "incarnation"}
+  continue-a<attempt>.json  {"kind": "continuation", "attempt", "previous", "upToBatch", "incarnation"}
+
+`incarnation` (the StreamingJob's uid; absent in entries written before it existed) tells the
+entries of jobs re-created under the same name apart; readers need not look at it.
 
 Every checkpoint entry names its predecessor: the last entry published by the history it continues
 (`afterBatch` of an entry is `upToBatch` of its predecessor). A runtime that starts from a point that

@@ -10,11 +10,14 @@ Protocol: each micro-batch stages its rows on local disk (the journal, next to t
 store outage never blocks or fails a batch. A checkpoint covering batches up to C names the staged
 files of batches (P, C] (P: the last published batch) and its predecessor entry in its manifest's
 `extra.sink`; its asynchronous phase uploads those files, then writes the manifest, then the commit
-entry (a conditional put). On start the runtime re-publishes the restored checkpoint's entry if a
-crash came between manifest and entry, and writes a continuation entry when it continues from a
-point other than the head readers see. Readers follow the entries back from the head (lineage.py),
-so they see exactly one history, the one the running job continues; staged files no entry of it
-names are invisible. A fenced-off attempt never writes an entry.
+entry (a conditional put). An entry names the incarnation (the StreamingJob's uid) and attempt that
+took its checkpoint; a publish that finds an entry with other content under its id fails loudly
+(CommitEntryConflict), since treating it as done would drop the new rows. On start the runtime
+re-publishes the restored checkpoint's entry if a crash came between manifest and entry (unless
+its data was deleted with the job: then output starts after it), and writes a continuation entry
+when it continues from a point other than the head readers see. Readers follow the entries back
+from the head (lineage.py), so they see exactly one history, the one the running job continues;
+staged files no entry of it names are invisible. A fenced-off attempt never writes an entry.
 
 Local-disk budget: staged output not yet published may hold at most `staged_budget_bytes` (default
 1 GiB). A batch that would exceed it waits (backpressure on the query) until a checkpoint publishes
@@ -69,6 +72,11 @@ class SinkStopped(Exception):
     """The runtime is stopping while a batch waits for staging space: the batch is re-run later."""
 
 
+class CommitEntryConflict(Exception):
+    """A commit entry's id holds an entry this checkpoint did not write (typically an earlier job of
+    the same name whose checkpoints were deleted but not its output): never treated as published."""
+
+
 def sink_root(job: JobRef, path: str) -> str:
     return f"{outputs_prefix(job)}{path.strip('/')}"
 
@@ -90,8 +98,9 @@ class TransactionalSink:
     kind = "transactional"
 
     def __init__(self, store: ObjectStore, job: JobRef, *, attempt: int, path: str, journal: SinkJournal,
-                 staged_budget_bytes: int = DEFAULT_STAGED_BUDGET_BYTES):
+                 staged_budget_bytes: int = DEFAULT_STAGED_BUDGET_BYTES, incarnation: str | None = None):
         self.store, self.job, self.attempt, self.path, self.journal = store, job, attempt, path, journal
+        self.incarnation = incarnation  # the StreamingJob's uid: which job of this name writes
         self.staged_budget_bytes = staged_budget_bytes
         self.published_through = -1  # highest batch the history's head entry covers
         self.head: str | None = None  # the last entry of the history this attempt continues
@@ -145,8 +154,11 @@ class TransactionalSink:
         with self._cond:
             after, previous = self.published_through, self.head
         files = self.journal.entries(after, up_to_batch)
-        return {"sink": {"kind": self.kind, "path": self.path, "attempt": self.attempt, "previous": previous,
-                         "afterBatch": after, "upToBatch": up_to_batch, "files": files}}
+        sink = {"kind": self.kind, "path": self.path, "attempt": self.attempt, "previous": previous,
+                "afterBatch": after, "upToBatch": up_to_batch, "files": files}
+        if self.incarnation:
+            sink["incarnation"] = self.incarnation
+        return {"sink": sink}
 
     def upload_staged(self, extra: dict[str, Any]) -> None:
         """Async phase, before the manifest: put the checkpoint's staged files in the store."""
@@ -169,17 +181,21 @@ class TransactionalSink:
             self._uploaded[key] = f["batch"]
 
     def publish(self, checkpoint_id: str, extra: dict[str, Any]) -> bool:
-        """Write the commit entry of a completed checkpoint; idempotent. False if it already existed."""
+        """Write the commit entry of a completed checkpoint; idempotent. False if it already existed
+        (the same entry: a retry); CommitEntryConflict if another entry holds its id."""
         entry = extra.get("sink")
         if not entry:
             return False
         check_fence(self.store, self.job, self.attempt)  # a zombie never publishes
+        # Built from the manifest alone, so a re-publish after a crash (even by a later attempt or
+        # incarnation restoring it) writes the same document and is recognised as a retry.
         doc = {"checkpoint": checkpoint_id, "afterBatch": entry["afterBatch"],
                "upToBatch": entry["upToBatch"], "files": entry["files"]}
         if "previous" in entry:  # manifests from before lineage have none: readers treat them as linear
             doc.update(previous=entry["previous"], attempt=entry.get("attempt"))
-        created = self.store.put_if_absent(commit_key(self.job, entry["path"], checkpoint_id),
-                                           json.dumps(doc, sort_keys=True).encode())
+        if entry.get("incarnation"):
+            doc["incarnation"] = entry["incarnation"]
+        created = self._put_entry(commit_key(self.job, entry["path"], checkpoint_id), doc)
         up_to = int(entry["upToBatch"])
         with self._cond:
             # Overlapping checkpoints (maxConcurrent > 1) may publish out of order: keep the furthest.
@@ -189,6 +205,41 @@ class TransactionalSink:
         log.info("output published", extra={"checkpoint": checkpoint_id, "up_to_batch": up_to,
                                             "files": len(entry["files"]), "new_entry": created})
         return created
+
+    def _put_entry(self, key: str, doc: dict[str, Any]) -> bool:
+        """Conditional put of a commit entry: True if created, False if the same entry was there."""
+        if self.store.put_if_absent(key, json.dumps(doc, sort_keys=True).encode()):
+            return True
+        try:
+            found = json.loads(self.store.get_bytes(key))
+        except (ObjectNotFoundError, ValueError):
+            found = None
+        if found == doc:
+            return False
+        found = found if isinstance(found, dict) else {}
+        message = (f"{key} already holds a commit entry this job did not write (incarnation "
+                   f"{found.get('incarnation', 'unrecorded')}, attempt {found.get('attempt')}; this is incarnation "
+                   f"{doc.get('incarnation', 'unrecorded')}, attempt {doc.get('attempt')}): an earlier job of "
+                   f"this name left its output behind. Not publishing; move or delete "
+                   f"{outputs_prefix(self.job)} (or use another job name), then restart the job")
+        log.error("commit entry conflict", extra={"key": key, "found_incarnation": found.get("incarnation"),
+                                                  "found_attempt": found.get("attempt")})
+        raise CommitEntryConflict(message)
+
+    def _not_republished(self, checkpoint_id: str, restored: dict[str, Any]) -> str | None:
+        """Why the restored checkpoint's missing entry is not published now, or None to publish it.
+        'deleted': it would name deleted data (a savepoint outlived its job's data, gc.onDelete:
+        delete). 'empty': no rows and no predecessor, so a new history after its batch reads the
+        same, and the entry might collide with this job's own ids (they restart once deleted)."""
+        path = restored.get("path", self.path)
+        if self.store.exists(commit_key(self.job, path, checkpoint_id)):
+            return None
+        previous, files = restored.get("previous"), restored.get("files", [])
+        if not all(self.store.exists(f["key"]) for f in files):
+            return "deleted"
+        if previous is not None:
+            return None if self.store.exists(commit_key(self.job, path, previous)) else "deleted"
+        return None if files else "empty"
 
     def _set_head(self, entry_id: str | None, up_to: int) -> None:
         self.head, self.published_through = entry_id, up_to
@@ -210,9 +261,17 @@ class TransactionalSink:
             checkpoint_id == mine["entry"] or (restored.get("previous") == mine["entry"]
                                                and restored.get("attempt") in mine.get("attempts", [])))
         if restored and (mine is None or continues_mine):
-            self.publish(checkpoint_id, extra)  # a crash between manifest and entry: publish it now
-            with self._cond:
-                self._set_head(checkpoint_id, int(restored["upToBatch"]))
+            if reason := self._not_republished(checkpoint_id, restored):
+                # A new history starts after the restored batch; deleted rows stay deleted.
+                log.log(logging.WARNING if reason == "deleted" else logging.INFO,
+                        "output starts after the restored point", extra={
+                            "checkpoint": checkpoint_id, "up_to_batch": restored["upToBatch"], "reason": reason})
+                with self._cond:
+                    self._set_head(None, int(restored["upToBatch"]))
+            else:
+                self.publish(checkpoint_id, extra)  # a crash between manifest and entry: publish it now
+                with self._cond:
+                    self._set_head(checkpoint_id, int(restored["upToBatch"]))
         elif mine is not None:
             with self._cond:
                 self._set_head(mine["entry"], int(mine["upToBatch"]))
@@ -231,8 +290,9 @@ class TransactionalSink:
             check_fence(self.store, self.job, self.attempt)
             doc = {"kind": "continuation", "attempt": self.attempt, "previous": self.head,
                    "upToBatch": self.published_through}
-            self.store.put_if_absent(commit_key(self.job, self.path, continuation_id(self.attempt)),
-                                     json.dumps(doc, sort_keys=True).encode())
+            if self.incarnation:
+                doc["incarnation"] = self.incarnation
+            self._put_entry(commit_key(self.job, self.path, continuation_id(self.attempt)), doc)
             log.info("output continues an older point", extra={
                 "continues": self.head, "superseded_head": head_checkpoint(current),
                 "up_to_batch": self.published_through})

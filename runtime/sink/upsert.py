@@ -3,7 +3,8 @@
 Layout under `outputs/<path>/upserts/`:
 
   batch-<B>-a<A>.jsonl   batch B's changed rows as run by attempt A
-  _restores/a<A>.json    {"attempt": A, "afterBatch": R}: attempt A continues from batch R
+  _restores/a<A>.json    {"attempt": A, "afterBatch": R, "incarnation": uid}: attempt A (of the
+                         StreamingJob with that uid) continues from batch R
 
 Guarantee (at-least-once delivery, effectively-once state, also across restores to an older point):
 a reader folds, in batch order, for each batch the file of the newest attempt that may see it, keeping
@@ -43,8 +44,10 @@ MAX_RETRY_DELAY = 30.0
 class UpsertSink:
     kind = "upsert"
 
-    def __init__(self, store: ObjectStore, job: JobRef, *, path: str, key_columns: list[str], attempt: int = 0):
+    def __init__(self, store: ObjectStore, job: JobRef, *, path: str, key_columns: list[str], attempt: int = 0,
+                 incarnation: str | None = None):
         self.store, self.job, self.path, self.key_columns, self.attempt = store, job, path, key_columns, attempt
+        self.incarnation = incarnation  # attempts are unique across jobs of one name (the fence is kept)
         self.stopping = threading.Event()
 
     def write_batch(self, df: Any, batch_id: int) -> int:
@@ -85,8 +88,11 @@ class UpsertSink:
         """Record where this attempt's history starts: later batches of older attempts are superseded."""
         check_fence(self.store, self.job, self.attempt)
         after = -1 if batch is None else batch
+        doc: dict[str, Any] = {"attempt": self.attempt, "afterBatch": after}
+        if self.incarnation:  # which job of this name wrote the attempt's files
+            doc["incarnation"] = self.incarnation
         self.store.put_bytes(f"{sink_root(self.job, self.path)}/upserts/_restores/a{self.attempt:06d}.json",
-                             json.dumps({"attempt": self.attempt, "afterBatch": after}).encode())
+                             json.dumps(doc).encode())
 
 
 def row_key(row: dict[str, Any], key_columns: list[str]) -> str:

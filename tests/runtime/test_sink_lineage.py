@@ -5,6 +5,8 @@ A model job emits the values 0, 1, 2, ... in order; every history cuts them into
 boundaries, so the rows of any history up to a checkpoint at position p are exactly 0..p-1. After
 every step the reader must return exactly 0..H-1, where H is the position of the last point the
 running history made durable (its last published checkpoint, or the checkpoint it restored).
+A job may also be deleted with gc.onDelete: delete and re-created under the same name (a new uid,
+whose checkpoint ids start at chk-000001 again): then only the new job's rows may be seen.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkpoint.operator.store_view import delete_checkpoints
 from sparkpoint.runtime.checkpoint import write_fence
 from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.transactional import TransactionalSink, read_committed
@@ -28,6 +31,7 @@ ACTIONS = st.one_of(
     st.tuples(st.just("checkpoint"), st.booleans()),  # True: crash between manifest and commit entry
     st.tuples(st.just("restore"), st.integers(0, 50)),  # a new pod restores some checkpoint (or savepoint)
     st.tuples(st.just("restart_local"), st.just(0)),  # the container restarts, hot dir and journal kept
+    st.tuples(st.just("recreate"), st.just(0)),  # deleted (gc.onDelete: delete) and created again
 )
 
 
@@ -50,10 +54,11 @@ class Model:
     pos: int = 0  # next value the running history emits
     durable: int = 0  # H: what a reader must see, 0..H-1
     last_own: Checkpoint | None = None  # the running work dir's newest checkpoint
+    uid: int = 0  # the StreamingJob's uid (incarnation)
 
     def new_attempt(self, journal: SinkJournal) -> TransactionalSink:
         return TransactionalSink(self.store, self.job, attempt=write_fence(self.store, self.job),
-                                 path="default", journal=journal)
+                                 path="default", journal=journal, incarnation=f"uid-{self.uid}")
 
     def restore(self, pick: int) -> None:
         self.pods += 1
@@ -95,6 +100,10 @@ class Model:
                 self.durable = c.pos
         elif action == "restore":
             self.restore(arg)
+        elif action == "recreate":
+            delete_checkpoints(self.store, self.job)  # the finalizer; the model holds the manifests
+            self.checkpoints, self.uid = [], self.uid + 1
+            self.restore(0)
         else:
             self.restart_local()
 

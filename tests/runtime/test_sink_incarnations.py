@@ -1,0 +1,193 @@
+"""A job re-created with the same name (a new StreamingJob uid, an "incarnation") never mixes its
+output with the earlier job's (issue 25, case 2), for either gc.onDelete policy, on both backends.
+
+Each incarnation runs the real CheckpointWriter (so checkpoint ids are numbered as in a pod: from
+chk-000001 again once the earlier job's checkpoints are deleted) beside a TransactionalSink.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sparkpoint.operator.store_view import delete_checkpoints
+from sparkpoint.runtime.checkpoint import (
+    CheckpointWriter,
+    create_savepoint,
+    latest_checkpoint,
+    load_savepoint,
+    write_fence,
+)
+from sparkpoint.runtime.sink.journal import SinkJournal
+from sparkpoint.runtime.sink.transactional import (
+    CommitEntryConflict,
+    TransactionalSink,
+    commit_key,
+    committed_entries,
+    read_committed,
+)
+from sparkpoint.runtime.store.layout import (
+    checkpoints_prefix,
+    fence_key,
+    objects_prefix,
+    outputs_prefix,
+    pending_prefix,
+    savepoints_prefix,
+)
+
+from .test_sink import FakeBatch
+
+
+class Incarnation:
+    """One StreamingJob (uid) of the name: a new attempt with its writer and sink, as a pod has."""
+
+    def __init__(self, store, job, tmp_path: Path, uid: str):
+        self.store, self.job, self.uid = store, job, uid
+        attempt = write_fence(store, job)
+        self.hot = tmp_path / f"hot-{uid}-{attempt}"
+        self.hot.mkdir()
+        self.writer = CheckpointWriter(store, job, attempt=attempt, job_uid=uid, reuse_window_seconds=0)
+        self.sink = TransactionalSink(store, job, attempt=attempt, path="default", incarnation=uid,
+                                      journal=SinkJournal(tmp_path / f"journal-{uid}-{attempt}"))
+
+    def start(self, restore: str = "latest") -> None:
+        """restore: 'latest' (the runtime's default), 'fresh' (restoreFrom.fresh) or a savepoint name."""
+        if restore == "fresh":
+            self.sink.resume(None, None)
+            return
+        m = latest_checkpoint(self.store, self.job) if restore == "latest" else load_savepoint(
+            self.store, self.job, restore)
+        self.sink.resume(m and (m.source_checkpoint or m.id), m.extra if m else None)
+
+    def run(self, batches: list[int]) -> str:
+        """Run the batches (one row each, naming the incarnation), then checkpoint: the checkpoint's id."""
+        for b in batches:
+            self.sink.write_batch(FakeBatch([{"by": self.uid, "batch": b}]), b)
+        (self.hot / "state").write_text(f"{self.uid} {batches}")
+        extra = self.sink.manifest_extra(batches[-1])
+        self.sink.upload_staged(extra)  # before the manifest, as the pipeline's async phase does
+        result = self.writer.take_checkpoint(self.hot, batch_id=batches[-1], extra=extra)
+        self.sink.publish(result.id, result.manifest.extra)
+        return result.id
+
+
+def _rows(store, job) -> list[tuple[str, int]]:
+    return [(r["by"], r["batch"]) for r in read_committed(store, job)]
+
+
+def _first_job(store, job, tmp_path) -> Incarnation:
+    a = Incarnation(store, job, tmp_path, "uid-a")
+    a.start()
+    assert [a.run([0]), a.run([1]), a.run([2])] == ["chk-000001", "chk-000002", "chk-000003"]
+    return a
+
+
+def test_delete_policy_removes_the_output_so_a_new_job_of_the_name_sees_only_its_rows(store, job, tmp_path):
+    _first_job(store, job, tmp_path)
+    delete_checkpoints(store, job)  # gc.onDelete: delete, as the operator's finalizer runs it
+    assert not list(store.list(outputs_prefix(job)))
+    b = Incarnation(store, job, tmp_path, "uid-b")
+    b.start()
+    assert b.run([0, 1]) == "chk-000001"  # the same id the first job's first entry had
+    # Before: B's entry chk-000001 "already existed", so its rows were dropped.
+    assert _rows(store, job) == [("uid-b", 0), ("uid-b", 1)]
+    assert [e["incarnation"] for e in committed_entries(store, job, "default")] == ["uid-b"]
+
+
+def test_output_left_behind_by_an_earlier_job_fails_the_publish_loudly(store, job, tmp_path):
+    """The earlier job's checkpoints were deleted but not its output (an operator before this fix,
+    or by hand): the new job's publish meets an entry it did not write and must not pass."""
+    _first_job(store, job, tmp_path)
+    for prefix in (checkpoints_prefix(job), pending_prefix(job), objects_prefix(job)):
+        for info in list(store.list(prefix)):
+            store.delete(info.key)
+    b = Incarnation(store, job, tmp_path, "uid-b")
+    b.start()
+    with pytest.raises(CommitEntryConflict, match="incarnation uid-a.*this is incarnation uid-b"):
+        b.run([0])
+    assert json.loads(store.get_bytes(commit_key(job, "default", "chk-000001")))["incarnation"] == "uid-a"
+    # Nothing is dropped: the rows stay staged and the next checkpoint names them again.
+    assert [f["batch"] for f in b.sink.manifest_extra(0)["sink"]["files"]] == [0]
+
+
+def test_retain_policy_continues_the_history_and_entries_name_their_job(store, job, tmp_path):
+    _first_job(store, job, tmp_path)
+    b = Incarnation(store, job, tmp_path, "uid-b")
+    b.start()  # ResumingExistingCheckpoints: the newest retained checkpoint, chk-000003
+    assert b.run([3]) == "chk-000004"
+    assert _rows(store, job) == [("uid-a", 0), ("uid-a", 1), ("uid-a", 2), ("uid-b", 3)]
+    entries = committed_entries(store, job, "default")
+    assert [(e["checkpoint"], e["incarnation"]) for e in entries] == [
+        ("chk-000001", "uid-a"), ("chk-000002", "uid-a"), ("chk-000003", "uid-a"), ("chk-000004", "uid-b")]
+
+
+def test_a_fresh_start_over_retained_output_takes_new_ids_and_hides_the_old_rows(store, job, tmp_path):
+    _first_job(store, job, tmp_path)
+    b = Incarnation(store, job, tmp_path, "uid-b")
+    b.start("fresh")  # restoreFrom.fresh over the retained checkpoints
+    assert b.run([0]) == "chk-000004"
+    assert _rows(store, job) == [("uid-b", 0)]
+    old = json.loads(store.get_bytes(commit_key(job, "default", "chk-000001")))
+    assert old["incarnation"] == "uid-a"  # the earlier job's entries stay readable, apart
+
+
+def test_a_savepoint_restored_after_the_delete_policy_starts_a_new_output_history(store, job, tmp_path):
+    a = _first_job(store, job, tmp_path)
+    create_savepoint(store, job, "keep", "chk-000002")
+    a.run([3])
+    delete_checkpoints(store, job)
+    assert list(store.list(savepoints_prefix(job)))  # savepoints are kept
+    b = Incarnation(store, job, tmp_path, "uid-b")
+    b.start("keep")  # its output history was deleted with the job: nothing to re-publish
+    assert _rows(store, job) == []
+    assert b.run([2, 3]) == "chk-000001"
+    assert _rows(store, job) == [("uid-b", 2), ("uid-b", 3)]
+
+
+def test_publish_accepts_only_the_entry_it_would_write(store, job, tmp_path):
+    """A re-publish of the same checkpoint (a retry, or a later attempt after a crash between
+    manifest and entry) passes; another entry under the id raises, whoever wrote it."""
+    a = Incarnation(store, job, tmp_path, "uid-a")
+    a.start()
+    a.sink.write_batch(FakeBatch([{"v": 1}]), 0)
+    extra = a.sink.manifest_extra(0)
+    a.sink.upload_staged(extra)
+    assert extra["sink"]["incarnation"] == "uid-a"
+    assert a.sink.publish("chk-000001", extra) is True
+    assert a.sink.publish("chk-000001", json.loads(json.dumps(extra))) is False  # as read from the manifest
+    later = Incarnation(store, job, tmp_path, "uid-a")  # the same job's next attempt restores it
+    later.sink.resume("chk-000001", extra)
+    assert later.sink.publish("chk-000001", extra) is False
+    other = {"sink": {**extra["sink"], "files": [], "upToBatch": 5}}  # same incarnation, other content
+    with pytest.raises(CommitEntryConflict):
+        later.sink.publish("chk-000001", other)
+    stranger = {"sink": {**extra["sink"], "incarnation": "uid-b"}}
+    with pytest.raises(CommitEntryConflict, match="uid-b"):
+        later.sink.publish("chk-000001", stranger)
+    assert [r["v"] for r in read_committed(store, job)] == [1]
+
+
+def test_delete_policy_function_removes_outputs_and_keeps_savepoints_and_the_fence(store, job):
+    root = job.root
+    keys = {f"{root}/outputs/default/_commits/chk-000001.json", f"{root}/outputs/default/staging/a/b.jsonl",
+            f"{root}/outputs/agg/upserts/batch-000000001-a000001.jsonl", f"{root}/checkpoints/chk-000001.json",
+            f"{root}/pending/chk-000002.json", f"{root}/objects/aa/{'a' * 64}",
+            f"{root}/lineage/000001.savepoint.keep.json", f"{root}/savepoints/keep/manifest.json",
+            fence_key(job)}
+    for key in keys:
+        store.put_bytes(key, b"{}")
+    assert delete_checkpoints(store, job) == 7
+    assert {o.key for o in store.list(f"{root}/")} == {f"{root}/savepoints/keep/manifest.json", fence_key(job)}
+
+
+def test_upsert_restore_records_name_the_incarnation(store, job):
+    from sparkpoint.runtime.sink.transactional import sink_root
+    from sparkpoint.runtime.sink.upsert import UpsertSink
+
+    sink = UpsertSink(store, job, path="agg", key_columns=["k"], attempt=write_fence(store, job),
+                      incarnation="uid-a")
+    sink.resume(None, None)
+    doc = json.loads(store.get_bytes(f"{sink_root(job, 'agg')}/upserts/_restores/a{sink.attempt:06d}.json"))
+    assert doc == {"attempt": sink.attempt, "afterBatch": -1, "incarnation": "uid-a"}
