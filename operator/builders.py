@@ -106,10 +106,18 @@ def job_document(spec: JobSpec, restore_from: RestoreFrom | None) -> dict[str, A
     return doc
 
 
-def build_config_map(job: JobRef, spec: JobSpec, restore_from: RestoreFrom | None = None) -> dict[str, Any]:
+PINS_FILE = "gc-pins.json"  # checkpoint ids the GC sidecar keeps beyond retention (the operator's pins)
+
+
+def build_config_map(job: JobRef, spec: JobSpec, restore_from: RestoreFrom | None = None,
+                     pins: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     body = json.dumps(job_document(spec, restore_from), indent=2, sort_keys=True)
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(job, config_map_name(job)),
-            "data": {"job.json": body}}
+            "data": {"job.json": body, PINS_FILE: pins_document(pins)}}
+
+
+def pins_document(pins: list[str] | tuple[str, ...]) -> str:
+    return json.dumps(sorted(pins))
 
 
 def _store_env(spec: JobSpec, deletes: bool = False) -> list[dict[str, Any]]:
@@ -184,12 +192,14 @@ def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
         "command": ["sparkpoint", "gc", "--store", _store_url(job, spec), "--job", f"{job.namespace}/{job.name}",
                     "--retain", str(spec.checkpoint.retain), "--grace", gc.grace,
                     "--pending-timeout", gc.pending_timeout, "--interval", gc.interval,
+                    "--pins-file", f"{CONFIG_DIR}/{PINS_FILE}",
                     "--metrics-port", str(GC_METRICS_PORT), "--json"],
         "env": _common_env(job, spec, deletes=True),
         "ports": [{"name": "gc-metrics", "containerPort": GC_METRICS_PORT}],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
         "securityContext": container_security_context(),
-        "volumeMounts": [{"name": "hot", "mountPath": HOT_DIR}, {"name": "gc-tmp", "mountPath": TMP_DIR}],
+        "volumeMounts": [{"name": "hot", "mountPath": HOT_DIR}, {"name": "gc-tmp", "mountPath": TMP_DIR},
+                         {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True}],
     }
 
 

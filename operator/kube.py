@@ -130,6 +130,14 @@ class Kube:
             await self._run(self.core.replace_namespaced_config_map, meta["name"], meta["namespace"], body,
                             _preload_content=False)
 
+    async def patch_config_map(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """A merge patch; a ConfigMap not there yet is no error (the attempt's create writes it whole)."""
+        try:
+            await self._run(self.core.patch_namespaced_config_map, name, namespace, patch, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     async def delete_pod(self, namespace: str, name: str, force: bool = False) -> None:
         kwargs: dict[str, Any] = {"grace_period_seconds": 0} if force else {}
         try:

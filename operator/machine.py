@@ -14,9 +14,11 @@ from . import checkpoints as cp
 from .model import (
     RESTORE_FAILED_EXIT,
     CheckpointResult,
+    CreateAttempt,
     Decision,
     DeleteSavepoint,
     Observed,
+    PinCheckpoints,
     PodObs,
     StopRuntime,
     TriggerCheckpoint,
@@ -54,9 +56,29 @@ def decide(obs: Observed) -> Decision:
         _between_attempts(run)
     else:
         _attempt_running(run)
+    _pin_restore_points(run)
     run.st["observedGeneration"] = obs.generation
     apply_conditions(run.st, obs.generation, obs.now)
     return run.d
+
+
+def _pin_restore_points(run: Step) -> None:
+    """Checkpoints an attempt may still be started from (the user's restoreFrom, the lineage, a
+    next or rollback point) are pinned in the GC sidecar, so retention does not prune one before
+    the attempt that needs it starts."""
+    tr = run.tr
+    points = [run.spec.restore_from and run.spec.restore_from.model_dump(exclude_none=True),
+              (tr.get("lineage") or {}).get("point"), tr.get("nextPoint"), tr.get("rollbackPoint"),
+              (tr.get("upgrade") or {}).get("rollbackPoint"), tr.get("attemptPoint")]
+    pins = sorted({p["checkpoint"] for p in points if isinstance(p, dict) and p.get("checkpoint")})
+    if pins == tr.get("gcPins", []):
+        return
+    if pins:
+        tr["gcPins"] = pins
+    else:
+        tr.pop("gcPins", None)
+    if run.current is not None and not run.d.of(CreateAttempt):  # a new attempt's ConfigMap has them
+        run.d.actions.append(PinCheckpoints(tuple(pins)))
 
 
 def _note_inherited_state(run: Step) -> None:

@@ -112,6 +112,14 @@ class DeleteSavepoint:
 
 
 @dataclass(frozen=True)
+class PinCheckpoints:
+    """Write the GC sidecar's pins (the job ConfigMap's gc-pins.json): checkpoint ids an attempt may
+    restore from, kept beyond checkpoint.retain. CreateAttempt writes them with the ConfigMap too."""
+
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StopRuntime:
     """POST /stop: drain, final checkpoint, optional savepoint, exit 0."""
 

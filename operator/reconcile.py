@@ -41,6 +41,7 @@ from .model import (
     DeleteSavepoint,
     Emit,
     Observed,
+    PinCheckpoints,
     PodObs,
     StopRuntime,
     TriggerCheckpoint,
@@ -280,13 +281,16 @@ class Reconciler:
             case CreateAttempt(attempt=attempt, restore_from=restore_from, spec=override):
                 async with self._creating:
                     try:
-                        await self._create_attempt(job, override or spec, attempt, restore_from)
+                        await self._create_attempt(job, override or spec, attempt, restore_from,
+                                                   (status.get("tracking") or {}).get("gcPins", []))
                     except ApiException as exc:
                         if not refused(exc):
                             raise
                         await self._record_refusal(body, status, attempt, exc)
             case DeletePod(name=pod_name, force=force):
                 await self.kube.delete_pod(ns, pod_name, force)
+            case PinCheckpoints(ids=ids):
+                await self._pin(body, status, ids)
             case TriggerCheckpoint():
                 pass  # made before the status was written (reconcile)
             case TriggerSavepoint(name=sp_name):
@@ -302,15 +306,32 @@ class Reconciler:
                 log.info(message, extra={"job": f"{ns}/{name}", "reason": reason})
 
     async def _create_attempt(self, job: builders.JobRef, run_spec: JobSpec, attempt: int,
-                              restore_from: Any) -> None:
+                              restore_from: Any, pins: list[str]) -> None:
         """`run_spec`: the CR's, or the last stable one for a rollback. The pod last: it mounts the
         ConfigMap and the token Secret (created once, an existing one is kept: the token never
         changes under a pod); the Service may come in parallel."""
-        await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from),
+        await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from, pins),
                                                         exists=attempt > 1),
                              self.kube.create(builders.build_control_token_secret(job, control_token.new_token())),
                              self.kube.create(builders.build_service(job)))
         await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account))
+
+    async def _pin(self, body: dict[str, Any], status: dict[str, Any], ids: tuple[str, ...]) -> None:
+        """The GC sidecar's pins in the job's ConfigMap (the kubelet updates the mounted file; the
+        sidecar reads it every pass). A failed write forgets the decided pins, so the next round
+        writes them again."""
+        meta = body["metadata"]
+        try:
+            await self.kube.patch_config_map(meta["namespace"], builders.config_map_name(
+                builders.JobRef(meta["namespace"], meta["name"], meta["uid"])),
+                {"data": {builders.PINS_FILE: builders.pins_document(ids)}})
+        except ApiException as exc:
+            log.warning("gc pins not written", extra={"job": f"{meta['namespace']}/{meta['name']}",
+                                                      "status": exc.status})
+            unpinned = json_copy(status)
+            unpinned.setdefault("tracking", {}).pop("gcPins", None)
+            writer = self._writer(meta["namespace"], meta["name"])
+            writer.submit(writer.current() or status, unpinned)
 
     async def _record_refusal(self, body: dict[str, Any], status: dict[str, Any], attempt: int,
                               exc: ApiException) -> None:

@@ -10,7 +10,7 @@ import sys
 import threading
 
 from sparkpoint.runtime.checkpoint import gc_pass
-from sparkpoint.runtime.checkpoint.gc_loop import record, run_loop
+from sparkpoint.runtime.checkpoint.gc_loop import PinsFile, record, run_loop
 
 from .cli_common import add_common, duration, emit, human_bytes, open_from_args
 
@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pending-timeout", type=duration, default=3600.0,
                    help="pending markers older than this are abandoned (default 1h)")
     p.add_argument("--pin", action="append", default=[], help="checkpoint id to keep regardless (repeatable)")
+    p.add_argument("--pins-file", default=None,
+                   help="a JSON list of more checkpoint ids to keep, read again at every pass (the operator's)")
     p.add_argument("--once", action="store_true", help="one pass, then exit")
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
     p.add_argument("--interval", type=duration, default=60.0, help="time between passes in loop mode")
@@ -42,7 +44,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     options = dict(retain=args.retain, grace_seconds=args.grace,
                    pending_timeout_seconds=args.pending_timeout, dry_run=args.dry_run)
     if args.once:
-        r = gc_pass(store, job, pins=args.pin, **options)
+        r = gc_pass(store, job, pins=[*args.pin, *PinsFile(args.pins_file)()], **options)
         record(job, r)
         emit(args, _summary(r), lambda: (
             f"{'would delete' if r.dry_run else 'deleted'} {len(r.deleted_manifests)} manifests, "
@@ -60,6 +62,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(json.dumps({"warning": f"gc metrics not served on port {args.metrics_port}: {exc}"}),
                   file=sys.stderr, flush=True)
+    pins_file = PinsFile(args.pins_file)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -68,5 +71,5 @@ def cmd_gc(args: argparse.Namespace) -> int:
         print(json.dumps(_summary(r)) if args.json else
               f"gc: deleted {r.deleted_objects} objects ({human_bytes(r.deleted_bytes)})", flush=True)
     run_loop(store, job, interval_seconds=args.interval, stop=stop, on_result=report,
-             pins=lambda: args.pin, **options)
+             pins=lambda: [*args.pin, *pins_file()], **options)
     return 0

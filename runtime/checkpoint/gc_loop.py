@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -38,6 +39,30 @@ def record(job: JobRef, result: GcResult) -> None:
     ORPHAN_BYTES.labels(**labels).set(result.orphan_bytes)
     PASS_SECONDS.labels(**labels).set(result.seconds)
     LAST_RUN.labels(**labels).set(time.time())
+
+
+class PinsFile:
+    """Checkpoint ids a file names (a JSON list; the operator keeps it in the job's ConfigMap, so it
+    changes under a running sidecar), read at every pass. An unreadable or invalid file keeps the
+    last good list: losing a pin could delete the checkpoint an attempt is about to restore."""
+
+    def __init__(self, path: str | None):
+        self.path, self.last = path, ()
+
+    def __call__(self) -> tuple[str, ...]:
+        if not self.path:
+            return ()
+        try:
+            with open(self.path) as f:
+                ids = json.load(f)
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                raise ValueError("not a list of checkpoint ids")
+            self.last = tuple(ids)
+        except FileNotFoundError:
+            self.last = ()  # no pins asked for (an older operator's ConfigMap)
+        except (OSError, ValueError) as exc:
+            log.warning("gc pins file unreadable; keeping the last pins", extra={"path": self.path, "error": str(exc)})
+        return self.last
 
 
 def run_loop(

@@ -17,7 +17,7 @@ NAMESPACED = {
     ("sparkpoint.dev", "streamingjobs/finalizers"): {"update"},
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
     ("", "services"): {"create"},
-    ("", "configmaps"): {"create", "update"},
+    ("", "configmaps"): {"create", "update", "patch"},
     ("", "secrets"): {"get", "create"},
     ("", "events"): {"create"},
     ("kopf.dev", "kopfpeerings"): {"get", "list", "watch", "patch", "create"},

@@ -243,3 +243,26 @@ def test_backoff_starts_over_after_a_stable_run():
     st = running(stableSpec=spec_key(spec), failureStreak=4, runningSince=T0 - 60)
     d = decide(observe(st, [pod(phase="Failed", exit_code=1)], spec=spec))
     assert d.status["tracking"]["nextAttemptAt"] == T0 + 160  # a crash loop keeps doubling
+
+
+# --- 12c: the GC keeps what an attempt may restore from ---------------------------------------------
+def test_a_restore_from_checkpoint_is_pinned_in_the_gc_sidecar():
+    from sparkpoint.operator.model import PinCheckpoints
+
+    spec = make_spec(restoreFrom={"checkpoint": "chk-000004"})
+    d = decide(observe(running(stableSpec=spec_key(spec)), [pod()], runtime=RUNTIME, spec=spec))
+    assert d.of(PinCheckpoints) == [PinCheckpoints(("chk-000004",))]
+    assert d.status["tracking"]["gcPins"] == ["chk-000004"]
+    again = decide(observe(d.status, [pod()], runtime=RUNTIME, spec=spec, now=T0 + 1))
+    assert not again.of(PinCheckpoints)  # written once
+    d = decide(observe(d.status, [pod()], runtime=RUNTIME, spec=SPEC, now=T0 + 2))
+    assert d.of(PinCheckpoints) == [PinCheckpoints(())] and "gcPins" not in d.status["tracking"]
+
+
+def test_a_new_attempt_carries_its_pins_in_its_config_map():
+    from sparkpoint.operator.model import PinCheckpoints
+
+    spec = make_spec(restoreFrom={"checkpoint": "chk-000004"})
+    d = decide(observe({}, [], spec=spec))
+    assert d.of(CreateAttempt) and not d.of(PinCheckpoints)
+    assert d.status["tracking"]["gcPins"] == ["chk-000004"]

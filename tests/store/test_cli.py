@@ -102,3 +102,44 @@ def test_gc_sidecar_loop_serves_metrics_and_stops_on_sigterm(tmp_path) -> None: 
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert '"deleted_objects": 0' in out.splitlines()[0]
+
+
+def test_gc_sidecar_keeps_what_its_pins_file_names_and_follows_its_changes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The operator pins a checkpoint an attempt may restore from (spec.restoreFrom, a rollback point)
+    in the job ConfigMap's gc-pins.json; the sidecar re-reads it every pass (issue 25 case 12c)."""
+    common = ["--store", f"file://{tmp_path}/s", "--job", "ns/j"]
+    paths = write_tree(tmp_path / "hot", 4)
+    for i in range(4):
+        if i:
+            change_files(paths, 1)
+        sparkpoint("checkpoints", "create", "--from", str(tmp_path / "hot"), "--reuse-window", "0s", *common)
+    pins = tmp_path / "gc-pins.json"
+    pins.write_text('["chk-000001"]')
+    proc = subprocess.Popen([*CLI, "gc", "--retain", "1", "--grace", "0s", "--interval", "0.2", "--json",
+                             "--pins-file", str(pins), *common],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+
+    def listed() -> list[str]:
+        return [c["id"] for c in sparkpoint_json("checkpoints", "list", *common)]
+
+    def settles(expected: list[str]) -> bool:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and listed() != expected:
+            time.sleep(0.2)
+        return listed() == expected
+
+    try:
+        assert settles(["chk-000001", "chk-000004"])
+        pins.write_text("{torn")  # a half-written or broken file keeps the last pins
+        time.sleep(1.0)
+        assert listed() == ["chk-000001", "chk-000004"]
+        pins.write_text("[]")  # unpinned: retention applies again
+        assert settles(["chk-000004"])
+        restored = tmp_path / "restored"
+        sparkpoint("restore", "--checkpoint", "chk-000004", "--to", str(restored), *common)
+        assert tree_digest(restored) == tree_digest(tmp_path / "hot")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "gc pins file unreadable" in err

@@ -128,3 +128,13 @@ def test_gc_secret_gives_the_gc_container_its_own_credential_and_the_runtime_kee
     runtime, gc = builders.build_pod(JOB, no_endpoint, attempt=1)["spec"]["containers"]
     assert _env(runtime)["SPARKPOINT_S3_ENDPOINT"]["valueFrom"]["secretKeyRef"]["name"] == "minio-creds"
     assert _env(gc)["SPARKPOINT_S3_ENDPOINT"]["valueFrom"]["secretKeyRef"]["name"] == "minio-gc"
+
+
+def test_the_gc_sidecar_reads_the_operators_pins_from_the_job_config_map():
+    job = builders.JobRef("team", "clicks", "uid-1")
+    spec = config.parse_spec({"job": {"entrypoint": "m:f"}})
+    cm = builders.build_config_map(job, spec, None, ["chk-000009", "chk-000004"])
+    assert json.loads(cm["data"][builders.PINS_FILE]) == ["chk-000004", "chk-000009"]
+    gc = next(c for c in builders.build_pod(job, spec, 1)["spec"]["containers"] if c["name"] == "gc")
+    assert gc["command"][gc["command"].index("--pins-file") + 1] == f"{builders.CONFIG_DIR}/{builders.PINS_FILE}"
+    assert {"name": "job", "mountPath": builders.CONFIG_DIR, "readOnly": True} in gc["volumeMounts"]
