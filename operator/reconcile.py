@@ -424,7 +424,7 @@ class Reconciler:
             store = await self.store.open_store(ns, spec, deletes=True)
             if store is not None:
                 count = await asyncio.to_thread(store_view.delete_checkpoints, store, StoreJob(ns, name))
-                log.info("checkpoints deleted", extra={"job": f"{ns}/{name}", "objects": count})
+                log.info("job data deleted (gc.onDelete delete)", extra={"job": f"{ns}/{name}", "objects": count})
             return
         except Exception as exc:  # noqa: BLE001 - the store's errors: retried, then given up on
             if isinstance(exc, ApiException) and exc.status == 404:
