@@ -266,7 +266,9 @@ def _pod_lost(run: Step, pod: PodObs) -> bool:
         run.fail("NodeLost", f"pod {pod.name}'s node is not ready")
     elif RESTORE_FAILED_EXIT in (pod.exit_code, pod.last_exit_code):
         _restore_failed(run, pod)
-    elif pod.phase == "Failed":
+    elif pod.phase == "Failed" or (pod.exit_code not in (None, 0) and run.spec.restart.policy == "Never"):
+        # (restart.policy Never: the kubelet does not restart the runtime, and the GC sidecar keeps
+        # the pod Running, so the runtime's own exit is the failure.)
         code = pod.exit_code if pod.exit_code is not None else pod.last_exit_code
         reason = pod.reason or "PodFailed"
         run.fail(reason, f"pod {pod.name} failed" + (f" (exit {code})" if code is not None else ""))

@@ -266,3 +266,10 @@ def test_a_new_attempt_carries_its_pins_in_its_config_map():
     d = decide(observe({}, [], spec=spec))
     assert d.of(CreateAttempt) and not d.of(PinCheckpoints)
     assert d.status["tracking"]["gcPins"] == ["chk-000004"]
+
+
+def test_a_runtime_that_exits_under_policy_never_fails_though_the_gc_sidecar_keeps_the_pod_running():
+    never = make_spec(restart={"policy": "Never"})
+    d = decide(observe(running(stableSpec=spec_key(never)), [pod(exit_code=2, ready=False)], spec=never))
+    assert d.status["phase"] == "Failed" and "exit 2" in d.status["lastFailure"]["message"]
+    assert [a.name for a in d.of(DeletePod)] == ["job-1"]
