@@ -115,8 +115,8 @@ def test_a_job_recreated_under_its_name_shows_only_its_own_output(api_client, na
     store = open_store(f"s3://{BUCKET}/{namespace}", env=store_env)
     ref = JobRef(namespace, "again")
     first = jobs.create("again", **{"gc.onDelete": "delete"})
-    jobs.wait_status("again", "the first job has committed output",
-                     lambda s: running_with_checkpoint(s) and committed_entries(store, ref, "default"),
+    jobs.wait_status("again", "the first job has committed rows",
+                     lambda s: running_with_checkpoint(s) and read_committed(store, ref, "default"),
                      timeout=300, operator=operator)
     jobs.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "again")
 
@@ -130,9 +130,9 @@ def test_a_job_recreated_under_its_name_shows_only_its_own_output(api_client, na
     assert not committed_entries(store, ref, "default")  # its output went with it
     second = jobs.create("again", **{"gc.onDelete": "delete"})
     assert second["metadata"]["uid"] != first["metadata"]["uid"]
-    jobs.wait_status("again", "the second job has committed output",
-                     lambda s: running_with_checkpoint(s) and len(committed_entries(store, ref, "default")) >= 2,
+    # (windows close after the watermark passes them: the first entries may hold no rows yet)
+    jobs.wait_status("again", "the second job has committed rows",
+                     lambda s: running_with_checkpoint(s) and read_committed(store, ref, "default"),
                      timeout=300, operator=operator)
     entries = committed_entries(store, ref, "default")
-    assert {e.get("incarnation") for e in entries} == {second["metadata"]["uid"]}
-    assert read_committed(store, ref, "default")  # readable, and only this job's
+    assert {e.get("incarnation") for e in entries} == {second["metadata"]["uid"]}  # only this job's
