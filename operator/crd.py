@@ -1,7 +1,7 @@
 """Builds the StreamingJob CRD from the spec model, so the two cannot drift.
 
 `python -m sparkpoint.operator.crd > crds/streamingjob.yaml` regenerates the committed file;
-tests/unit/test_crd.py fails when the committed file differs from what the model implies.
+tests/operator/test_crd.py fails when the committed file differs from what the model implies.
 """
 
 from __future__ import annotations

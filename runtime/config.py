@@ -3,7 +3,7 @@
 The runtime reads it to run a job; the operator parses the custom resource into it once. The CRD's
 OpenAPI schema (crds/) is generated from this model, and every rule here that a pattern or bound
 cannot say is stated twice: as a pydantic validator and as a CEL rule for the API server, with the
-same message; tests/unit/test_crd.py and e2e/test_streamingjob_crd.py check they agree.
+same message; tests/operator/test_crd.py and e2e/test_streamingjob_crd.py check they agree.
 """
 
 from __future__ import annotations

@@ -16,6 +16,19 @@ from sparkpoint.runtime.store.minio_server import MinioServer
 
 TEST_BUCKET = "sparkpoint-test"
 
+# Markers that follow from what a test uses, so `make test-unit` (-m "not spark and not minio and not
+# tools and not slow") never starts a JVM, MinIO, helm or promtool: a test that takes one of these
+# fixtures is marked without anyone remembering to (modules that run Spark in a subprocess say so
+# with pytestmark). tests/docs/test_markers.py checks the rule on the collected suite.
+FIXTURE_MARKS = {"minio_server": "minio", "minio_env": "minio", "spark": "spark", "helm": "tools",
+                 "render": "tools"}
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & FIXTURE_MARKS.keys():
+            item.add_marker(FIXTURE_MARKS[fixture])
+
 
 @pytest.fixture(scope="session")
 def minio_server() -> Iterator[MinioServer]:

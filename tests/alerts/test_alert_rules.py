@@ -31,12 +31,14 @@ def _promtool(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.tools
 def test_promtool_check_rules():
     result = _promtool("check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(_alerts())} rules found" in result.stdout
 
 
+@pytest.mark.tools
 def test_promtool_unit_tests_pass():
     result = _promtool("test", "rules", str(UNIT_TESTS))
     assert result.returncode == 0, result.stdout + result.stderr

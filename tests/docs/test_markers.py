@@ -1,0 +1,38 @@
+"""The tiers hold: markers say what a test needs, and `make test-unit` runs the pure tier with no
+Java and no MinIO to be had (JAVA_HOME and SPARKPOINT_MINIO_BIN point nowhere), so a test that
+needs either and lacks its marker fails there instead of slowing the edit-test loop."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+UNIT = "not spark and not minio and not tools and not slow"
+
+
+def collect(*args: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "tests", "--ignore=tests/image", "--ignore=tests/docs", *args],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode in (0, 5), out.stdout[-3000:] + out.stderr[-3000:]
+    return [line for line in out.stdout.splitlines() if "::" in line]
+
+
+def test_fixtures_mark_their_users_and_the_pure_tier_leaves_them_out():
+    pure, everything = collect("-m", UNIT), collect()
+    assert 0 < len(pure) < len(everything)
+    backend = re.compile(r"[\[-]minio[\]-]")  # the store fixture's MinIO parameter
+    assert not [t for t in pure if backend.search(t)]
+    assert any("test_runtime_spark.py" in t for t in collect("-m", "spark"))
+    assert any("test_savepoint_store.py" in t for t in collect("-m", "minio"))
+    tools = collect("-m", "tools")
+    assert any(t.startswith("tests/chart/") for t in tools) and any("promtool" in t for t in tools)
+
+
+def test_make_test_unit_takes_java_and_minio_away():
+    recipe = subprocess.run(["make", "-n", "test-unit"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    assert "JAVA_HOME=/nonexistent" in recipe and "SPARKPOINT_MINIO_BIN=/nonexistent" in recipe
+    assert UNIT in recipe
