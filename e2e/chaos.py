@@ -1,6 +1,7 @@
-"""`make chaos` (not in CI): kill job pods, runtime containers and the operator at random on the
-local cluster for CHAOS_MINUTES (default 20), then compare the committed output with a failure-free
-run of the same input: 0 missing and 0 duplicate rows, or exit 1.
+"""`make chaos` (not in CI): kill job pods, runtime containers and the operator, edit the spec
+(an upgrade), suspend and resume, and delete and re-create the job, at random on the local cluster
+for CHAOS_MINUTES (default 20), then compare the committed output with a failure-free run of the
+same input: 0 missing and 0 duplicate rows, or exit 1.
 
 Two StreamingJobs of the same deterministic input (windowed_aggregation over rate-micro-batch, a
 bounded number of input batches) run side by side under one operator: `chaos` suffers the kills,
@@ -46,7 +47,8 @@ from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 
 ROWS, KEYS, WINDOW, WATERMARK = 100, 40, 5, 2  # per batch; window and watermark in seconds (= batches)
-KILLS = ("pod", "pod-force", "container", "operator")
+KILLS = ("pod", "pod-force", "container", "operator", "edit", "suspend", "recreate")
+JOB_OPTIONS = {"restart.maxRestarts": 1000, "restart.window": "1m", "checkpoint.interval": "5s"}
 REPORT = REPO / "docs" / "reliability.md"
 SECTION = "## Chaos run"
 
@@ -76,19 +78,51 @@ class Chaos:
         self.jobs, self.ns, self.env, self.rng = Jobs(api, namespace, env), namespace, env, rng
         self.total = total_batches
         self.kills: Counter = Counter()
+        self.before: Counter = Counter()  # restarts, local recoveries, attempts of earlier incarnations
         self.operator = OperatorProcess(namespace, STATE_DIR / "operator" / f"{namespace}.log")
 
     def start(self) -> None:
         self.operator.start()
-        args = {"rows_per_batch": ROWS, "keys": KEYS, "total_batches": self.total,
-                "window": f"{WINDOW} seconds", "watermark": f"{WATERMARK} seconds"}
         for name in ("chaos", "reference"):
-            self.jobs.create(name, **{"job.args": args, "restart.maxRestarts": 1000, "restart.window": "1m",
-                                      "checkpoint.interval": "5s"})
+            self.create(name)
         for name in ("chaos", "reference"):
             self.jobs.wait_status(name, "Running with a checkpoint",
                                   lambda s: s.get("phase") == "Running" and s.get("latestCheckpoint"),
                                   timeout=600, operator=self.operator)
+
+    def create(self, name: str) -> None:
+        args = {"rows_per_batch": ROWS, "keys": KEYS, "total_batches": self.total,
+                "window": f"{WINDOW} seconds", "watermark": f"{WATERMARK} seconds"}
+        self.jobs.create(name, **{"job.args": args, **JOB_OPTIONS})
+
+    def edit(self) -> None:
+        """A spec change that needs a new pod and leaves the output alone: an upgrade (drain with a
+        savepoint, a new attempt from it)."""
+        self.edits = getattr(self, "edits", 0) + 1
+        self.jobs.patch_spec("chaos", {"spark": {"conf": {"spark.sql.streaming.numRecentProgressUpdates":
+                                                          str(100 + self.edits)}}})
+
+    def suspend_and_resume(self) -> None:
+        self.jobs.patch_spec("chaos", {"state": "suspended"})
+        time.sleep(self.rng.uniform(0, 30))  # sometimes resumed while the suspend drain still runs
+        self.jobs.patch_spec("chaos", {"state": "running"})
+
+    def recreate(self) -> None:
+        """Delete the StreamingJob (gc.onDelete retain: its finalizer drains it) and create it again
+        under the same name: the new one resumes the old one's checkpoints and output history."""
+        st = self.jobs.status("chaos")
+        self.before.update(restarts=st.get("restarts", 0), localRecoveries=st.get("localRecoveries", 0),
+                           attempts=st.get("attempt", 0))
+        self.jobs.custom.delete_namespaced_custom_object("sparkpoint.dev", "v1alpha1", self.ns, "streamingjobs",
+                                                         "chaos")
+
+        def gone() -> bool:
+            return not [j for j in self.jobs.custom.list_namespaced_custom_object(
+                "sparkpoint.dev", "v1alpha1", self.ns, "streamingjobs")["items"] if j["metadata"]["name"] == "chaos"]
+        if self.operator.process.poll() is not None:
+            self.start_operator()
+        wait_for("the chaos job deleted", gone, timeout=600, interval=1.0)
+        self.create("chaos")
 
     def start_operator(self) -> None:
         """Start it again; on a loaded machine /healthz may take longer than start() waits."""
@@ -104,6 +138,12 @@ class Chaos:
             self.operator.kill()
             time.sleep(self.rng.uniform(0, 20))
             self.start_operator()
+        elif kind == "edit":
+            self.edit()
+        elif kind == "suspend":
+            self.suspend_and_resume()
+        elif kind == "recreate":
+            self.recreate()
         elif kind == "container":
             pid = runtime_pid(self.ns, "chaos")
             if pid is None:
@@ -148,11 +188,12 @@ def compare(got: Counter, want: Counter) -> tuple[int, int]:
 def write_report(tally: dict) -> None:
     lines = [SECTION, "",
              f"`make chaos` (e2e/chaos.py) on the local cluster, {tally['when']}: "
-             f"{tally['minutes']:g} minutes of kills, seed {tally['seed']}"
+             f"{tally['minutes']:g} minutes of kills, spec edits (upgrades), suspend/resume and re-creations "
+             f"of the job, seed {tally['seed']}"
              + (" (a short run; the issue's figure is 20 minutes: `CHAOS_MINUTES=20 make chaos`)."
                 if tally["minutes"] < 20 else "."), "",
              "| what | count |", "| --- | --- |"]
-    lines += [f"| kill: {k} | {tally['kills'].get(k, 0)} |" for k in KILLS]
+    lines += [f"| {'kill' if k in KILLS[:4] else 'act'}: {k} | {tally['kills'].get(k, 0)} |" for k in KILLS]
     lines += [f"| restarts (status.restarts) | {tally['restarts']} |",
               f"| of them local recoveries | {tally['localRecoveries']} |",
               f"| attempts (new pods) | {tally['attempts']} |",
@@ -211,8 +252,9 @@ def main() -> int:
         core.delete_namespace(ns)
     missing, duplicates = compare(out["chaos"], out["reference"])
     tally = {"when": time.strftime("%Y-%m-%d"), "minutes": args.minutes, "seed": args.seed,
-             "kills": dict(chaos.kills), "restarts": status.get("restarts", 0),
-             "localRecoveries": status.get("localRecoveries", 0), "attempts": status.get("attempt", 0),
+             "kills": dict(chaos.kills), "restarts": status.get("restarts", 0) + chaos.before["restarts"],
+             "localRecoveries": status.get("localRecoveries", 0) + chaos.before["localRecoveries"],
+             "attempts": status.get("attempt", 0) + chaos.before["attempts"],
              "batches": chaos.total, "rows": sum(out["reference"].values()), "missing": missing,
              "duplicates": duplicates, "reference_exact": out["reference"] == expected_rows(chaos.total),
              "seconds": time.monotonic() - started}
