@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec, RestoreFrom
+from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV
 
 CONTROL_PORT = 8080
 METRICS_PORT = 9091  # the runtime's /metrics alone, so a NetworkPolicy can open it to Prometheus only
@@ -26,11 +27,10 @@ TMP_DIR = "/tmp"
 HOT_DIR = "/var/lib/sparkpoint"
 CONFIG_DIR = "/etc/sparkpoint"
 JOB_FILE = f"{CONFIG_DIR}/job.json"
-# Keys the storage Secret (and spec.gc.secretRef's) must hold; they reach the containers as environment variables only.
-CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-# A key the storage Secret may hold: the S3 endpoint, which differs between clusters, so a manifest
-# need not name it. Used when spec.checkpoint.storage.endpoint is not set (what a manifest says wins).
-ENDPOINT_KEY = "SPARKPOINT_S3_ENDPOINT"
+# The storage Secret's keys (and spec.gc.secretRef's) are runtime.store's SECRET_KEYS: the
+# credentials (required), the S3 endpoint (used when spec.checkpoint.storage.endpoint is not set:
+# what a manifest says wins) and AWS_REGION (optional). They reach the containers as env vars only.
+ENDPOINT_KEY = ENDPOINT_ENV
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,8 @@ def _store_env(spec: JobSpec, deletes: bool = False) -> list[dict[str, Any]]:
         secret = secret_ref.name
         env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
                 for key in CREDENTIAL_KEYS]
+        env.append({"name": REGION_ENV, "valueFrom": {"secretKeyRef": {"name": secret, "key": REGION_ENV,
+                                                                       "optional": True}}})
         # One entry per name: the API server warns about a name defined twice, and server-side
         # apply may drop one of them.
         if not storage.endpoint:

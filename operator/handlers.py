@@ -18,6 +18,7 @@ from sparkpoint.runtime.config import API_GROUP, API_VERSION, SpecError, parse_s
 
 from . import api_session
 from .control_token import ControlTokens, missing_is_none
+from .events import post_event
 from .kube import PLURAL, Kube, load_config
 from .malloc import trim_every
 from .metrics import OperatorMetrics, serve
@@ -29,10 +30,6 @@ log = logging.getLogger("sparkpoint.operator")
 FINALIZER = f"{API_GROUP}/finalizer"
 MANAGED = {"app.kubernetes.io/managed-by": "sparkpoint-operator"}
 RUNTIME_PODS = {**MANAGED, "app.kubernetes.io/component": "runtime"}
-
-
-def post_event(body: dict[str, Any], type_: str, reason: str, message: str) -> None:
-    kopf.event(body, type=type_, reason=reason, message=message[:1000])
 
 
 @kopf.on.login()
@@ -47,7 +44,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     # the operator posts its Events explicitly (kopf.event ignores this level).
     settings.posting.level = logging.WARNING
     memo.metrics = OperatorMetrics()
-    kube = Kube(load_config())
+    kube = memo.kube = Kube(load_config())
     memo.client = RuntimeClient(timeout=5.0, tokens=ControlTokens(missing_is_none(kube.secret_data)))
     memo.reconciler = Reconciler(kube, memo.client, memo.metrics, post_event,
                                  upgrade_timeout=memo.get("upgrade_timeout", 300.0),

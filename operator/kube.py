@@ -88,6 +88,14 @@ class Kube:
                 return None
             raise
 
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._run(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     async def job_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
         resp = await self._run(self.core.list_namespaced_pod, namespace,
                                label_selector=f"{API_GROUP}/job={name},app.kubernetes.io/component=runtime",

@@ -427,7 +427,7 @@ class Reconciler:
                 log.info("job data deleted (gc.onDelete delete)", extra={"job": f"{ns}/{name}", "objects": count})
             return
         except Exception as exc:  # noqa: BLE001 - the store's errors: retried, then given up on
-            if isinstance(exc, ApiException) and exc.status == 404:
+            if isinstance(exc, store_view.SecretMissing):
                 why = "its storage Secret is gone"
             elif not finalize.give_up_on_data(since, now):
                 if since is None:

@@ -17,12 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.client.rest import ApiException
+
 from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
 from . import store_view
 from .caches import FactCache, TtlCache, secret_fingerprint
 from .kube import Kube
+from .savepoint_model import StorageRef
 
 log = logging.getLogger("sparkpoint.operator")
 STORE_REFRESH = 60.0
@@ -96,23 +99,30 @@ class StoreFacts:
             self.forget_credentials(namespace, spec)  # maybe rotated credentials: read the Secret again
 
     async def open_store(self, namespace: str, spec: JobSpec, deletes: bool = False) -> Any:
-        """The store client for the job's storage: one per store URL and credentials, shared by the
-        jobs that use the same (a client holds a connection pool). `deletes`: with
-        spec.gc.secretRef's credential when set (the storage Secret's may lack delete rights)."""
-        storage = spec.checkpoint.storage
-        if storage is None:
-            return None
+        """The job's store client (None: the demo's pod-local directory, which the operator cannot
+        reach). `deletes`: with spec.gc.secretRef's credential when set (the storage Secret's may
+        lack delete rights)."""
+        storage = store_view.storage_of(spec)
+        return None if storage is None else await self.open_storage(namespace, storage, deletes)
+
+    async def open_storage(self, namespace: str, storage: StorageRef, deletes: bool = False) -> Any:
+        """The store client for a storage reference (a job's, or one a savepoint recorded): one per
+        store URL and credentials, shared (a client holds a connection pool). Raises
+        store_view.SecretMissing when its Secret does not exist."""
         secret = None
-        secret_ref = (spec.gc.secret_ref if deletes else None) or storage.secret_ref
-        if secret_ref:
-            secret_key = (namespace, secret_ref.name)
-            secret = self._secrets.get(secret_key)
+        name, field = store_view.secret_for(storage, deletes)
+        if name:
+            secret = self._secrets.get((namespace, name))
             if secret is None:
-                secret = await self._read_secret(secret_key)
-        env = store_view.store_env(spec, secret)
-        client_key = (storage.url, secret_fingerprint(env))
+                try:
+                    secret = await self._read_secret((namespace, name))
+                except ApiException as exc:
+                    if exc.status == 404:
+                        raise store_view.SecretMissing(f"Secret {name!r} ({field}) not found") from None
+                    raise
+        client_key = (storage.url, secret_fingerprint(store_view.store_env(storage, secret)))
         return self._clients.get(client_key) or self._clients.put(
-            client_key, store_view.open_job_store(spec, secret, STORE_THREADS))
+            client_key, store_view.open_job_store(storage, secret, STORE_THREADS))
 
     async def _read_secret(self, key: tuple[str, str]) -> dict[str, str]:
         """One read per Secret at a time: 1,000 jobs starting together share it (a thundering herd
@@ -124,13 +134,11 @@ class StoreFacts:
         return self._secrets.put(key, await asyncio.shield(task))
 
     def forget_credentials(self, namespace: str, spec: JobSpec) -> None:
-        storage = spec.checkpoint.storage
+        storage = store_view.storage_of(spec)
         if storage is None:
             return
-        for secret_ref in (storage.secret_ref, spec.gc.secret_ref):
-            if secret_ref is None:
-                continue
-            secret = self._secrets.get((namespace, secret_ref.name))
-            self._secrets.invalidate((namespace, secret_ref.name))
+        for name in {storage.secret_name, storage.gc_secret_name} - {None}:
+            secret = self._secrets.get((namespace, name))
+            self._secrets.invalidate((namespace, name))
             if secret is not None:
-                self._clients.invalidate((storage.url, secret_fingerprint(store_view.store_env(spec, secret))))
+                self._clients.invalidate((storage.url, secret_fingerprint(store_view.store_env(storage, secret))))

@@ -11,7 +11,15 @@ from typing import Any
 
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.config import JobSpec
-from sparkpoint.runtime.store import ENDPOINT_ENV, JobRef, Manifest, ObjectStore, open_store
+from sparkpoint.runtime.store import (
+    ENDPOINT_ENV,
+    SECRET_KEYS,
+    JobRef,
+    Manifest,
+    ObjectStore,
+    StoreError,
+    open_store,
+)
 from sparkpoint.runtime.store.layout import (
     checkpoints_prefix,
     lineage_prefix,
@@ -24,27 +32,53 @@ from sparkpoint.runtime.store.layout import (
 from .caches import FactCache
 from .model import CheckpointFact
 from .observe import fact_from_manifest
+from .savepoint_model import StorageRef
 
 RECENT_MANIFESTS = 10
 MAX_SAVEPOINTS = 20
 
 
-def store_env(spec: JobSpec, secret: dict[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in (secret or {}).items()
-           if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", ENDPOINT_ENV, "AWS_REGION")}
+class StoreAccessError(Exception):
+    """The store cannot be opened or read; the message is safe to show (no credentials)."""
+
+
+class SecretMissing(StoreAccessError):
+    """The Secret that holds the store's credentials does not exist (any more)."""
+
+
+def storage_of(spec: JobSpec) -> StorageRef | None:
+    """Where a job's data lives and which Secrets open it (None: the demo's pod-local directory)."""
     storage = spec.checkpoint.storage
-    if storage and storage.endpoint and ENDPOINT_ENV not in env:
+    if storage is None:
+        return None
+    return StorageRef(url=storage.url, endpoint=storage.endpoint,
+                      secret_name=storage.secret_ref.name if storage.secret_ref else None,
+                      gc_secret_name=spec.gc.secret_ref.name if spec.gc.secret_ref else None)
+
+
+def secret_for(storage: StorageRef, deletes: bool) -> tuple[str | None, str]:
+    """(Secret name, the spec field naming it): spec.gc.secretRef's for whatever deletes, when set."""
+    if deletes and storage.gc_secret_name:
+        return storage.gc_secret_name, "spec.gc.secretRef"
+    return storage.secret_name, "spec.checkpoint.storage.secretRef"
+
+
+def store_env(storage: StorageRef, secret: dict[str, str] | None) -> dict[str, str]:
+    """The environment open_store reads, as the job's pod gets it (builders): the Secret's keys
+    (SECRET_KEYS), the spec's endpoint winning over the Secret's (what a manifest says wins)."""
+    env = {k: v for k, v in (secret or {}).items() if k in SECRET_KEYS}
+    if storage.endpoint:
         env[ENDPOINT_ENV] = storage.endpoint
     return env
 
 
-def open_job_store(spec: JobSpec, secret: dict[str, str] | None, max_connections: int = 4) -> ObjectStore | None:
-    """None when the job has no shared store (the demo's directory on the pod's own disk). The
-    operator shares one client between the jobs on the same store: max_connections = its threads."""
-    storage = spec.checkpoint.storage
-    if storage is None:
-        return None
-    return open_store(storage.url, env=store_env(spec, secret), max_connections=max_connections)
+def open_job_store(storage: StorageRef, secret: dict[str, str] | None, max_connections: int = 4) -> ObjectStore:
+    """The one way the operator opens a job's store. The operator shares one client between the
+    jobs on the same store and credentials: max_connections = its store threads."""
+    try:
+        return open_store(storage.url, env=store_env(storage, secret), max_connections=max_connections)
+    except StoreError as err:  # the messages name variables and URLs, not their values
+        raise StoreAccessError(str(err)) from None
 
 
 def recent_checkpoints(store: ObjectStore, job: JobRef,

@@ -26,9 +26,15 @@ __all__ = [
     "BucketNotFoundError", "DirectoryStore", "FileEntry", "JobRef", "Manifest", "ManifestError",
     "ObjectInfo", "ObjectNotFoundError", "ObjectStore", "PendingMarker", "StoreAuthError",
     "StoreError", "StoreUnreachableError", "Totals", "open_store",
+    "CREDENTIAL_KEYS", "ENDPOINT_ENV", "REGION_ENV", "SECRET_KEYS",
 ]
 
 ENDPOINT_ENV = "SPARKPOINT_S3_ENDPOINT"
+REGION_ENV = "AWS_REGION"
+CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+# What a storage Secret may hold (the one list: the pods' env, the operator's and the savepoints'
+# store clients all read these keys and no others).
+SECRET_KEYS = (*CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV)
 
 
 def open_store(url: str, *, env: dict[str, str] | None = None, max_connections: int = 32) -> ObjectStore:
@@ -48,11 +54,11 @@ def open_store(url: str, *, env: dict[str, str] | None = None, max_connections: 
             raise StoreError(f"{ENDPOINT_ENV} is not set (e.g. http://127.0.0.1:9000) for store {url}")
         if not endpoint.startswith(("http://", "https://")):
             raise StoreError(f"{ENDPOINT_ENV} must start with http:// or https:// (got {endpoint!r})")
-        access, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+        access, secret = (env.get(k) for k in CREDENTIAL_KEYS)
         if not access or not secret:
             raise StoreError(f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set for store {url}")
         from .s3 import S3Store  # imported lazily: the directory backend needs no network stack
 
         return S3Store(endpoint, parsed.netloc, parsed.path, access, secret,
-                       region=env.get("AWS_REGION"), max_connections=max_connections)
+                       region=env.get(REGION_ENV), max_connections=max_connections)
     raise StoreError(f"unsupported store URL {url!r}: use s3://bucket/prefix or file:///path")
