@@ -1,4 +1,4 @@
-"""CPU seconds and memory of a process from /proc (Linux), and percentiles: pure parsers."""
+"""CPU seconds and memory of a process from /proc (Linux): pure parsers."""
 
 from __future__ import annotations
 
@@ -34,15 +34,6 @@ def sample(pid: int) -> ProcSample:
     status = (proc / "status").read_text()
     return ProcSample(parse_stat_cpu((proc / "stat").read_text()), parse_status_kib(status, "VmRSS") * 1024,
                       parse_status_kib(status, "VmHWM") * 1024)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    if not values:
-        raise ValueError("no values")
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n*q/100), at least 1
-    return ordered[int(rank) - 1]
 
 
 def load_average() -> float:

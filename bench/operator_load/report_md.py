@@ -6,7 +6,7 @@ import re
 import statistics
 from typing import Any
 
-from .procstat import percentile
+from peers.stats import percentile  # the benchmarks' one percentile (bench/ is on sys.path)
 
 START, END = "<!-- operator-load:start -->", "<!-- operator-load:end -->"
 GOAL_LAG_P99, GOAL_RSS_MIB = 2.0, 300.0

@@ -22,13 +22,6 @@ log = logging.getLogger("sparkpoint.supervisor")
 NOT_RETRIED = {2, 3}
 
 
-def backoff_seconds(restarts: int, base: float, cap: float) -> float:
-    """Pure: 0 before the first restart, then base, 2*base, 4*base ... capped."""
-    if restarts <= 0:
-        return 0.0
-    return min(cap, base * (2 ** (restarts - 1)))
-
-
 def should_restart(code: int, restarts: int, policy: RestartSection) -> bool:
     if policy.policy == "Never" or code in NOT_RETRIED:
         return False
@@ -50,7 +43,6 @@ def supervise(command: list[str], policy: RestartSection, *, env: dict[str, str]
             child.send_signal(signum)  # the child drains; we wait for it
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    base, cap = parse_duration(policy.backoff), parse_duration(policy.max_backoff)
     while True:
         started = time.monotonic()
         child = subprocess.Popen(command, env=env, start_new_session=True)
@@ -60,10 +52,10 @@ def supervise(command: list[str], policy: RestartSection, *, env: dict[str, str]
                                           "seconds": round(time.monotonic() - started, 1)})
         if stopping or not should_restart(code, restarts, policy):
             return code if code >= 0 else 128 - code
-        if time.monotonic() - started > 10 * max(base, 1.0):
-            restarts = 0  # it ran fine for a while: start the backoff over
+        if time.monotonic() - started >= parse_duration(policy.stable_after):
+            restarts = 0  # it ran stably (restart.stableAfter): start the backoff over, as the operator does
         restarts += 1
-        delay = backoff_seconds(restarts, base, cap)
+        delay = policy.backoff_seconds(restarts)
         log.warning("restarting runtime", extra={"code": code, "restart": restarts, "delay_seconds": delay})
         sleep(delay)
 

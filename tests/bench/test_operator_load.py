@@ -62,13 +62,14 @@ def test_trigger_lag_is_arrival_minus_one_interval_after_the_previous_trigger_of
     assert [round(x, 3) for x in log.lags(interval=10.0, since=120.0, until=125.0)] == [0.5]
 
 
-def test_percentile_is_nearest_rank():
+def test_the_load_report_uses_the_benchmarks_one_percentile():
+    from peers import stats
+
+    assert report_md.percentile is stats.percentile
     values = [float(v) for v in range(1, 101)]
-    assert procstat.percentile(values, 50) == 50.0
-    assert procstat.percentile(values, 99) == 99.0
-    assert procstat.percentile([3.0], 99) == 3.0
+    assert report_md.percentile(values, 50) == 50.5 and report_md.percentile([3.0], 99) == 3.0
     with pytest.raises(ValueError):
-        procstat.percentile([], 50)
+        report_md.percentile([], 50)
 
 
 def test_proc_stat_cpu_parses_a_command_with_spaces_and_parentheses():

@@ -9,7 +9,7 @@ import pytest
 from sparkpoint.runtime.config import RestartSection, RestoreFrom
 from sparkpoint.runtime.service.hotdir import LocalState
 from sparkpoint.runtime.service.recovery import LineageFacts, RestorePlan, plan_restore
-from sparkpoint.runtime.service.supervisor import backoff_seconds, should_restart
+from sparkpoint.runtime.service.supervisor import should_restart
 from sparkpoint.runtime.store import JobRef, Manifest, Totals
 from sparkpoint.runtime.store.layout import lineage_record_key, lineage_record_of
 
@@ -192,7 +192,8 @@ def test_restore_from_takes_at_most_one_source():
 
 
 def test_supervisor_backoff_and_policy():
-    assert [backoff_seconds(n, 2, 10) for n in range(6)] == [0, 2, 4, 8, 10, 10]
+    # the one formula, the operator's too (RestartSection.backoff_seconds)
+    assert [RestartSection(backoff="2s", max_backoff="10s").backoff_seconds(n) for n in range(6)] == [0, 2, 4, 8, 10, 10]
     policy = RestartSection(policy="OnFailure", max_restarts=3)
     assert should_restart(1, 0, policy) and not should_restart(1, 3, policy)
     assert not should_restart(0, 0, policy) and not should_restart(2, 0, policy)
