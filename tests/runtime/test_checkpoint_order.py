@@ -58,23 +58,31 @@ def test_ids_follow_batch_order_when_phases_run_out_of_order(tmp_path, monkeypat
     make_hot_dir(tmp_path / "hot", committed=3, planned=3, snapshots=set(), versions=4)
     store = SlowUploads(tmp_path / "store")
     job, pipe, coord = _pipeline(tmp_path, store, max_concurrent=2)
-    # The first request's worker thread is descheduled before it reaches the store, and its
-    # uploads finish last: the second request (a newer batch) runs ahead of it.
+    # The first request's worker thread is descheduled before it reaches the store (until the
+    # second request waits for its turn to claim an id), and its uploads finish last: the second
+    # request (a newer batch) runs ahead of it.
     real_lower, calls = checkpointing._lower_thread_priority, [0]
+    first_frozen, second_waits = threading.Event(), threading.Event()
 
-    def late_first() -> None:
+    def late_first() -> None:  # the first call of the async phase: the request's freeze is done
         calls[0] += 1
         if calls[0] == 1:
-            time.sleep(1.0)
+            first_frozen.set()
+            assert second_waits.wait(10), "the second request never reached its turn to claim an id"
         real_lower()
+    real_wait_turn = pipe.writer.tickets.wait_turn
+
+    def wait_turn(ticket, stop_check=None, poll_seconds=0.1):  # type: ignore[no-untyped-def]
+        if ticket == 2:
+            second_waits.set()
+        real_wait_turn(ticket, stop_check, poll_seconds)
     monkeypatch.setattr(checkpointing, "_lower_thread_priority", late_first)
+    monkeypatch.setattr(pipe.writer.tickets, "wait_turn", wait_turn)
     store.hold = "req-000001"
     coord.start()
     try:
         first = coord.request()
-        deadline = time.monotonic() + 10
-        while first.status == "queued" and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert first_frozen.wait(10), f"the first request never finished its freeze: {first.status} {first.error}"
         _next_batch(tmp_path / "hot", 4)
         second = coord.request()
         assert second.done.wait(30), "the newer checkpoint must not wait for the older one's uploads"
@@ -100,17 +108,26 @@ def test_a_timed_out_request_stops_uploading(tmp_path) -> None:  # type: ignore[
 
     def slow_put(self, key, path):  # type: ignore[no-untyped-def]
         self.uploads += 1
-        time.sleep(0.1)
+        time.sleep(0.1)  # deliberate: a slow store, so the 0.5 s timeout lands mid-upload
         real_put(self, key, path)
     store.put_file = slow_put.__get__(store)  # type: ignore[method-assign]
     job, _, coord = _pipeline(tmp_path, store, max_concurrent=1, timeout=0.5)
+    unwound = threading.Event()  # the abandoned request's async phase has returned
+    real_async = coord.async_phase
+
+    def tracked_async(req, frozen):  # type: ignore[no-untyped-def]
+        try:
+            real_async(req, frozen)
+        finally:
+            unwound.set()
+    coord.async_phase = tracked_async
     coord.start()
     try:
         req = coord.request()
         assert req.done.wait(10) and req.status == "timed_out"
-        time.sleep(1.5)
+        assert unwound.wait(10), f"the timed-out request still uploads ({store.uploads} so far)"
         after = store.uploads
-        time.sleep(1.0)
+        time.sleep(1.0)  # deliberate quiet window: nothing of the abandoned request may upload now
         assert store.uploads == after, "uploads went on after the request timed out"
     finally:
         coord.stop()

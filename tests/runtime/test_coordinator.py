@@ -35,6 +35,31 @@ def test_due_reason_respects_limits(now, queued, in_flight, max_concurrent, inte
         assert queued == 0  # an explicit request is never starved when a slot is free
 
 
+class LoopWatch:
+    """A clock for the coordinator that counts the reads its loop thread makes (two per scheduling
+    pass: the timeout check and `now`), so a test waits for the loop to have looked again instead
+    of sleeping past its 50 ms poll."""
+
+    def __init__(self, source=time.monotonic) -> None:  # type: ignore[no-untyped-def]
+        self.source = source
+        self._reads = 0
+        self._cond = threading.Condition()
+
+    def __call__(self) -> float:
+        if threading.current_thread().name == "checkpoint-coordinator":
+            with self._cond:
+                self._reads += 1
+                self._cond.notify_all()
+        return self.source()
+
+    def passes(self, n: int = 1, timeout: float = 5) -> None:
+        """Wait until the loop has decided n times on a clock read after this call (2n reads: one of
+        the first two is a pass's `now`); fails if it does not."""
+        with self._cond:
+            target = self._reads + 2 * n
+            assert self._cond.wait_for(lambda: self._reads >= target, timeout), "the coordinator loop stalled"
+
+
 def _coordinator(async_phase, **kw):
     syncs = []
 
@@ -47,18 +72,26 @@ def _coordinator(async_phase, **kw):
 
 def test_max_concurrent_and_requests():
     active, peak, lock = [0], [0], threading.Lock()
+    two_running, gate = threading.Event(), threading.Event()
 
-    def slow_upload(req, frozen):
+    def held_upload(req, frozen):
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
-        time.sleep(0.3)
+            if active[0] == 2:
+                two_running.set()
+        gate.wait(10)  # uploads hold their slot until the test has looked
         with lock:
             active[0] -= 1
         req.checkpoint_id = f"chk-{req.request_id}"
-    c, _ = _coordinator(slow_upload, interval=0, timeout=10, max_concurrent=2)
+    clock = LoopWatch()
+    c, _ = _coordinator(held_upload, interval=0, timeout=10, max_concurrent=2, clock=clock)
     c.start()
     reqs = [c.request() for _ in range(5)]
+    assert two_running.wait(5), "two requests were queued and two slots free, but two uploads never ran"
+    clock.passes(3)  # both slots full, three queued: three scheduling passes must start no third
+    assert (active[0], c.in_flight()) == (2, 2)
+    gate.set()
     assert c.wait_idle(10)
     c.stop()
     assert peak[0] == 2
@@ -82,12 +115,16 @@ def test_a_request_unless_busy_adds_nothing_while_a_checkpoint_is_queued_or_runn
 
 
 def test_interval_and_min_pause():
+    # The upload's 50 ms is deliberate: the gaps below are measured against min pause + upload time.
     c, syncs = _coordinator(lambda req, f: time.sleep(0.05), interval=0.2, timeout=10, min_pause=0.3)
+    completed = threading.Semaphore(0)
+    c.on_finished = lambda req: completed.release() if req.status == "completed" else None
     c.start()
-    time.sleep(1.6)
+    for n in range(4):  # four interval checkpoints completed: three gaps to measure
+        assert completed.acquire(timeout=5), f"only {n} interval checkpoints completed"
     c.stop()
     gaps = [b - a for a, b in zip(syncs, syncs[1:], strict=False)]
-    assert len(syncs) >= 3
+    assert len(syncs) >= 4
     assert all(g >= 0.3 + 0.05 - 0.02 for g in gaps)  # min pause after each completion wins over interval
 
 
@@ -95,7 +132,13 @@ def test_timeout_abandons_and_frees_the_slot():
     committed = []
     release = threading.Event()
 
+    entered: list[str] = []
+    entered_cond = threading.Condition()
+
     def hanging(req, frozen):
+        with entered_cond:
+            entered.append(req.request_id)
+            entered_cond.notify_all()
         release.wait(5)
         req.check_not_abandoned()  # what the real pipeline does before writing the manifest
         committed.append(req.request_id)
@@ -106,8 +149,9 @@ def test_timeout_abandons_and_frees_the_slot():
     first = c.request()
     assert first.done.wait(3)
     assert first.status == "timed_out"
-    second = c.request()  # the slot is free again
-    time.sleep(0.2)
+    second = c.request()  # the slot is free again: it uploads while the first still hangs
+    with entered_cond:
+        assert entered_cond.wait_for(lambda: second.request_id in entered, 3), "the second never started"
     assert second.status in ("uploading", "timed_out")
     release.set()
     assert c.wait_idle(5)
@@ -152,22 +196,25 @@ def test_id_tickets_claim_in_ticket_order_whatever_order_threads_arrive(order, g
     mine = [tickets.take() for _ in range(6)]
     assert mine == [1, 2, 3, 4, 5, 6]
     claimed, lock = [], threading.Lock()
+    arrived = {t: threading.Event() for t in mine}  # waiting for its turn, or done
 
     def operation(ticket: int) -> None:
         try:
             if ticket in give_up:
                 return  # failed before claiming (e.g. timed out while hashing)
-            tickets.wait_turn(ticket, poll_seconds=0.01)
+            # stop_check runs each time the ticket finds it is not its turn yet: it is waiting.
+            tickets.wait_turn(ticket, lambda: arrived[ticket].set(), poll_seconds=0.01)
             with lock:
                 claimed.append(ticket)
         finally:
             tickets.release(ticket)
-    threads = [threading.Thread(target=operation, args=(t,)) for t in order]
-    for t in threads:
-        t.start()
-        time.sleep(0.001)
-    for t in threads:
-        t.join(10)
+            arrived[ticket].set()
+    threads = {t: threading.Thread(target=operation, args=(t,)) for t in order}
+    for ticket, thread in threads.items():  # each one arrives before the next starts: the order holds
+        thread.start()
+        assert arrived[ticket].wait(10), f"ticket {ticket} neither waited nor finished"
+    for thread in threads.values():
+        thread.join(10)
     assert claimed == sorted(set(range(1, 7)) - give_up)
 
 
@@ -210,12 +257,10 @@ def test_own_timer_is_a_fallback_under_external_triggers(now, interval, last_tri
                          external_triggers=external, last_external=last_external) is fires
 
 
-class FakeClock:
+class FakeClock(LoopWatch):
     def __init__(self) -> None:
+        super().__init__(lambda: self.now)
         self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _run_fake_time(c: CheckpointCoordinator, clock: FakeClock, until: float, step: float,
@@ -226,7 +271,7 @@ def _run_fake_time(c: CheckpointCoordinator, clock: FakeClock, until: float, ste
         clock.now += step
         on_tick(clock.now - start)
         assert c.wait_idle(5)
-        time.sleep(0.06)  # the loop polls every 50 ms of real time
+        clock.passes(1)  # the loop has decided at this step's time (it polls every 50 ms of real time)
         assert c.wait_idle(5)
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -104,6 +106,30 @@ def test_gc_sidecar_loop_serves_metrics_and_stops_on_sigterm(tmp_path) -> None: 
     assert '"deleted_objects": 0' in out.splitlines()[0]
 
 
+class _Lines:
+    """A pipe read line by line on a thread, so a test can wait for a line while the process runs."""
+
+    def __init__(self, pipe) -> None:  # type: ignore[no-untyped-def]
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _read(self, pipe) -> None:  # type: ignore[no-untyped-def]
+        for line in pipe:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+
+    def wait(self, what: str, check, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
+        with self._cond:
+            assert self._cond.wait_for(lambda: check(self.lines), timeout), f"timed out waiting for {what}"
+
+    def text(self) -> str:
+        self._thread.join(30)
+        return "".join(self.lines)
+
+
 def test_gc_sidecar_keeps_what_its_pins_file_names_and_follows_its_changes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The operator pins a checkpoint an attempt may restore from (spec.restoreFrom, a rollback point)
     in the job ConfigMap's gc-pins.json; the sidecar re-reads it every pass (issue 25 case 12c)."""
@@ -118,6 +144,7 @@ def test_gc_sidecar_keeps_what_its_pins_file_names_and_follows_its_changes(tmp_p
     proc = subprocess.Popen([*CLI, "gc", "--retain", "1", "--grace", "0s", "--interval", "0.2", "--json",
                              "--pins-file", str(pins), *common],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    passes, log = _Lines(proc.stdout), _Lines(proc.stderr)  # --json: one line per pass
 
     def listed() -> list[str]:
         return [c["id"] for c in sparkpoint_json("checkpoints", "list", *common)]
@@ -131,8 +158,12 @@ def test_gc_sidecar_keeps_what_its_pins_file_names_and_follows_its_changes(tmp_p
     try:
         assert settles(["chk-000001", "chk-000004"])
         pins.write_text("{torn")  # a half-written or broken file keeps the last pins
-        time.sleep(1.0)
+        # Each pass reads the file first: the second warning means the first pass that read the
+        # broken file has ended (deleted whatever it was going to delete).
+        log.wait("two passes to read the broken pins file",
+                 lambda lines: sum("gc pins file unreadable" in line for line in lines) >= 2)
         assert listed() == ["chk-000001", "chk-000004"]
+        assert all("chk-000001" in json.loads(line)["kept_checkpoints"] for line in passes.lines)
         pins.write_text("[]")  # unpinned: retention applies again
         assert settles(["chk-000004"])
         restored = tmp_path / "restored"
@@ -140,6 +171,7 @@ def test_gc_sidecar_keeps_what_its_pins_file_names_and_follows_its_changes(tmp_p
         assert tree_digest(restored) == tree_digest(tmp_path / "hot")
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+    err = log.text()
     assert proc.returncode == 0, err
     assert "gc pins file unreadable" in err
