@@ -153,7 +153,7 @@ chaos: venv minio
 	  export "$${line#export }"; $(PY) e2e/chaos.py
 
 test-full:
-	@$(SUBMAKE) test TIER=full
+	@SPARKPOINT_MODEL_STEPS=100000 $(SUBMAKE) test TIER=full
 
 # Every e2e test including the slow operator scenarios (@pytest.mark.slow: each runs a real Spark
 # job through restarts, minutes each on two cores).

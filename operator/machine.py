@@ -175,7 +175,8 @@ def _suspend_or_resume(run: Step) -> None:
         if pod and pod.can_drain:
             name = f"suspend-{run.obs.generation}"
             run.d.actions.append(StopRuntime(savepoint=name))
-            run.tr.update(drain={"at": run.now}, restoreTarget=name)
+            run.tr["drain"] = {"at": run.now}
+            run.choose_point("restoreTarget", name)
         run.set_phase("Suspended", "Suspending", "draining with a savepoint" if pod and pod.can_drain else "no running pod")
     drain_then_remove(run)
 

@@ -18,6 +18,13 @@ CONFIRM_AFTER = 30.0
 _WAITING_PHASES = ("Recovering", "Upgrading", "Suspended", "Failed", "Finished", "Pending")
 
 
+def confirm_before_create(status: dict[str, Any], creates: bool, read_directly: bool) -> bool:
+    """A round about to create the next attempt on the index's word that no pod is left reads the
+    pods from the API first (an index that lost a draining pod would start a second attempt beside
+    it). A job's first attempt has no pod to lose: the 1,000-job ramp pays nothing for this."""
+    return creates and not read_directly and bool(status.get("attempt"))
+
+
 def needs_direct_read(status: dict[str, Any], pods: list[PodObs], runtime_answered: bool,
                       doubt_since: float | None, now: float) -> tuple[bool, float | None]:
     """(read the API now, the new doubt_since). Pure."""

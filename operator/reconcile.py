@@ -16,6 +16,7 @@ completion (status_writer.py, lazy).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -48,7 +49,7 @@ from .model import (
     TriggerSavepoint,
 )
 from .observe import pod_observation
-from .pod_view import needs_direct_read
+from .pod_view import confirm_before_create, needs_direct_read
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .runtime_view import Answer, may_reuse
 from .status import apply_conditions
@@ -186,7 +187,7 @@ class Reconciler:
         except SpecError as exc:
             await self._invalid_spec(body, own, str(exc))
             return 300.0
-        pods = await self._pods(namespace, name, own, pods)
+        pods, direct = await self._pods(namespace, name, own, pods)
         current = next((p for p in pods if p.attempt == own.get("attempt")), None)
         runtime = await self._runtime_status(current, namespace, name, own, woken)
         cache = await self.store.facts(namespace, name, spec, blind=runtime is None,
@@ -195,6 +196,10 @@ class Reconciler:
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
                        store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout)
         decision = decide(obs)
+        if confirm_before_create(own, bool(decision.of(CreateAttempt)), direct):
+            listed = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
+            if {p.name for p in listed} != {p.name for p in pods}:
+                decision = decide(dataclasses.replace(obs, pods=listed))
         for trigger in decision.of(TriggerCheckpoint):
             self.metrics.trigger_lag.observe(max(0.0, trigger.lag))
             await self._trigger(namespace, name, current, decision.status)
@@ -207,15 +212,16 @@ class Reconciler:
         return decision.requeue_after
 
     async def _pods(self, namespace: str, name: str, own: dict[str, Any],
-                    indexed: list[PodObs] | None) -> list[PodObs]:
-        """The index's view of the job's pods, or the API server's where pod_view says to check."""
+                    indexed: list[PodObs] | None) -> tuple[list[PodObs], bool]:
+        """(the index's view of the job's pods, or the API server's where pod_view says to check;
+        whether it is the API server's)."""
         key = (namespace, name)
         if indexed is not None:
             read, self._pod_doubt[key] = needs_direct_read(own, indexed, key in self._answers,
                                                            self._pod_doubt.get(key), self.clock())
             if not read:
-                return indexed
-        return [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
+                return indexed, False
+        return [pod_observation(p) for p in await self.kube.job_pods(namespace, name)], True
 
     def _writer(self, namespace: str, name: str) -> StatusWriter:
         writer = self._writers.get((namespace, name))

@@ -120,10 +120,10 @@ class Step:
         attempt is really created: a round that still waits for pods must not lose it."""
         if not self.remove_pods():
             return
-        self.tr.pop("freshStart", None)
-        self.tr.pop("restoreTarget", None)
-        self.tr.pop("createFailed", None)
-        self.tr.pop("nextPoint", None)
+        upgrade = self.tr.pop("upgrade", None)
+        rollback = upgrade and (upgrade.get("rollbackPoint") or self.stable_newest_point())
+        for key in ("freshStart", "restoreTarget", "createFailed", "nextPoint", "chosenOver"):
+            self.tr.pop(key, None)
         self.st.pop("nextAttemptAt", None)
         self.attempt += 1
         self.st.update(attempt=self.attempt, pod=f"{self.obs_name()}-{self.attempt}")
@@ -133,17 +133,17 @@ class Step:
             self.tr.pop(key, None)
         self.tr["restoreFrom"] = restore_from.model_dump(by_alias=True, exclude_none=True) if restore_from else None
         if restore_from:  # the runtime's history now descends from it: later attempts name it too
-            self.tr["lineage"] = {"point": self.tr["restoreFrom"], "over": self._spec_restore_doc()}
+            self.tr["lineage"] = {"point": self.tr["restoreFrom"], "over": self._spec_restore_doc(),
+                                  "storage": self.storage_url()}
         self.tr["attemptSpec"] = spec_key(self.spec)
         self.tr["attemptStorage"] = self.storage_url()
         self.set_phase("Pending", "AttemptCreated", f"attempt {self.attempt}"
                        + (f" restoring from {self.tr['restoreFrom']}" if restore_from else ""))
-        upgrade = self.tr.pop("upgrade", None)
         if upgrade is not None:
             self.tr["upgradeDeadline"] = self.now + self.upgrade_timeout()
-            # What a rollback goes back to: the stable spec's own newest point when the upgrade began
-            # (its drain's savepoint, else its newest checkpoint), never the new spec's state.
-            self.tr["rollbackPoint"] = upgrade.get("rollbackPoint") or self.newest_checkpoint_point()
+            # What a rollback goes back to: the stable spec's own newest point (its drain's savepoint,
+            # else its newest checkpoint in its own storage), never the new spec's state.
+            self.tr["rollbackPoint"] = rollback
         passed = restore_from or self.lineage_point()
         self.tr["attemptPoint"] = passed.model_dump(by_alias=True, exclude_none=True) if passed else None
         self.d.actions.append(self.create_action(passed))
@@ -158,7 +158,8 @@ class Step:
         the operator chose (a savepoint, a fresh start, a fallback checkpoint), so the runtime keeps to
         the history that started there; the spec's restoreFrom once the user has changed it since."""
         lineage = self.tr.get("lineage")
-        if lineage and lineage.get("over") == self._spec_restore_doc():
+        if lineage and lineage.get("over") == self._spec_restore_doc() \
+                and lineage.get("storage", self.storage_url()) == self.storage_url():  # (another store's history)
             return RestoreFrom.model_validate(lineage["point"])
         return self.spec.restore_from
 
@@ -251,6 +252,8 @@ class Step:
         """Where the next attempt starts (pure; start_attempt consumes the bookkeeping): a rollback's
         point, empty after a stateless upgrade, a drain's savepoint, else past a restore that failed,
         the newest checkpoint not known to be bad, else None (lineage_point)."""
+        if self.tr.get("chosenOver", self._spec_restore_doc()) != self._spec_restore_doc():
+            return None  # the user named a restore point since the operator chose one: theirs (lineage_point)
         rollback = self.tr.get("nextPoint")
         if rollback:
             return RestoreFrom.model_validate(rollback)
@@ -285,6 +288,21 @@ class Step:
     def newest_checkpoint_point(self) -> dict[str, Any] | None:
         known = self.known_checkpoints()
         return {"checkpoint": known[-1].id} if known else None
+
+    def stable_newest_point(self) -> dict[str, Any] | None:
+        """The newest checkpoint of the attempt being upgraded. After a storage URL change, status
+        knows only the new store, and the old one's newest may be the drain's final checkpoint the
+        operator never saw: {"newestIn": url} lets that store's runtime pick its newest itself."""
+        old = self.tr.get("attemptStorage", self.storage_url())
+        if old == self.storage_url():
+            return self.newest_checkpoint_point()
+        return {"newestIn": old}
+
+    def choose_point(self, key: str, value: Any) -> None:
+        """The operator picks the next attempt's point (a drain's savepoint, a fresh start, a rollback
+        or replacement point); a restoreFrom the user names after this wins over it."""
+        self.tr[key] = value
+        self.tr["chosenOver"] = self._spec_restore_doc()
 
     def storage_url(self) -> str | None:
         storage = self.spec.checkpoint.storage

@@ -20,13 +20,13 @@ def begin_upgrade(run: Step, pod: PodObs) -> None:
     run.tr.pop("restoreTarget", None)
     run.tr.pop("freshStart", None)
     if mode == "stateless":  # the new attempt starts without state, not from the latest checkpoint
-        run.tr["freshStart"] = f"upgrade-{run.obs.generation}"
+        run.choose_point("freshStart", f"upgrade-{run.obs.generation}")
     if pod.can_drain and mode in ("savepoint", "last-checkpoint"):
         name = f"upgrade-{run.obs.generation}" if mode == "savepoint" else None
         run.d.actions.append(StopRuntime(savepoint=name))
         run.tr["drain"] = {"at": run.now}
         if name:
-            run.tr["restoreTarget"] = name
+            run.choose_point("restoreTarget", name)
     else:
         run.tr["drain"] = {"at": run.now - DRAIN_GRACE}  # nothing to drain: delete at once
     run.tr.pop("nextAttemptAt", None)
@@ -48,15 +48,16 @@ def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
     run.tr.update(rejectedSpec=spec_key(run.obs.spec), drain={"at": run.now - DRAIN_GRACE})
     run.tr.pop("upgradeDeadline")
     point = run.tr.pop("rollbackPoint", None) or {"fresh": f"rollback-{run.attempt}"}
-    run.tr["nextPoint"] = point
-    for key in ("freshStart", "restoreTarget"):
+    for key in ("freshStart", "restoreTarget", "nextPoint"):
         run.tr.pop(key, None)
+    if "newestIn" not in point:  # (else the stable spec's own store: its runtime restores the newest there)
+        run.choose_point("nextPoint", point)
     crashes = run.tr.pop("upgradeCrashLoop", None)
     refused = run.st.get("phase") == "Recovering"
     why = (f"restarted {crashes} times before it was Ready" if crashes
            else "could not start" if refused else f"was not Ready within {run.upgrade_timeout():g}s")
     message = (f"attempt {run.attempt} with the new spec {why}; rolling back to the last stable spec from "
-               f"{point_tag(point)}")
+               f"{point_tag(point) or 'the newest checkpoint in ' + point['newestIn']}")
     run.st["lastFailure"] = {"reason": "UpgradeFailed" if crashes or refused else "UpgradeTimeout",
                              "message": message, "at": cp.iso(run.now)}
     run.tr["nextAttemptAt"] = run.now
@@ -79,7 +80,7 @@ def replace_pending(run: Step) -> None:
     an upgrade (a deadline, then rollback), never recorded as rejected before it ran."""
     point = run.tr.get("restoreFrom")  # a point the operator chose; the spec's own is chosen again anyway
     if point:
-        run.tr["nextPoint"] = point  # restore_point takes it for exactly the next attempt
+        run.choose_point("nextPoint", point)  # restore_point takes it for exactly the next attempt
     if run.tr.get("stableSpecDoc"):
         run.tr["upgrade"] = {"rollbackPoint": run.tr.get("rollbackPoint")}
         run.tr.pop("rejectedSpec", None)

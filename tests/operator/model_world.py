@@ -1,0 +1,410 @@
+"""A simulated world for machine.decide (test_machine_model.py): one StreamingJob, its pods, two
+checkpoint stores, the runtime of its pods, a clock. Plain Python, no I/O.
+
+It reacts as reconcile.py does: pods come from kopf's index unless pod_view says to read the API;
+the status is written first and the round's actions are taken only if that write succeeded
+(m.TriggerCheckpoint, m.CheckpointResult, m.Emit need none); a refused pod create is recorded as
+tracking.createFailed; creating an existing pod is a no-op; deletion is finalize.drain_pods. The
+runtime restores on start as runtime/service/recovery.py plans it (restoreFrom applied until a
+checkpoint descends from it, then the newest readable checkpoint of its lineage, fallbacks, exit 3
+naming the points in its termination message). check_create / check_decision are the test's hooks.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkpoint.operator import model as m
+from sparkpoint.operator.checkpoints import iso
+from sparkpoint.operator.finalize import drain_pods
+from sparkpoint.operator.machine import decide, spec_key
+from sparkpoint.operator.pod_view import confirm_before_create, needs_direct_read
+from sparkpoint.operator.step import point_tag as tag_of
+from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_spec
+
+T0 = 1_800_000_000.0
+NAME = "job"
+STORES = ("s3://bucket-a/jobs", "s3://bucket-b/jobs")
+IMAGES = ("sparkpoint:v1", "sparkpoint:v2", "sparkpoint:broken")  # broken: the runtime crashes at start
+NO_WAIT = (m.TriggerCheckpoint, m.CheckpointResult, m.Emit)
+
+
+class ModelViolation(AssertionError):
+    pass
+
+
+def base_spec_doc() -> dict[str, Any]:
+    return {"image": IMAGES[0], "job": {"entrypoint": "m:f", "args": {"n": 0}},
+            "checkpoint": {"interval": "10s", "storage": {"url": STORES[0]}},
+            "restart": {"maxRestarts": 3, "backoff": "10s", "maxBackoff": "40s", "window": "10m"},
+            "upgradeTimeout": "60s"}
+
+
+@dataclass
+class Chk:
+    num: int
+    at: float
+    lineage: str | None  # the restoredFrom tag its manifest carries
+    readable: bool = True
+
+    id = property(lambda self: f"chk-{self.num:06d}")
+
+    def fact(self) -> m.CheckpointFact:
+        return m.CheckpointFact(self.id, self.num, iso(self.at))
+
+
+@dataclass
+class Store:
+    checkpoints: list[Chk] = field(default_factory=list)
+    savepoints: list[dict[str, Any]] = field(default_factory=list)  # oldest first; "lineage" is ours
+    next_num: int = 1
+
+    def readable(self) -> list[Chk]:
+        return [c for c in self.checkpoints if c.readable]
+
+    def find(self, tag: str) -> Any:
+        kind, name = tag.split(":", 1)
+        if kind == "checkpoint":
+            return next((c for c in self.checkpoints if c.id == name and c.readable), None)
+        return next((s for s in self.savepoints if s["name"] == name), None)
+
+
+@dataclass
+class Pod:
+    name: str
+    attempt: int
+    spec: JobSpec
+    restore_from: RestoreFrom | None
+    url: str
+    phase: str = "Pending"
+    ready = deleting = node_lost = False
+    stuck = False  # stays Terminating when deleted (a dead kubelet): only a forced delete removes it
+    in_index = True  # False: kopf's index lost it (the API server still has it)
+    up = False  # the runtime process answers
+    exit_code: int | None = None
+    last_exit_code: int | None = None
+    restart_count = 0
+    lineage: str | None = None  # the restoredFrom tag its checkpoints carry
+    latest: Chk | None = None
+    draining: dict[str, Any] | None = None
+    deleting_since: float | None = None
+    failed_points: tuple[str, ...] | None = None  # exit 3: the termination message's points
+    requests: list[dict[str, Any]] = field(default_factory=list)  # GET /status recentCheckpoints
+    open_requests: list[str] = field(default_factory=list)  # triggered, not completed
+
+    def obs(self) -> m.PodObs:
+        return m.PodObs(name=self.name, attempt=self.attempt, phase=self.phase, ready=self.ready and not self.deleting,
+                      deleting=self.deleting, ip=None if self.phase == "Pending" else f"10.0.0.{self.attempt}",
+                      restart_count=self.restart_count, last_exit_code=self.last_exit_code,
+                      exit_code=self.exit_code, reason="NodeLost" if self.node_lost else None,
+                      node_lost=self.node_lost, deleting_since=self.deleting_since,
+                      failed_points=self.failed_points)
+
+    @property
+    def alive(self) -> bool:
+        return not self.deleting and self.phase in ("Pending", "Running", "Unknown") and self.exit_code is None
+
+
+class World:
+    def __init__(self) -> None:
+        self.stores = {url: Store() for url in STORES}
+        self.now, self.step = T0, 0  # step: counts operator rounds and spec edits (orders them)
+        self.check_create: Any = None  # (world, CreateAttempt, spec) -> None; raises ModelViolation
+        self.check_decision: Any = None  # (world, Observed, Decision) -> None
+        self.new_cr(base_spec_doc())
+
+    # --- the CR --------------------------------------------------------------------------------------
+    def new_cr(self, doc: dict[str, Any]) -> None:
+        self.doc, self.generation, self.status, self.deleting = doc, 1, {}, False
+        self.pods: dict[str, Pod] = {}
+        self.refuse_creates, self.refused, self.refuse_since, self.fail_writes = False, 0, 0.0, 0
+        self.events: list[tuple[int, m.Emit]] = []  # (step, event) of rounds whose actions were taken
+        self.failures: list[float] = []  # times of the job's own failures (crash, exit 3, restart)
+        self.failed_points: set[str] = set()  # restore tags the runtime could not restore (exit 3)
+        self.user_point: tuple[str | None, int] | None = None  # (tag, step set) until applied
+        self.operator_point_step = -1  # last drain / upgrade / rollback the operator began
+        self.drain_savepoint: tuple[str, str] | None = None  # (name, url) taken by a drain, not yet used
+        self.upgrade_edit_step, self.rollback_step = 0, -1  # last edit needing a new pod; rollback reported
+        self.terminal_gen: tuple[str, int] | None = None  # (Failed|Finished, generation it was entered at)
+        self.lost: dict[int, str] = {}  # attempt -> how its pod was lost (not by the job's fault)
+        self.failed_attempts: set[int] = set()  # attempts that ended by the job's own fault
+        self.last_tag: str | None = None  # restore tag of the newest attempt created
+        self.answered, self.doubt = False, None  # reconcile's _answers entry and pod_view doubt
+        self.seen: list[Pod] = []  # the pods the last round observed
+
+    @property
+    def spec(self) -> JobSpec:
+        return parse_spec(self.doc)
+
+    def edit(self, mutate: Any) -> None:
+        doc, before = copy.deepcopy(self.doc), self.spec
+        mutate(doc)
+        if doc == self.doc:
+            return
+        self.doc, self.generation, self.step = doc, self.generation + 1, self.step + 1
+        if spec_key(self.spec) != spec_key(before):
+            self.upgrade_edit_step = self.step
+        if (tag := tag_of(self.spec.restore_from)) != tag_of(before.restore_from):
+            self.user_point = (tag, self.step) if tag else None
+
+    # --- what the operator observes -------------------------------------------------------------------
+    def current(self, seen: list[Pod] | None = None) -> Pod | None:
+        """The status's attempt's pod, among `seen` (the round's pods) or all of them."""
+        pods = self.pods.values() if seen is None else seen
+        return next((p for p in pods if p.attempt == self.status.get("attempt")), None)
+
+    def fetch_runtime(self) -> dict[str, Any] | None:
+        pod = self.current(self.seen)
+        if pod is None or pod.deleting or pod.phase != "Running":
+            return None  # not asked: reconcile keeps its last answer
+        doc = self.runtime_doc(pod)
+        self.answered = doc is not None
+        return doc
+
+    def runtime_doc(self, pod: Pod | None) -> dict[str, Any] | None:
+        if pod is None or pod.deleting or pod.phase != "Running" or not pod.up:
+            return None
+        latest = pod.latest and {"id": pod.latest.id, "batchId": pod.latest.num, "completed": iso(pod.latest.at)}
+        return {"phase": "running", "latestCheckpoint": latest, "recentCheckpoints": pod.requests[-10:]}
+
+    def seen_pods(self) -> list[Pod]:
+        """kopf's index, or all pods when reconcile reads them from the API (pod_view)."""
+        index = [p for p in self.pods.values() if p.in_index]
+        read, self.doubt = needs_direct_read(self.status, [p.obs() for p in index], self.answered, self.doubt,
+                                             self.now)
+        return list(self.pods.values()) if read else index
+
+    def observe(self) -> m.Observed:
+        spec = self.spec
+        store = self.stores[spec.checkpoint.storage.url]
+        listed = [c.fact() for c in store.checkpoints[-10:] if c.readable]
+        saved = [{k: v for k, v in s.items() if k != "lineage"} for s in store.savepoints][-20:]
+        return m.Observed(spec=spec, generation=self.generation, status=copy.deepcopy(self.status),
+                        pods=[p.obs() for p in self.seen], now=self.now, name=NAME,
+                        runtime=self.fetch_runtime(), store_checkpoints=listed,
+                        store_savepoints=saved)
+
+    # --- world events ---------------------------------------------------------------------------------
+    def start(self, pod: Pod) -> None:
+        """Pending -> Running: the runtime restores (or crashes: a broken image, exit 1)."""
+        if pod.phase != "Pending" or pod.deleting:
+            return
+        pod.phase = "Running"
+        if pod.spec.image == IMAGES[2]:
+            self.crash(pod, 1)
+            return
+        outcome = self.restore(pod)
+        if outcome is None:
+            self.failed_points.update(pod.failed_points or ())
+            self.crash(pod, 3)
+            return
+        pod.lineage, point = outcome
+        pod.latest, pod.up = point if isinstance(point, Chk) else None, True
+
+    def restore(self, pod: Pod) -> tuple[str | None, Any] | None:
+        """recovery.plan_restore for a new pod (no hot dir): (its lineage tag, the point restored:
+        a Chk, a savepoint's dict or None for none), None: exit 3 (pod.failed_points says why)."""
+        store, tag = self.stores[pod.url], tag_of(pod.restore_from)
+        newest = store.checkpoints[-1] if store.checkpoints else None
+        if tag and not (newest and newest.readable and newest.lineage == tag):
+            if tag.startswith("fresh:"):
+                return tag, None
+            point = store.find(tag)
+            if point is None:
+                pod.failed_points = (tag,)
+                return None
+            return tag, point
+        if not store.checkpoints:
+            return tag, None
+        failed: list[str] = []
+        candidates = [(f"checkpoint:{c.id}", c) for c in reversed(store.checkpoints)]
+        candidates += [(f"savepoint:{s['name']}", s) for s in reversed(store.savepoints)]
+        for ptag, point in candidates:
+            if isinstance(point, Chk) and not point.readable:
+                failed.append(ptag)
+                continue
+            lineage = point.lineage if isinstance(point, Chk) else point["lineage"]
+            if tag and ptag != tag and lineage != tag:
+                continue  # predates the applied restoreFrom
+            return (tag if ptag == tag else lineage), point
+        pod.failed_points = tuple(failed)
+        return None
+
+    def crash(self, pod: Pod, code: int) -> None:
+        """The runtime exits `code`: restarted in place (pod restartPolicy OnFailure) unless Never."""
+        if not (pod.phase == "Running" and pod.exit_code is None and not pod.deleting):
+            return
+        pod.up = pod.ready = False
+        self.failed_attempts.add(pod.attempt)
+        self.failures.append(self.now)
+        if pod.spec.restart.policy == "Never":
+            pod.phase, pod.exit_code, pod.last_exit_code = "Failed", code, code
+        else:
+            pod.restart_count, pod.last_exit_code = pod.restart_count + 1, code
+
+    def become_ready(self, pod: Pod) -> None:
+        """A restarted container resumes from the pod's hot dir (local recovery); then Ready."""
+        if pod.phase == "Running" and pod.exit_code is None and not pod.deleting and pod.last_exit_code != 3 \
+                and pod.spec.image != IMAGES[2] and not pod.node_lost:
+            pod.up = pod.ready = True
+
+    def exit_zero(self, pod: Pod) -> None:
+        """The runtime stops (the GC sidecar keeps the pod Running)."""
+        if pod.up and not pod.deleting:
+            pod.up = pod.ready = False
+            pod.exit_code = pod.last_exit_code = 0
+
+    def checkpoint(self, pod: Pod, request: str | None = None, savepoint: str | None = None) -> Chk | None:
+        if not pod.up:
+            return None
+        store = self.stores[pod.url]
+        chk = Chk(store.next_num, self.now, pod.lineage)
+        store.next_num += 1
+        store.checkpoints.append(chk)
+        pod.latest = chk
+        if request:
+            pod.requests.append({"id": chk.id, "requestId": request, "status": "completed"})
+        if savepoint and savepoint not in {s["name"] for s in store.savepoints}:
+            store.savepoints.append({"name": savepoint, "checkpoint": chk.id, "batch": chk.num, "bytes": 1,
+                                     "completedAt": iso(self.now), "lineage": pod.lineage})
+            pod.requests.append({"savepoint": savepoint, "kind": "savepoint", "status": "completed"})
+        return chk
+
+    def complete_requests(self) -> None:
+        for pod in self.pods.values():
+            while pod.open_requests and pod.up:
+                self.checkpoint(pod, request=pod.open_requests.pop(0))
+
+    def finish_drain(self, pod: Pod) -> None:
+        if pod.draining and pod.up:
+            name = pod.draining.get("savepoint")
+            self.checkpoint(pod, savepoint=name)
+            if name:
+                self.drain_savepoint = (name, pod.url)
+            self.exit_zero(pod)
+        pod.draining = None
+
+    def lose(self, pod: Pod, how: str) -> None:
+        if how == "node_lost":
+            pod.node_lost, pod.phase, pod.ready, pod.up = True, "Unknown", False, False
+        else:
+            pod.deleting, pod.ready, pod.up, pod.deleting_since = True, False, False, self.now
+        if pod.attempt not in self.failed_attempts:
+            self.lost.setdefault(pod.attempt, how)
+
+    def finish_terminations(self) -> None:
+        for name in [n for n, p in self.pods.items() if p.deleting and not p.stuck]:
+            del self.pods[name]
+
+    # --- one operator round (reconcile.reconcile) ------------------------------------------------------
+    def operator_round(self) -> Any:
+        self.step += 1
+        if self.deleting:
+            self.finalize()
+            return None
+        self.seen = self.seen_pods()
+        d = decide(obs := self.observe())
+        if confirm_before_create(self.status, bool(d.of(m.CreateAttempt)), self.seen == list(self.pods.values())):
+            self.seen = list(self.pods.values())  # reconcile reads the API before creating on the index's word
+            d = decide(obs := self.observe())
+        current = self.current(self.seen)
+        for _ in d.of(m.TriggerCheckpoint):
+            self.trigger(current, d.status)
+        if self.check_decision:
+            self.check_decision(self, obs, d)
+        if self.fail_writes:  # the round's PATCH fails: only actions that need no stored status go on
+            self.fail_writes -= 1
+            if any(not isinstance(a, NO_WAIT) for a in d.actions):
+                return d
+        else:
+            self.write(d.status)
+        for action in d.actions:
+            self.act(action, current)
+        return d
+
+    def finalize(self) -> None:
+        """reconcile.finalize (decide is not called): drain, delete pods (the API's list), then gone."""
+        tracking = self.status.setdefault("tracking", {})
+        step = drain_pods([p.obs() for p in self.pods.values()], tracking.get("deleteDrainAt"), self.now)
+        for action in step.actions:
+            pod = self.pods.get(getattr(action, "pod", None) or action.name)
+            if isinstance(action, m.DeletePod):
+                self.delete_pod(action.name, action.force)
+            elif pod is not None and pod.obs().can_drain and pod.up:
+                pod.draining = {"savepoint": None, "at": self.now}
+        if step.drain_started:
+            tracking["deleteDrainAt"] = self.now
+        if not self.pods:
+            self.new_cr(copy.deepcopy(self.doc))  # gone; the same name is created again
+
+    def trigger(self, pod: Pod | None, status: dict[str, Any]) -> None:
+        tracking = status.setdefault("tracking", {})
+        if pod is None or self.runtime_doc(pod) is None:
+            tracking.pop("pendingTrigger", None)
+            return
+        rid = f"req-{self.step:06d}"
+        pod.open_requests.append(rid)
+        tracking["pendingTrigger"] = dict(tracking.get("pendingTrigger") or {}, id=rid)
+
+    def write(self, status: dict[str, Any]) -> None:
+        if (status.get("lastFailure") or {}).get("reason") in ("UpgradeTimeout", "UpgradeFailed"):
+            self.rollback_step = self.step  # a rollback reported
+        phase = status.get("phase")
+        terminal = phase in ("Failed", "Finished")
+        if not terminal or not self.terminal_gen or self.terminal_gen[0] != phase:
+            self.terminal_gen = (phase, self.generation) if terminal else None
+        self.status = copy.deepcopy(status)
+
+    def act(self, action: Any, current: Pod | None) -> None:
+        match action:
+            case m.CreateAttempt():
+                self.create(action)
+            case m.DeletePod(name=name, force=force):
+                self.delete_pod(name, force)
+            case m.StopRuntime(savepoint=sp):
+                if current is not None and current.obs().can_drain and current.up:
+                    current.draining = {"savepoint": sp, "at": self.now}
+            case m.TriggerSavepoint(name=sp):
+                if current is not None and current.up and current.phase == "Running" and not current.deleting:
+                    self.checkpoint(current, savepoint=sp)
+            case m.DeleteSavepoint(name=sp):
+                store = self.stores[self.spec.checkpoint.storage.url]
+                store.savepoints = [s for s in store.savepoints if s["name"] != sp]
+            case m.Emit():
+                self.events.append((self.step, action))
+
+    def delete_pod(self, name: str, force: bool) -> None:
+        if (pod := self.pods.get(name)) is None:
+            return
+        if force:
+            del self.pods[name]
+        elif not pod.deleting:
+            pod.deleting, pod.ready, pod.up, pod.deleting_since = True, False, False, self.now
+
+    def create(self, action: m.CreateAttempt) -> None:
+        name = f"{NAME}-{action.attempt}"
+        if name in self.pods:
+            return  # 409 AlreadyExists: the pod of this attempt is there
+        if self.refuse_creates:  # 403 (quota): reconcile records it for the machine (createFailed)
+            self.refused += 1
+            self.failures.append(self.now)  # a failed start of the job's own (operator/machine.py)
+            refused = copy.deepcopy(self.status)
+            refused.setdefault("tracking", {})["createFailed"] = {
+                "attempt": action.attempt, "reason": "Forbidden", "message": "exceeded quota"}
+            if self.fail_writes:
+                self.fail_writes -= 1
+            else:
+                self.write(refused)
+            self.events.append((self.step, m.Emit("Warning", "PodCreateFailed", "exceeded quota")))
+            return
+        spec = action.spec or self.spec
+        if self.check_create:
+            self.check_create(self, action, spec)
+        self.pods[name] = Pod(name, action.attempt, spec, action.restore_from, spec.checkpoint.storage.url)
+        if self.user_point and tag_of(action.restore_from) == self.user_point[0]:
+            self.user_point = None
+        self.drain_savepoint = None
+        self.last_tag = tag_of(action.restore_from)
+
