@@ -119,3 +119,10 @@ def test_deletion_without_its_secret_finishes_and_says_what_was_left():
     ((type_, reason, message),) = kube.events
     assert (type_, reason) == ("Warning", "DataNotDeleted")
     assert "Secret is gone" in message and "s3://bucket/jobs (team/clicks)" in message
+
+
+def test_a_create_on_the_indexs_word_is_confirmed_but_not_a_jobs_first():
+    assert pod_view.confirm_before_create({"attempt": 3}, creates=True, read_directly=False)
+    assert not pod_view.confirm_before_create({"attempt": 3}, creates=True, read_directly=True)
+    assert not pod_view.confirm_before_create({"attempt": 3}, creates=False, read_directly=False)
+    assert not pod_view.confirm_before_create({}, creates=True, read_directly=False)  # the 1,000-job ramp
