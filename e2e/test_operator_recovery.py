@@ -97,6 +97,9 @@ def test_crash_loop_fails_after_max_restarts(api_client, namespace, operator, st
     assert "2 restarts" in st["lastFailure"]["message"]
     assert condition(st, "Degraded") == "True" and condition(st, "Ready") == "False"
     wait_for("the crash-looping pod removed", lambda: not jobs.pods("broken"), timeout=60)
-    time.sleep(5)  # and no new attempt follows
+    # Deliberate quiet window, once Failed and without pods: no new attempt follows (the pod's
+    # deletion woke the job's loop; a Failed job's next round is a minute away, no event to wait on).
+    time.sleep(5)
     assert not jobs.pods("broken") and jobs.status("broken")["phase"] == "Failed"
+    assert jobs.status("broken").get("attempt") == st.get("attempt"), "a new attempt was started"
     print(f"Failed after {time.monotonic() - t0:.0f}s")

@@ -4,10 +4,9 @@ store, with no duplicate pods and no lost checkpoint records."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
-from kube_helpers import wait_for
+from kube_helpers import exists, wait_for
 from operator_jobs import BUCKET, Jobs
 
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids
@@ -70,7 +69,10 @@ def test_operator_killed_mid_restart_starts_exactly_one_new_attempt(api_client, 
     jobs.wait_status("clicks", "Recovering", lambda s: s.get("phase") in ("Recovering", "Pending")
                      and s.get("attempt", 1) >= 1, timeout=60, operator=operator)
     operator.kill()
-    time.sleep(3)
+    # While the operator is down, the deleted pod finishes draining and goes: the restarted
+    # operator must start attempt 2 from status alone.
+    wait_for("the deleted pod gone while the operator is down",
+             lambda: not exists(lambda: jobs.core.read_namespaced_pod("clicks-1", namespace)), timeout=120)
     operator.start()
     st = jobs.wait_status("clicks", "attempt 2 Running", lambda s: s.get("phase") == "Running"
                           and s.get("attempt") == 2, timeout=300, operator=operator)

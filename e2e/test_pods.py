@@ -8,7 +8,7 @@ import textwrap
 import time
 
 import pytest
-from kube_helpers import container_status, python_container
+from kube_helpers import container_status, pod_logs, python_container, wait_for
 from kubernetes import client, watch
 
 SERVE_WHEN_CONFIG_MATCHES = textwrap.dedent("""
@@ -92,7 +92,9 @@ def test_restart_policy_is_applied(pods, policy, exit_code, phase):
         status = container_status(pod)
         assert status.restart_count == 0
         assert status.state.terminated.exit_code == exit_code
-        time.sleep(3)  # a terminal pod stays terminal: no late restart
+        # Deliberate quiet window, once the pod is terminal: no late restart follows (longer than
+        # the local node agent's first restart backoff, 1 s, so a wrongly applied policy shows).
+        time.sleep(3)
         assert container_status(pods.read("exits")).restart_count == 0
 
 
@@ -146,7 +148,8 @@ def running(pod: client.V1Pod) -> bool:
 def test_delete_sends_sigterm_within_grace_period(core, namespace, pods):
     pods.create("graceful", [python_container(SIGTERM_EXITS_42)], termination_grace_period_seconds=30)
     pods.wait("graceful", "container running", running)
-    time.sleep(1)  # let the interpreter install its handler
+    # The script prints "waiting" once its SIGTERM handler is installed.
+    wait_for("the SIGTERM handler installed", lambda: "waiting" in pod_logs(core, namespace, "graceful"), timeout=60)
     seconds, last = delete_and_watch(core, namespace, "graceful")
     assert seconds < 20, f"deletion took {seconds:.1f}s for a process that exits on SIGTERM"
     terminated = container_status(last).state.terminated
@@ -163,17 +166,24 @@ def test_delete_kills_after_grace_period(core, namespace, pods):
 
 
 def test_failing_liveness_probe_restarts_the_container(pods):
-    # The exec probe runs with the container's mounts: it sees /state, the pod's emptyDir.
+    # The exec probes run with the container's mounts: they see /state, the pod's emptyDir. Each
+    # readiness probe that passes leaves a line in /state/ready-probes; the container stops
+    # answering once two have passed (it has been Ready for a probe period), not after a fixed time.
     script = textwrap.dedent("""
         import pathlib, time
-        alive = pathlib.Path("/state/alive")
+        alive, answered = pathlib.Path("/state/alive"), pathlib.Path("/state/ready-probes")
         alive.write_text("yes"); print("alive", flush=True)
-        time.sleep(3); alive.unlink(); print("stopped answering the probe", flush=True)
+        while not answered.exists() or len(answered.read_text().splitlines()) < 2:
+            time.sleep(0.1)
+        alive.unlink(); print("stopped answering the probe", flush=True)
         while True: time.sleep(0.1)
     """)
-    probe = client.V1Probe(_exec=client.V1ExecAction(command=["cat", "/state/alive"]),
-                           period_seconds=1, failure_threshold=2)
-    container = python_container(script, liveness_probe=probe, readiness_probe=probe,
+    liveness = client.V1Probe(_exec=client.V1ExecAction(command=["cat", "/state/alive"]),
+                              period_seconds=1, failure_threshold=2)
+    readiness = client.V1Probe(_exec=client.V1ExecAction(
+        command=["sh", "-c", "cat /state/alive && echo passed >> /state/ready-probes"]),
+        period_seconds=1, failure_threshold=2)
+    container = python_container(script, liveness_probe=liveness, readiness_probe=readiness,
                                  volume_mounts=[client.V1VolumeMount(name="state", mount_path="/state")])
     pods.create("probed", [container], volumes=[client.V1Volume(name="state", empty_dir=client.V1EmptyDirVolumeSource())])
     pods.wait("probed", "Ready", lambda p: bool(container_status(p) and container_status(p).ready))
