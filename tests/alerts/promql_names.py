@@ -16,8 +16,9 @@ _KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_le
              "offset", "inf", "nan"}
 
 
-def exported_names() -> set[str]:
-    """Every sample name the runtime, the GC sidecar and the operator export."""
+def exported_names(with_families: bool = False) -> set[str]:
+    """Every sample name the runtime, the GC sidecar and the operator export; `with_families`: also a
+    histogram's own name, which docs use for the family (no PromQL query selects it)."""
     from sparkpoint.operator.metrics import OperatorMetrics
     from sparkpoint.runtime.checkpoint import gc_loop
     from sparkpoint.runtime.service.metrics import RuntimeMetrics
@@ -29,6 +30,8 @@ def exported_names() -> set[str]:
     names = set()
     for family in families:
         names |= {family.name + suffix for suffix in _SUFFIXES[family.type]}
+        if with_families:
+            names.add(family.name)
     return names
 
 

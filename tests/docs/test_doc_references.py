@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import re
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -215,15 +216,20 @@ def code_env_names(roots: Iterable[str] = (*_CODE_ROOTS, "Makefile", "Dockerfile
     return names
 
 
-def unknown_env_names(doc_names: set[str], code_names: set[str]) -> list[str]:
+def unknown_names(names: Iterable[str], known: set[str]) -> list[str]:
+    """The names not in `known`; a name ending in `_*` is a prefix that must match a known one."""
     bad = []
-    for name in sorted(doc_names):
+    for name in sorted(names):
         if name.endswith("_*"):
-            if not any(c.startswith(name[:-1]) for c in code_names):
+            if not any(k.startswith(name[:-1]) for k in known):
                 bad.append(name)
-        elif name not in code_names:
+        elif name not in known:
             bad.append(name)
     return bad
+
+
+def unknown_env_names(doc_names: set[str], code_names: set[str]) -> list[str]:
+    return unknown_names(doc_names, code_names)
 
 
 def undocumented_env_names(code_names: set[str], doc_names: set[str]) -> list[str]:
@@ -233,27 +239,13 @@ def undocumented_env_names(code_names: set[str], doc_names: set[str]) -> list[st
 
 # --- metrics -------------------------------------------------------------------------------------------
 
-_SUFFIXES = {"counter": ("_total", "_created"), "gauge": ("",), "histogram": ("", "_bucket", "_count", "_sum", "_created"),
-             "summary": ("", "_count", "_sum", "_created"), "info": ("_info",)}
-
-
 def exported_metrics() -> set[str]:
-    """Every sample name the runtime, the GC sidecar and the operator export (from their registries),
-    plus a histogram's or summary's own name, which docs use for the family."""
-    from prometheus_client.metrics import MetricWrapperBase
+    """Every sample name the runtime, the GC sidecar and the operator export (from their registries:
+    the alert rules' tests read them the same way), plus each family's own name, which docs use."""
+    sys.path.insert(0, str(REPO / "tests" / "alerts"))
+    from promql_names import exported_names
 
-    from sparkpoint.operator.metrics import OperatorMetrics
-    from sparkpoint.runtime.checkpoint import gc_loop
-    from sparkpoint.runtime.service.metrics import RuntimeMetrics
-
-    families = [*RuntimeMetrics().registry.collect(), *OperatorMetrics().registry.collect()]
-    for obj in vars(gc_loop).values():
-        if isinstance(obj, MetricWrapperBase):
-            families += obj.describe()
-    names = set()
-    for family in families:
-        names |= {family.name + suffix for suffix in _SUFFIXES[family.type]}
-    return names
+    return exported_names(with_families=True)
 
 
 def chart_series_names(chart: Path = REPO / "charts" / "sparkpoint") -> set[str]:
@@ -274,14 +266,7 @@ def metric_references(text: str) -> set[str]:
 
 
 def unknown_metrics(text: str, known: set[str]) -> list[str]:
-    bad = []
-    for name in sorted(metric_references(text)):
-        if name.endswith("_*"):
-            if not any(k.startswith(name[:-1]) for k in known):
-                bad.append(name)
-        elif name not in known:
-            bad.append(name)
-    return bad
+    return unknown_names(metric_references(text), known)
 
 
 # --- the tests -----------------------------------------------------------------------------------------
