@@ -11,12 +11,12 @@ from __future__ import annotations
 from sparkpoint.runtime.config import RestoreFrom, parse_duration
 
 from . import checkpoints as cp
+from .job_savepoints import follow_savepoint, periodic_savepoints
 from .model import (
     RESTORE_FAILED_EXIT,
     CheckpointResult,
     CreateAttempt,
     Decision,
-    DeleteSavepoint,
     Observed,
     PinCheckpoints,
     PodObs,
@@ -24,7 +24,6 @@ from .model import (
     TriggerCheckpoint,
     TriggerSavepoint,
 )
-from .periodic import periodic_due, periodic_name, to_prune
 from .status import apply_conditions
 from .step import (  # noqa: F401  (spec_key, backoff_seconds, DRAIN_GRACE: used by reconcile and tests)
     DRAIN_GRACE,
@@ -133,14 +132,19 @@ def _record_store_facts(run: Step) -> None:
         run.st["savepoints"] = obs.store_savepoints[-SAVEPOINTS_SHOWN:]
 
 
-def _start_when_clear(run: Step, drain: bool = False) -> None:
-    """Start the next attempt once no pod is left (a draining one may finish its drain) and a
-    drain's savepoint is listed; until then wait, keeping the chosen point's bookkeeping."""
+def _pods_gone(run: Step, drain: bool) -> bool:
+    """Remove the job's pods (a draining one may finish its drain first); True once none is left."""
     if drain:
         drain_then_remove(run)
-    elif not run.remove_pods():
-        return
-    if run.obs.pods:
+    else:
+        run.remove_pods()
+    return not run.obs.pods
+
+
+def _start_when_clear(run: Step, drain: bool = False) -> None:
+    """Start the next attempt once no pod is left and a drain's savepoint is listed; until then
+    wait, keeping the chosen point's bookkeeping."""
+    if not _pods_gone(run, drain):
         return
     if run.awaiting_savepoint():
         run.requeue(POLL)
@@ -182,11 +186,7 @@ def _suspend_or_resume(run: Step) -> None:
 
 
 def _between_attempts(run: Step) -> None:
-    if run.st["phase"] == "Upgrading":
-        drain_then_remove(run)
-    elif not run.remove_pods():
-        return
-    if run.obs.pods:
+    if not _pods_gone(run, drain=run.st["phase"] == "Upgrading"):
         return
     if roll_back_unstarted(run):  # an upgrade whose pods never even started (refused, crash loop)
         return
@@ -298,11 +298,8 @@ def _restore_failed(run: Step, pod: PodObs) -> None:
     if users and users in blamed and run.lineage_point() == run.spec.restore_from:
         message = (f"attempt {run.attempt} could not restore spec.restoreFrom {users} (exit 3); it is not replaced "
                    "by another point: repair the store or change spec.restoreFrom")
-        run.st["lastFailure"] = {"reason": "RestoreFailed", "message": message, "at": cp.iso(run.now)}
         run.st["restarts"] = run.st.get("restarts", 0) + 1
-        run.tr["failedGeneration"] = run.obs.generation
-        run.set_phase("Failed", "RestoreFailed", message, warning=True)
-        run.remove_pods()
+        run.fail_for_good("RestoreFailed", message, "RestoreFailed", message)
         return
     run.fail("RestoreFailed", f"attempt {run.attempt} could not restore from {what} (exit 3)"
              + ("; the next attempt starts from an older point" if blamed else ""))
@@ -363,8 +360,8 @@ def _checkpoints(run: Step, pod: PodObs) -> None:
             run.d.actions.append(TriggerSavepoint(f"nonce-{nonce}"))
             run.d.emit("Normal", "SavepointTriggered", f"savepoint nonce-{nonce} (triggerNonce {nonce})")
         else:
-            _follow_savepoint(run)
-            _periodic_savepoints(run)
+            follow_savepoint(run)
+            periodic_savepoints(run)
     run.requeue(max(POLL, cp.next_trigger_in(tr, interval, now)))
     healthy, reason = cp.checkpoint_healthy(latest_at, tr.get("runningSince"), interval, now)
     was = tr.get("checkpointHealthy", True)
@@ -374,57 +371,3 @@ def _checkpoints(run: Step, pod: PodObs) -> None:
                    f"no completed checkpoint for {cp.UNHEALTHY_INTERVALS} intervals of {spec.checkpoint.interval}")
     elif healthy and not was:
         run.d.emit("Normal", "CheckpointHealthy", "checkpoints complete again")
-
-
-PRUNE_RETRY = 300.0  # a periodic savepoint still listed this long after its deletion is deleted again
-
-
-def _periodic_savepoints(run: Step) -> None:
-    """spec.savepoint.interval: one savepoint per interval (one request at a time), and the periodic
-    ones beyond savepoint.retain deleted, never one a restore may still need."""
-    sp, tr, now = run.spec.savepoint, run.tr, run.now
-    if periodic_due(tr, parse_duration(sp.interval) if sp.interval else None, now) and not tr.get("pendingSavepoint"):
-        name = periodic_name(now)
-        tr["periodicSavepointAt"] = now
-        tr["pendingSavepoint"] = {"name": name, "at": now, "tries": 1}
-        run.d.actions.append(TriggerSavepoint(name))
-        run.d.emit("Normal", "SavepointTriggered", f"savepoint {name} (savepoint.interval {sp.interval})")
-    lineage = ((tr.get("lineage") or {}).get("point") or {}).get("savepoint")
-    keep = {n for n in (run.spec.restore_from and run.spec.restore_from.savepoint, lineage,
-                        tr.get("restoreTarget")) if n}
-    listed = {s["name"] for s in run.obs.store_savepoints or []}
-    pruned = {n: at for n, at in (tr.get("prunedSavepoints") or {}).items() if n in listed}
-    for name in to_prune(run.obs.store_savepoints, sp.retain, keep):
-        if now - pruned.get(name, -PRUNE_RETRY) >= PRUNE_RETRY:
-            pruned[name] = now
-            run.d.actions.append(DeleteSavepoint(name))
-    if pruned or "prunedSavepoints" in tr:
-        tr["prunedSavepoints"] = pruned
-
-
-SAVEPOINT_TRIES = 5
-SAVEPOINT_UNSEEN = 30.0  # a request the runtime does not know (it restarted) is retried after this
-
-
-def _follow_savepoint(run: Step) -> None:
-    """A requested savepoint counts once it is in the store; a request that failed or was skipped
-    (no new batch yet) is made again, up to SAVEPOINT_TRIES times."""
-    sp = run.tr.get("pendingSavepoint")
-    if not sp:
-        return
-    if sp["name"] in {s["name"] for s in run.obs.store_savepoints or []}:
-        run.tr.pop("pendingSavepoint")
-        run.d.emit("Normal", "SavepointCompleted", f"savepoint {sp['name']} is in the store")
-        return
-    requests = [r for r in (run.obs.runtime or {}).get("recentCheckpoints") or [] if r.get("savepoint") == sp["name"]]
-    status = requests[-1].get("status") if requests else None
-    if status not in ("failed", "skipped", "timed_out") and (requests or run.now - sp["at"] < SAVEPOINT_UNSEEN):
-        run.requeue(POLL)
-        return
-    if sp["tries"] >= SAVEPOINT_TRIES:
-        run.tr.pop("pendingSavepoint")
-        run.d.emit("Warning", "SavepointFailed", f"savepoint {sp['name']} not taken after {sp['tries']} tries "
-                                                 f"(last: {status or 'unknown to the runtime'})")
-        return
-    run.tr["pendingSavepoint"] = dict(sp, at=run.now, tries=sp["tries"] + 1)
-    run.d.actions.append(TriggerSavepoint(sp["name"]))

@@ -377,7 +377,7 @@ class Reconciler:
                 await asyncio.to_thread(delete_savepoint, store, StoreJob(ns, name), sp_name)
                 self.post_event(body, "Normal", "SavepointPruned", f"periodic savepoint {sp_name} deleted "
                                                                    f"(savepoint.retain {spec.savepoint.retain})")
-        except Exception as exc:  # retried after PRUNE_RETRY while still listed
+        except Exception as exc:  # retried after job_savepoints.PRUNE_RETRY while still listed
             self.post_event(body, "Warning", "SavepointPruneFailed", f"{sp_name}: {type(exc).__name__}")
 
     async def _call(self, body: dict[str, Any], failure: str, fn: Any, base: str | None, *args: Any) -> None:

@@ -229,11 +229,15 @@ class Step:
             why = (f"{self.spec.restart.max_restarts} restarts within {self.spec.restart.window} exceeded" if over
                    else "restart.policy is Never")
             last = self.st.get("lastFailure") or {}
-            self.st["lastFailure"] = {"reason": last.get("reason", "RestartLimit"),
-                                      "message": f"{last.get('message', '')} ({why})".strip(), "at": cp.iso(self.now)}
-            self.tr["failedGeneration"] = self.obs.generation
-            self.set_phase("Failed", "RestartLimitExceeded", why, warning=True)
-            self.remove_pods()
+            self.fail_for_good(last.get("reason", "RestartLimit"), f"{last.get('message', '')} ({why})".strip(),
+                               "RestartLimitExceeded", why)
+
+    def fail_for_good(self, reason: str, message: str, event_reason: str, event_message: str) -> None:
+        """Failed until the spec is edited (failedGeneration): lastFailure says why; pods go."""
+        self.st["lastFailure"] = {"reason": reason, "message": message, "at": cp.iso(self.now)}
+        self.tr["failedGeneration"] = self.obs.generation
+        self.set_phase("Failed", event_reason, event_message, warning=True)
+        self.remove_pods()
 
     def upgrade_unproven(self) -> bool:
         """An upgraded attempt that has not been Ready yet, with a stable spec to roll back to."""
