@@ -18,12 +18,13 @@ from sparkpoint.runtime.config import API_GROUP, API_VERSION, SpecError, parse_s
 
 from . import api_session
 from .control_token import ControlTokens, missing_is_none
+from .deletion import Draining
 from .events import post_event
 from .kube import PLURAL, Kube, load_config
 from .malloc import trim_every
 from .metrics import OperatorMetrics, serve
 from .observe import pod_observation
-from .reconcile import Draining, Reconciler
+from .reconcile import Reconciler
 from .runtime_client import RuntimeClient
 
 log = logging.getLogger("sparkpoint.operator")

@@ -29,9 +29,10 @@ from sparkpoint.runtime.checkpoint.savepoint import delete_savepoint
 from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, control_token, finalize, store_view
+from . import builders, control_token
 from .caches import SpecCache, fresher_body
 from .checkpoints import iso, only_trigger_bookkeeping
+from .deletion import JobDeletion
 from .kube import Kube
 from .machine import DRAIN_GRACE, decide
 from .metrics import OperatorMetrics
@@ -52,13 +53,12 @@ from .observe import pod_observation
 from .pod_view import confirm_before_create, needs_direct_read
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .runtime_view import Answer, may_reuse
-from .status import apply_conditions
+from .status import OWN_STATUS_SKIP, apply_conditions
 from .status_writer import StatusWriter
 from .step import json_copy
 from .store_facts import StoreFacts
 
 log = logging.getLogger("sparkpoint.operator")
-OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours to diff
 # Attempts whose objects are being created at once. Each takes four API calls, so this still keeps
 # every kube thread busy; beyond it, jobs wait as cheap coroutines instead of queueing thousands of
 # request bodies in the executor when 1,000 jobs appear together (the operator's peak RSS).
@@ -71,14 +71,6 @@ _NO_WAIT = (TriggerCheckpoint, CheckpointResult, Emit)  # actions that need no s
 
 class StatusNotWritten(Exception):
     """The status write of a round failed: its other actions wait for the next round."""
-
-
-class Draining(Exception):
-    """Deletion must wait (pods still draining); the handler retries after `delay` seconds."""
-
-    def __init__(self, message: str, delay: float = 3.0):
-        super().__init__(message)
-        self.delay = delay
 
 
 def _expected_savepoints(status: dict[str, Any], runtime: dict[str, Any] | None) -> set[str]:
@@ -124,6 +116,7 @@ class Reconciler:
         self._pod_doubt: dict[tuple[str, str], float | None] = {}  # pod_view: since when the index is doubted
         self._specs = SpecCache(parse_spec)
         self._creating = asyncio.Semaphore(ATTEMPT_CREATES)
+        self.deletion = JobDeletion(kube, self.store, client, metrics, post_event, clock)
 
     # --- the per-job loop (run by a kopf daemon) ----------------------------------------------------
     def wake(self, namespace: str, name: str) -> None:
@@ -322,6 +315,20 @@ class Reconciler:
                              self.kube.create(builders.build_service(job)))
         await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account))
 
+    def _amend_tracking(self, meta: dict[str, Any], status: dict[str, Any], **changes: Any) -> StatusWriter:
+        """What an action learnt, written into the decided status's tracking for the next round to
+        decide on (None removes a key); returns the writer, to flush when the round must wait."""
+        amended = json_copy(status)
+        tracking = amended.setdefault("tracking", {})
+        for key, value in changes.items():
+            if value is None:
+                tracking.pop(key, None)
+            else:
+                tracking[key] = value
+        writer = self._writer(meta["namespace"], meta["name"])
+        writer.submit(writer.current() or status, amended)
+        return writer
+
     async def _pin(self, body: dict[str, Any], status: dict[str, Any], ids: tuple[str, ...]) -> None:
         """The GC sidecar's pins in the job's ConfigMap (the kubelet updates the mounted file; the
         sidecar reads it every pass). A failed write forgets the decided pins, so the next round
@@ -334,10 +341,7 @@ class Reconciler:
         except ApiException as exc:
             log.warning("gc pins not written", extra={"job": f"{meta['namespace']}/{meta['name']}",
                                                       "status": exc.status})
-            unpinned = json_copy(status)
-            unpinned.setdefault("tracking", {}).pop("gcPins", None)
-            writer = self._writer(meta["namespace"], meta["name"])
-            writer.submit(writer.current() or status, unpinned)
+            self._amend_tracking(meta, status, gcPins=None)
 
     async def _record_refusal(self, body: dict[str, Any], status: dict[str, Any], attempt: int,
                               exc: ApiException) -> None:
@@ -345,12 +349,8 @@ class Reconciler:
         the machine counts it as a failed start (status.tracking.createFailed, read next round)."""
         meta = body["metadata"]
         message = refusal_message(exc)
-        refused_status = json_copy(status)
-        refused_status.setdefault("tracking", {})["createFailed"] = {
-            "attempt": attempt, "reason": exc.reason or f"HTTP{exc.status}", "message": message}
-        writer = self._writer(meta["namespace"], meta["name"])
-        writer.submit(writer.current() or status, refused_status)
-        await writer.flush()
+        await self._amend_tracking(meta, status, createFailed={
+            "attempt": attempt, "reason": exc.reason or f"HTTP{exc.status}", "message": message}).flush()
         self.post_event(body, "Warning", "PodCreateFailed", f"attempt {attempt}: {message}")
         log.warning("attempt refused", extra={"job": f"{meta['namespace']}/{meta['name']}", "attempt": attempt,
                                               "status": exc.status, "error": message})
@@ -390,58 +390,5 @@ class Reconciler:
 
     # --- deletion (the finalizer) ----------------------------------------------------------------------
     async def finalize(self, body: dict[str, Any]) -> None:
-        """Drain the job (final checkpoint), then keep or delete its data per gc.onDelete (the
-        decisions are finalize.py's). Raises Draining while pods remain or the data deletion is
-        being retried; always finishes (finalize.py says how)."""
-        meta = body["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        own = {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
-        tracking = own.get("tracking") or {}
-        pods = [pod_observation(p) for p in await self.kube.job_pods(ns, name)]
-        now = self.clock()
-        step = finalize.drain_pods(pods, tracking.get("deleteDrainAt"), now)
-        for action in step.actions:
-            if isinstance(action, finalize.DrainTo):
-                pod = next(p for p in pods if p.name == action.pod)
-                await self._call(body, "StopFailed", self.client.stop,
-                                 base_url(pod.ip, builders.CONTROL_PORT, ns, name), None, True)
-            else:
-                await self.kube.delete_pod(ns, name=action.name, force=action.force)
-        if step.drain_started:
-            await self.kube.patch_status(ns, name, {"tracking": {"deleteDrainAt": now}})
-        if step.pods_left:
-            raise Draining(f"waiting for {step.pods_left} pod(s) of {ns}/{name} to stop")
-        try:
-            spec = parse_spec(body.get("spec"))
-        except SpecError:
-            spec = None
-        if spec is not None and spec.gc.on_delete == "delete":
-            await self._delete_job_data(body, spec, tracking.get("deleteDataSince"), now)
-        self.metrics.job_phase(ns, name, None)
-        self.store.forget_job((ns, name))
-
-    async def _delete_job_data(self, body: dict[str, Any], spec: JobSpec, since: float | None, now: float) -> None:
-        """gc.onDelete delete. Without its Secret (deleted first, as a namespace deletion does) the
-        data cannot be deleted: say so and finish. A store that refuses is retried for
-        finalize.DELETE_DATA_FOR, then the same."""
-        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        where = f"{spec.checkpoint.storage.url if spec.checkpoint.storage else 'the pod-local store'} ({ns}/{name})"
-        try:
-            store = await self.store.open_store(ns, spec, deletes=True)
-            if store is not None:
-                count = await asyncio.to_thread(store_view.delete_checkpoints, store, StoreJob(ns, name))
-                log.info("job data deleted (gc.onDelete delete)", extra={"job": f"{ns}/{name}", "objects": count})
-            return
-        except Exception as exc:  # noqa: BLE001 - the store's errors: retried, then given up on
-            if isinstance(exc, store_view.SecretMissing):
-                why = "its storage Secret is gone"
-            elif not finalize.give_up_on_data(since, now):
-                if since is None:
-                    await self.kube.patch_status(ns, name, {"tracking": {"deleteDataSince": now}})
-                raise Draining(f"deleting the data of {ns}/{name} failed ({type(exc).__name__}); retrying",
-                               delay=15.0) from None
-            else:
-                why = f"the store refused for {finalize.DELETE_DATA_FOR:g}s ({type(exc).__name__})"
-        message = f"gc.onDelete is delete, but {why}: the job's data was left in {where}"
-        self.post_event(body, "Warning", "DataNotDeleted", message)
-        log.warning(message, extra={"job": f"{ns}/{name}"})
+        """Drain the job, then gc.onDelete (deletion.py). Raises Draining while that must wait."""
+        await self.deletion.finalize(body)

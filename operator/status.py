@@ -11,6 +11,7 @@ from typing import Any
 from .checkpoints import iso
 
 CONDITION_TYPES = ("Ready", "CheckpointHealthy", "Progressing", "Degraded")
+OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours (to diff, or to decide on)
 PHASES = ("Pending", "Running", "Recovering", "Upgrading", "Suspended", "Failed", "Finished")
 
 

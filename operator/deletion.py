@@ -1,0 +1,99 @@
+"""Deleting a StreamingJob (kopf's finalizer): drain the job (its final checkpoint), then apply
+gc.onDelete. The decisions are finalize.py's (pure); this does their I/O. It always finishes:
+finalize.py says how.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
+from sparkpoint.runtime.store import JobRef as StoreJob
+
+from . import builders, finalize, store_view
+from .kube import Kube
+from .metrics import OperatorMetrics
+from .observe import pod_observation
+from .runtime_client import RuntimeApiError, RuntimeClient, base_url
+from .status import OWN_STATUS_SKIP
+from .store_facts import StoreFacts
+
+log = logging.getLogger("sparkpoint.operator")
+
+
+class Draining(Exception):
+    """Deletion must wait (pods still draining, data being deleted); kopf retries after `delay` seconds."""
+
+    def __init__(self, message: str, delay: float = 3.0):
+        super().__init__(message)
+        self.delay = delay
+
+
+class JobDeletion:
+    def __init__(self, kube: Kube, store: StoreFacts, client: RuntimeClient, metrics: OperatorMetrics,
+                 post_event: Callable[[dict[str, Any], str, str, str], None], clock: Callable[[], float] = time.time):
+        self.kube, self.store, self.client, self.metrics = kube, store, client, metrics
+        self.post_event, self.clock = post_event, clock
+
+    async def finalize(self, body: dict[str, Any]) -> None:
+        """Drain the job (final checkpoint), then keep or delete its data per gc.onDelete (the
+        decisions are finalize.py's). Raises Draining while pods remain or the data deletion is
+        being retried; always finishes (finalize.py says how)."""
+        meta = body["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        own = {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
+        tracking = own.get("tracking") or {}
+        pods = [pod_observation(p) for p in await self.kube.job_pods(ns, name)]
+        now = self.clock()
+        step = finalize.drain_pods(pods, tracking.get("deleteDrainAt"), now)
+        for action in step.actions:
+            if isinstance(action, finalize.DrainTo):
+                pod = next(p for p in pods if p.name == action.pod)
+                try:
+                    await self.client.stop(base_url(pod.ip, builders.CONTROL_PORT, ns, name), None, True)
+                except RuntimeApiError as exc:
+                    self.post_event(body, "Warning", "StopFailed", str(exc))
+            else:
+                await self.kube.delete_pod(ns, name=action.name, force=action.force)
+        if step.drain_started:
+            await self.kube.patch_status(ns, name, {"tracking": {"deleteDrainAt": now}})
+        if step.pods_left:
+            raise Draining(f"waiting for {step.pods_left} pod(s) of {ns}/{name} to stop")
+        try:
+            spec = parse_spec(body.get("spec"))
+        except SpecError:
+            spec = None
+        if spec is not None and spec.gc.on_delete == "delete":
+            await self.delete_job_data(body, spec, tracking.get("deleteDataSince"), now)
+        self.metrics.job_phase(ns, name, None)
+        self.store.forget_job((ns, name))
+
+    async def delete_job_data(self, body: dict[str, Any], spec: JobSpec, since: float | None, now: float) -> None:
+        """gc.onDelete delete. Without its Secret (deleted first, as a namespace deletion does) the
+        data cannot be deleted: say so and finish. A store that refuses is retried for
+        finalize.DELETE_DATA_FOR, then the same."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        where = f"{spec.checkpoint.storage.url if spec.checkpoint.storage else 'the pod-local store'} ({ns}/{name})"
+        try:
+            store = await self.store.open_store(ns, spec, deletes=True)
+            if store is not None:
+                count = await asyncio.to_thread(store_view.delete_checkpoints, store, StoreJob(ns, name))
+                log.info("job data deleted (gc.onDelete delete)", extra={"job": f"{ns}/{name}", "objects": count})
+            return
+        except Exception as exc:  # noqa: BLE001 - the store's errors: retried, then given up on
+            if isinstance(exc, store_view.SecretMissing):
+                why = "its storage Secret is gone"
+            elif not finalize.give_up_on_data(since, now):
+                if since is None:
+                    await self.kube.patch_status(ns, name, {"tracking": {"deleteDataSince": now}})
+                raise Draining(f"deleting the data of {ns}/{name} failed ({type(exc).__name__}); retrying",
+                               delay=15.0) from None
+            else:
+                why = f"the store refused for {finalize.DELETE_DATA_FOR:g}s ({type(exc).__name__})"
+        message = f"gc.onDelete is delete, but {why}: the job's data was left in {where}"
+        self.post_event(body, "Warning", "DataNotDeleted", message)
+        log.warning(message, extra={"job": f"{ns}/{name}"})
