@@ -133,6 +133,7 @@ class World:
         self.last_tag: str | None = None  # restore tag of the newest attempt created
         self.answered, self.doubt = False, None  # reconcile's _answers entry and pod_view doubt
         self.seen: list[Pod] = []  # the pods the last round observed
+        self.gc_pins: set[str] = set()  # what the GC sidecar of the pods reads (the ConfigMap's gc-pins.json)
 
     @property
     def spec(self) -> JobSpec:
@@ -372,6 +373,8 @@ class World:
             case m.DeleteSavepoint(name=sp):
                 store = self.stores[self.spec.checkpoint.storage.url]
                 store.savepoints = [s for s in store.savepoints if s["name"] != sp]
+            case m.PinCheckpoints(ids=ids):
+                self.gc_pins = set(ids)
             case m.Emit():
                 self.events.append((self.step, action))
 
@@ -403,6 +406,7 @@ class World:
         if self.check_create:
             self.check_create(self, action, spec)
         self.pods[name] = Pod(name, action.attempt, spec, action.restore_from, spec.checkpoint.storage.url)
+        self.gc_pins = set((self.status.get("tracking") or {}).get("gcPins", []))  # the attempt's ConfigMap
         if self.user_point and tag_of(action.restore_from) == self.user_point[0]:
             self.user_point = None
         self.drain_savepoint = None

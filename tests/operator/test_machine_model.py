@@ -258,7 +258,8 @@ class MachineModel(RuleBasedStateMachine):
     # --- the operator ----------------------------------------------------------------------------------
     @rule()
     def operator_round(self) -> None:
-        self.world.operator_round()
+        d = self.world.operator_round()
+        self.restore_points_are_pinned(d)
 
     @rule(n=st.integers(2, 6))
     def operator_rounds(self, n: int) -> None:
@@ -341,6 +342,18 @@ class MachineModel(RuleBasedStateMachine):
         self.never_two_attempts_at_once()
         self.refused_creates_are_reported()
 
+    def restore_points_are_pinned(self, d) -> None:  # type: ignore[no-untyped-def]
+        """After a round whose status was written, the GC of a live pod keeps every checkpoint an
+        attempt may be given by name (the user's restoreFrom, the lineage, a next or rollback point),
+        so retention never prunes one before the attempt that needs it starts."""
+        w = self.world
+        if d is None or w.status is not d.status and w.status != d.status or not any(p.alive for p in w.pods.values()):
+            return
+        tr, spec_point = w.status.get("tracking") or {}, w.doc.get("restoreFrom") or {}
+        points = [spec_point, (tr.get("lineage") or {}).get("point"), tr.get("nextPoint"), tr.get("rollbackPoint")]
+        named = {p["checkpoint"] for p in points if isinstance(p, dict) and p.get("checkpoint")}
+        assert named <= w.gc_pins, f"checkpoints {sorted(named - w.gc_pins)} may be restored but are not pinned"
+
     def never_two_attempts_at_once(self) -> None:
         alive = sorted({p.attempt for p in self.world.pods.values() if p.alive})
         assert len(alive) <= 1, f"pods of attempts {alive} alive (not deleting) at once"
@@ -378,6 +391,12 @@ FOUND = {
         ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("world_progresses", {"n": 8}),
         ("edit_storage_url", {"i": 0}), ("world_goes_quiet", {})],
 }
+
+
+# Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
+FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
+    ("world_goes_quiet", {}), ("world_progresses", {"n": 6}), ("edit_restore_from", {"kind": "checkpoint", "i": 1}),
+    ("operator_round", {})]
 
 
 @pytest.mark.parametrize("steps", FOUND.values(), ids=FOUND.keys())
