@@ -236,7 +236,7 @@ class S3Store(ObjectStore):
         while True:  # page by page, each retried on its own
             def page(token: str | None = continuation) -> tuple[list[tuple[str, int, float]], str | None]:
                 # The client's private request call: signed, with its region and error handling, but
-                # answered by s3_listing's parser (the client's own costs ~70 us per key).
+                # answered by s3_listing's parser (6x less CPU per key than the client's, see there).
                 resp = self.client._execute("GET", self.bucket, query_params=page_query(full, token))
                 try:
                     return parse_page(resp.data)
