@@ -28,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from sparkpoint.runtime.checkpoint.coordinator import FINAL, CheckpointRequest
 
-from .api_guard import MAX_BODY_BYTES, auth_middleware, read_body
+from .api_guard import MAX_BODY_BYTES, CheckpointBody, SavepointBody, StopBody, auth_middleware, read_body
 
 log = logging.getLogger("sparkpoint.api")
 
@@ -70,13 +70,12 @@ def build_app(runtime: Any, token: str | None = None) -> web.Application:
         return web.json_response(await asyncio.to_thread(runtime.status))
 
     async def trigger(request: web.Request, kind: str) -> web.Response:
-        body = await read_body(request, kind)
-        mode = body.get("wait", "id")
+        body = await read_body(request, SavepointBody if kind == "savepoint" else CheckpointBody)
         if runtime.coordinator is None or runtime.phase != "running":
             return web.json_response({"error": f"runtime is {runtime.phase}, not running"}, status=409)
-        name = body.get("name")
+        name = body.name if isinstance(body, SavepointBody) else None
         req = runtime.coordinator.request(kind=kind, trigger="api", savepoint_name=name)
-        await _wait_for(req, mode, float(body.get("timeout", 600 if mode == "complete" else 10)))
+        await _wait_for(req, body.wait, body.wait_seconds)
         doc = req.to_json()
         doc["id"] = req.checkpoint_id or req.request_id
         code = 200 if req.status == "completed" else 500 if req.status in ("failed", "timed_out") else 202
@@ -101,8 +100,8 @@ def build_app(runtime: Any, token: str | None = None) -> web.Application:
 
     @routes.post("/stop")
     async def stop(request: web.Request) -> web.Response:
-        body = await read_body(request, "stop")
-        runtime.request_stop(savepoint=body.get("savepoint"), checkpoint=bool(body.get("checkpoint", True)))
+        body = await read_body(request, StopBody)
+        runtime.request_stop(savepoint=body.savepoint, checkpoint=body.checkpoint)
         return web.json_response({"stopping": True}, status=202)
 
     @routes.get("/metrics")

@@ -3,9 +3,9 @@ request bodies (issue 11). Kept apart from api.py so the rules are readable in o
 
   - Every path except /healthz, /readyz and /metrics needs `Authorization: Bearer <token>` when the
     runtime has a token: 401 without one, 403 with a wrong one (constant-time comparison).
-  - A body is a JSON object of at most MAX_BODY_BYTES, read within BODY_TIMEOUT seconds, whose
-    fields the endpoint knows and whose values have the right type; anything else is a 4xx that
-    names the problem. The handlers never see a malformed request, so none can disturb the job.
+  - A body is a JSON object of at most MAX_BODY_BYTES, read within BODY_TIMEOUT seconds, that its
+    endpoint's pydantic model (CheckpointBody, SavepointBody, StopBody) accepts; anything else is a
+    4xx that names the problem. The handlers never see a malformed request, so none can disturb the job.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any, Literal, TypeVar
 
 from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, ValidationError
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 MAX_BODY_BYTES = 64 * 1024
@@ -57,65 +57,70 @@ def auth_middleware(token: str | None) -> Callable[..., Awaitable[web.StreamResp
     return authenticate
 
 
-# Field name -> check(value) returning an error message or None.
-def _wait(v: Any) -> str | None:
-    return None if v in WAIT_MODES else f"must be one of {list(WAIT_MODES)}"
+# The request bodies (pydantic, strict: no coercion, so "yes" is no boolean and true no number).
+# Each field's description is the rule a 400 states: "field 'timeout' must be <description>".
+Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 
 
-def _timeout(v: Any) -> str | None:
-    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= MAX_WAIT_SECONDS
-    return None if ok else f"must be a number of seconds between 0 and {MAX_WAIT_SECONDS:g}"
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
 
-def _name(v: Any) -> str | None:
-    ok = v is None or (isinstance(v, str) and 0 < len(v) <= 253)
-    return None if ok else "must be a string of 1 to 253 characters"
+B = TypeVar("B", bound=_Body)
 
 
-def _savepoint(v: Any) -> str | None:
-    return None if v is None or isinstance(v, bool) or _name(v) is None else "must be a boolean or a savepoint name"
+class CheckpointBody(_Body):
+    wait: Literal["none", "id", "complete"] = Field("id", description=f"one of {list(WAIT_MODES)}")
+    # Explicit null is refused like any other non-number; when absent the wait depends on the mode.
+    timeout: float = Field(10.0, ge=0, le=MAX_WAIT_SECONDS,
+                           description=f"a number of seconds between 0 and {MAX_WAIT_SECONDS:g}")
+
+    @property
+    def wait_seconds(self) -> float:
+        if "timeout" in self.model_fields_set:
+            return self.timeout
+        return 600.0 if self.wait == "complete" else 10.0
 
 
-def _bool(v: Any) -> str | None:
-    return None if isinstance(v, bool) else "must be a boolean"
+class SavepointBody(CheckpointBody):
+    name: Name | None = Field(None, description="a string of 1 to 253 characters")
 
 
-SCHEMAS: dict[str, dict[str, Callable[[Any], str | None]]] = {
-    "checkpoint": {"wait": _wait, "timeout": _timeout},
-    "savepoint": {"wait": _wait, "timeout": _timeout, "name": _name},
-    "stop": {"savepoint": _savepoint, "checkpoint": _bool},
-}
+class StopBody(_Body):
+    savepoint: StrictBool | Name | None = Field(None, description="a boolean or a savepoint name")
+    checkpoint: StrictBool = Field(True, description="a boolean")
 
 
-def validate(doc: Any, schema: dict[str, Callable[[Any], str | None]]) -> dict[str, Any]:
-    """The body as a dict, or a 400 naming the first bad field (pure: unit-tested)."""
+def validate(doc: Any, model: type[B]) -> B:
+    """The body as its model, or a 400 naming the first bad field (pure: unit-tested)."""
     if not isinstance(doc, dict):
         raise error(400, "body must be a JSON object")
-    for key, value in doc.items():
-        check = schema.get(key)
-        if check is None:
-            raise error(400, f"unknown field {key!r}; allowed: {sorted(schema)}")
-        problem = check(value)
-        if problem:
-            raise error(400, f"field {key!r} {problem}")
-    return doc
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = first["loc"][0] if first["loc"] else None
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if first["type"] == "extra_forbidden" or field is None:
+            raise error(400, f"unknown field {key!r}; allowed: {sorted(model.model_fields)}") from None
+        raise error(400, f"field {key!r} must be {field.description}") from None
 
 
-async def read_body(request: web.Request, endpoint: str) -> dict[str, Any]:
+async def read_body(request: web.Request, model: type[B]) -> B:
     if not request.body_exists:
-        return {}
+        return model()
     try:
         async with asyncio.timeout(BODY_TIMEOUT):
             raw = await request.read()  # aiohttp answers 413 past the app's client_max_size
     except TimeoutError:
         raise error(408, f"body not received within {BODY_TIMEOUT:g} s") from None
     if not raw.strip():
-        return {}
+        return model()
     try:
         doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError):
         raise error(400, "body is not JSON (UTF-8)") from None
-    return validate(doc, SCHEMAS[endpoint])
+    return validate(doc, model)
 
 
 def _reject_constant(name: str) -> Any:

@@ -169,6 +169,33 @@ def test_token_matches():
     assert api_guard.token_matches("Bearer é", TOKEN) is False
 
 
+@pytest.mark.parametrize("model,doc,message", [
+    (api_guard.CheckpointBody, {"wait": "forever"}, "field 'wait' must be one of ['none', 'id', 'complete']"),
+    (api_guard.CheckpointBody, {"timeout": None}, "field 'timeout' must be a number of seconds between 0 and 3600"),
+    (api_guard.CheckpointBody, {"timeout": float("inf")}, "field 'timeout' must be a number"),  # JSON's 1e400
+    (api_guard.CheckpointBody, {"timeout": "5"}, "field 'timeout' must be a number"),  # strict: no coercion
+    (api_guard.CheckpointBody, {"name": "x"}, "unknown field 'name'; allowed: ['timeout', 'wait']"),
+    (api_guard.SavepointBody, {"name": ""}, "field 'name' must be a string of 1 to 253 characters"),
+    (api_guard.StopBody, {"savepoint": 0}, "field 'savepoint' must be a boolean or a savepoint name"),
+    (api_guard.StopBody, {"checkpoint": 1}, "field 'checkpoint' must be a boolean"),
+    (api_guard.StopBody, [], "body must be a JSON object"),
+])
+def test_body_models_refuse_with_a_message_naming_the_field(model, doc, message):
+    with pytest.raises(api_guard.web.HTTPBadRequest) as refused:
+        api_guard.validate(doc, model)
+    assert json.loads(refused.value.text)["error"].startswith(message)
+
+
+def test_body_models_defaults_and_the_wait_by_mode():
+    assert api_guard.validate({}, api_guard.CheckpointBody).wait_seconds == 10.0
+    assert api_guard.validate({"wait": "complete"}, api_guard.SavepointBody).wait_seconds == 600.0
+    body = api_guard.validate({"wait": "complete", "timeout": 0, "name": "sp-1"}, api_guard.SavepointBody)
+    assert (body.wait, body.wait_seconds, body.name) == ("complete", 0.0, "sp-1")
+    stop = api_guard.validate({}, api_guard.StopBody)
+    assert (stop.savepoint, stop.checkpoint) == (None, True)
+    assert api_guard.validate({"savepoint": True}, api_guard.StopBody).savepoint is True
+
+
 def test_resolve_token(tmp_path):
     f = tmp_path / "token"
     f.write_text(TOKEN + "\n")
