@@ -37,8 +37,6 @@ IMAGE_PATTERN = (r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?
 CPU_PATTERN = r"^([0-9]{1,4}(\.[0-9]{1,3})?|[0-9]{1,7}m)$"
 MEMORY_PATTERN = r"^[0-9]{1,7}(\.[0-9]{1,3})?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
 MIN_MEMORY = "512Mi"  # a JVM driver beside the Python runtime does not start in less
-_QUANTITY_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-                    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 # What the runtime can run: a local driver with N or all cores, or (coming) Spark on Kubernetes.
 MASTER_PATTERN = r"^(local(\[([1-9][0-9]{0,3}|\*)\])?|k8s)$"
 ENDPOINT_PATTERN = r"^https?://[^\s/?#]+/?$"
@@ -89,12 +87,13 @@ def parse_duration(text: str) -> float:
 
 
 def parse_quantity(text: str) -> Decimal:
-    """'512Mi' | '1.5G' | '500m' -> the amount (bytes or cores) as the API server reads it."""
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T|m)?", text)
-    if not match:
-        raise ValueError(f"invalid quantity {text!r}: use a number and an optional unit (e.g. 2Gi, 500m)")
-    unit = match.group(2) or ""
-    return Decimal(match.group(1)) / 1000 if unit == "m" else Decimal(match.group(1)) * _QUANTITY_SUFFIX[unit]
+    """'512Mi' | '1.5G' | '500m' -> the amount (bytes or cores), exact, as the API server reads it.
+    The fields' patterns (CPU_PATTERN, MEMORY_PATTERN) have refused other forms with a hint first."""
+    # Imported here: the kubernetes package costs about 0.2 s to import, which a runtime reading a
+    # spec without a quantity to check need not pay.
+    from kubernetes.utils import parse_quantity as kube_quantity
+
+    return kube_quantity(text)
 
 
 # What a value of each pattern looks like, for errors a person can act on without reading a regex.

@@ -160,6 +160,14 @@ def test_parse_quantity(text: str, amount: float) -> None:
     assert spec_rules.parse_quantity(text) == amount
 
 
+def test_the_memory_minimum_is_compared_exactly() -> None:
+    """Quantities are Decimals (kubernetes.utils), so a bound is not blurred by float rounding."""
+    assert spec_rules.parse_quantity("0.5Gi") == spec_rules.parse_quantity("512Mi")
+    config.parse_spec(_spec_with(spark={"resources": {"memory": "0.5Gi"}}))
+    with pytest.raises(config.SpecError, match=r"spec\.spark\.resources\.memory: must be at least 512Mi \(got 511\.999Mi\)"):
+        config.parse_spec(_spec_with(spark={"resources": {"memory": "511.999Mi"}}))
+
+
 def _manifest(name: str) -> dict:
     return {"kind": "StreamingJob", "metadata": {"name": name}, "spec": {"job": {"entrypoint": "a:b"}}}
 
