@@ -1,4 +1,4 @@
-"""Builds the StreamingJob CRD from the spec model, so the two cannot drift.
+"""Builds the StreamingJob CRD from the spec and status models, so neither can drift.
 
 `python -m sparkpoint.operator.crd > crds/streamingjob.yaml` regenerates the committed file;
 tests/operator/test_crd.py fails when the committed file differs from what the model implies.
@@ -15,13 +15,16 @@ from pydantic import BaseModel
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, NAME_RULES, JobSpec
 
+from .status_model import JobStatus
+
 PLURAL = "streamingjobs"
 SINGULAR = "streamingjob"
 SHORT_NAMES = ["sj"]
 
 # Keywords of pydantic's JSON schema that a structural OpenAPI v3 schema keeps as they are.
 _KEPT = {"type", "pattern", "minimum", "maximum", "enum", "default", "description", "maxLength",
-         "minLength", "x-kubernetes-validations"}
+         "minLength", "format", "x-kubernetes-validations", "x-kubernetes-preserve-unknown-fields",
+         "x-kubernetes-list-type", "x-kubernetes-list-map-keys"}
 
 
 def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
@@ -87,57 +90,21 @@ def spec_schema() -> dict[str, Any]:
     return schema
 
 
+def _without_defaults(node: Any) -> Any:
+    """The status is written by the operator alone: a schema default would only make the API
+    server fill keys into every stored status that the operator did not write."""
+    if isinstance(node, dict):
+        return {k: _without_defaults(v) for k, v in node.items() if k != "default"}
+    if isinstance(node, list):
+        return [_without_defaults(v) for v in node]
+    return node
+
+
 def status_schema() -> dict[str, Any]:
-    """The status contract (docs/design.md §9): the fields users, printer columns and alerts read.
-    status.tracking is the operator's own bookkeeping (preserved, not part of the contract)."""
-    string, integer = {"type": "string"}, {"type": "integer"}
-    time = {"type": "string", "format": "date-time"}
-    condition = {
-        "type": "object",
-        "required": ["type", "status"],
-        "properties": {
-            "type": string,
-            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-            "reason": string,
-            "message": string,
-            "observedGeneration": integer,
-            "lastTransitionTime": time,
-        },
-    }
-    checkpoint = {
-        "type": "object",
-        "properties": {"id": string, "batch": {"type": "integer", "nullable": True}, "completedAt": string,
-                       "bytes": {"type": "integer", "nullable": True},
-                       "newBytes": {"type": "integer", "nullable": True}},
-    }
-    savepoint = {
-        "type": "object",
-        "properties": {"name": string, "checkpoint": {"type": "string", "nullable": True},
-                       "batch": {"type": "integer", "nullable": True}, "bytes": integer, "completedAt": string},
-    }
-    return {
-        "type": "object",
-        # kopf's own bookkeeping (status.kopf) lives here too.
-        "x-kubernetes-preserve-unknown-fields": True,
-        "properties": {
-            "phase": {"type": "string", "enum": ["Pending", "Running", "Recovering", "Upgrading", "Suspended",
-                                                 "Failed", "Finished"]},
-            "observedGeneration": integer,
-            "attempt": integer,
-            "pod": string,
-            "latestCheckpoint": checkpoint,
-            "checkpoints": {"type": "array", "items": checkpoint},
-            "savepoints": {"type": "array", "items": savepoint},
-            "restarts": integer,
-            "localRecoveries": integer,
-            "nextAttemptAt": time,  # while Recovering: when the next attempt starts (its backoff)
-            "lastFailure": {"type": "object", "properties": {"reason": string, "message": string, "at": string}},
-            "restore": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            "tracking": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            "conditions": {"type": "array", "items": condition,
-                           "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-        },
-    }
+    """The status contract (docs/design.md §9), from the model the operator decides on
+    (status_model.JobStatus; what stays open-ended there says why)."""
+    raw = JobStatus.model_json_schema(by_alias=True)
+    return _without_defaults(to_structural(raw, raw.get("$defs", {})))
 
 
 def crd_document(*, kind: str, plural: str, singular: str, short_names: list[str],
@@ -191,7 +158,7 @@ def build_crd() -> dict[str, Any]:
 
 
 def render() -> str:
-    header = "# Generated from sparkpoint.runtime.config by `python -m sparkpoint.operator.crd`; do not edit.\n"
+    header = "# Generated from sparkpoint.runtime.config and sparkpoint.operator.status_model by `python -m sparkpoint.operator.crd`; do not edit.\n"
     return header + yaml.safe_dump(build_crd(), sort_keys=False, width=100)
 
 
