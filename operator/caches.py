@@ -1,4 +1,5 @@
-"""Small in-memory caches that keep the operator's API and store calls per job few (all bounded).
+"""Keys and choices for the operator's in-memory caches, and the spec cache (the TTL and LRU caches
+themselves are cachetools', in store_facts.py).
 
 Nothing here is a source of truth: the CR status and the store are. Each cache only saves a call
 whose answer is known (a Secret read a moment ago, a manifest that never changes once written, the
@@ -9,43 +10,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
-
-V = TypeVar("V")
-
-
-class TtlCache(Generic[V]):
-    """key -> value for `ttl` seconds, at most `size` entries (the least recently used go first)."""
-
-    def __init__(self, ttl: float, size: int, clock: Callable[[], float] = time.monotonic):
-        self.ttl, self.size, self.clock = ttl, size, clock
-        self._items: OrderedDict[Hashable, tuple[float, V]] = OrderedDict()
-
-    def get(self, key: Hashable) -> V | None:
-        item = self._items.get(key)
-        if item is None:
-            return None
-        if self.clock() >= item[0]:
-            del self._items[key]
-            return None
-        self._items.move_to_end(key)
-        return item[1]
-
-    def put(self, key: Hashable, value: V) -> V:
-        self._items[key] = (self.clock() + self.ttl, value)
-        self._items.move_to_end(key)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-        return value
-
-    def invalidate(self, key: Hashable) -> None:
-        self._items.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._items)
+from typing import Any
 
 
 def secret_fingerprint(env: dict[str, str]) -> str:
@@ -73,28 +39,6 @@ def fresher_body(live: dict[str, Any], written: dict[str, Any] | None) -> dict[s
     if live_rv is not None and written_rv is not None and live_rv >= written_rv:
         return live
     return written
-
-
-class FactCache(Generic[V]):
-    """Facts of immutable store objects (a checkpoint's manifest never changes once written),
-    keyed by object, the least recently used dropped beyond `size`."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._items: OrderedDict[Hashable, V] = OrderedDict()
-
-    def get_or_load(self, key: Hashable, load: Callable[[], V]) -> V:
-        if key in self._items:
-            self._items.move_to_end(key)
-            return self._items[key]
-        value = load()
-        self._items[key] = value
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-        return value
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 class SpecCache:

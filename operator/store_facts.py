@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from cachetools import LRUCache, TTLCache, cached
 from kubernetes.client.rest import ApiException
 
 from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
 from . import store_view
-from .caches import FactCache, TtlCache, secret_fingerprint
+from .caches import secret_fingerprint
 from .kube import Kube
 from .savepoint_model import StorageRef
 
@@ -50,9 +52,13 @@ class StoreFacts:
     def __init__(self, kube: Kube | None, clock: Callable[[], float]):
         self.kube, self.clock = kube, clock
         self._jobs: dict[tuple[str, str], JobFacts] = {}
-        self._secrets: TtlCache[dict[str, str]] = TtlCache(SECRET_TTL, 4096)
-        self._clients: TtlCache[Any] = TtlCache(STORE_CLIENT_TTL, 64)
-        self._manifests: FactCache = FactCache(KNOWN_MANIFESTS)
+        # TTL caches (the least recently used go first when full), used from the event loop only.
+        self._secrets: TTLCache[tuple[str, str], dict[str, str]] = TTLCache(4096, SECRET_TTL)
+        self._clients: TTLCache[tuple[str, str], Any] = TTLCache(64, STORE_CLIENT_TTL)
+        # Read on the store threads, hence the lock; a failed read is not kept. Keyed by job and id.
+        self.checkpoint_fact = cached(LRUCache(KNOWN_MANIFESTS), lock=threading.Lock(),
+                                      key=lambda _store, job, cid: (job.namespace, job.name, cid),
+                                      )(store_view.checkpoint_fact)
         self._pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
         self._routine_reads = asyncio.Semaphore(ROUTINE_STORE_READS)
         self._secret_reads: dict[tuple[str, str], asyncio.Future] = {}
@@ -92,7 +98,7 @@ class StoreFacts:
             job = StoreJob(namespace, name)
             loop = asyncio.get_running_loop()
             facts.checkpoints = await loop.run_in_executor(self._pool, store_view.recent_checkpoints,
-                                                           store, job, self._manifests)
+                                                           store, job, self.checkpoint_fact)
             facts.savepoints = await loop.run_in_executor(self._pool, store_view.savepoints, store, job)
         except Exception as exc:  # the store may be down: decide on what the runtime says
             log.warning("store not readable", extra={"job": f"{namespace}/{name}", "error": type(exc).__name__})
@@ -121,8 +127,10 @@ class StoreFacts:
                         raise store_view.SecretMissing(f"Secret {name!r} ({field}) not found") from None
                     raise
         client_key = (storage.url, secret_fingerprint(store_view.store_env(storage, secret)))
-        return self._clients.get(client_key) or self._clients.put(
-            client_key, store_view.open_job_store(storage, secret, STORE_THREADS))
+        client = self._clients.get(client_key)
+        if client is None:
+            client = self._clients[client_key] = store_view.open_job_store(storage, secret, STORE_THREADS)
+        return client
 
     async def _read_secret(self, key: tuple[str, str]) -> dict[str, str]:
         """One read per Secret at a time: 1,000 jobs starting together share it (a thundering herd
@@ -131,14 +139,14 @@ class StoreFacts:
         if task is None:
             task = self._secret_reads[key] = asyncio.ensure_future(self.kube.secret_data(*key))
             task.add_done_callback(lambda _: self._secret_reads.pop(key, None))
-        return self._secrets.put(key, await asyncio.shield(task))
+        secret = self._secrets[key] = await asyncio.shield(task)
+        return secret
 
     def forget_credentials(self, namespace: str, spec: JobSpec) -> None:
         storage = store_view.storage_of(spec)
         if storage is None:
             return
         for name in {storage.secret_name, storage.gc_secret_name} - {None}:
-            secret = self._secrets.get((namespace, name))
-            self._secrets.invalidate((namespace, name))
+            secret = self._secrets.pop((namespace, name), None)
             if secret is not None:
-                self._clients.invalidate((storage.url, secret_fingerprint(store_view.store_env(storage, secret))))
+                self._clients.pop((storage.url, secret_fingerprint(store_view.store_env(storage, secret))), None)

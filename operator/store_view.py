@@ -7,6 +7,7 @@ calls are blocking (the store clients are synchronous): run them in a thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
@@ -29,7 +30,6 @@ from sparkpoint.runtime.store.layout import (
     savepoints_prefix,
 )
 
-from .caches import FactCache
 from .model import CheckpointFact
 from .observe import fact_from_manifest
 from .savepoint_model import StorageRef
@@ -81,17 +81,20 @@ def open_job_store(storage: StorageRef, secret: dict[str, str] | None, max_conne
         raise StoreAccessError(str(err)) from None
 
 
+def checkpoint_fact(store: ObjectStore, job: JobRef, cid: str) -> CheckpointFact:
+    return fact_from_manifest(load_manifest(store, job, cid))
+
+
 def recent_checkpoints(store: ObjectStore, job: JobRef,
-                       known: FactCache[CheckpointFact] | None = None) -> list[CheckpointFact]:
+                       read_fact: Callable[[ObjectStore, JobRef, str], CheckpointFact] = checkpoint_fact,
+                       ) -> list[CheckpointFact]:
     """The newest completed checkpoints, oldest first (corrupt manifests are skipped: the runtime
     and GC report those; status only lists what can be restored). A completed manifest never
-    changes, so one read before (in `known`) is not read again."""
+    changes, so `read_fact` may be a cached checkpoint_fact (store_facts.py)."""
     facts = []
     for cid in list_checkpoint_ids(store, job)[-RECENT_MANIFESTS:]:
-        def load(cid: str = cid) -> CheckpointFact:
-            return fact_from_manifest(load_manifest(store, job, cid))
         try:
-            facts.append(known.get_or_load((job.namespace, job.name, cid), load) if known is not None else load())
+            facts.append(read_fact(store, job, cid))
         except Exception:  # noqa: BLE001 - deleted by GC meanwhile, or corrupt
             continue
     return facts

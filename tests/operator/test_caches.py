@@ -1,13 +1,16 @@
-"""The operator's in-memory caches (operator/caches.py): expiry and bounds with a fake clock, and
-which of two bodies a round decides on."""
+"""The operator's in-memory caches (operator/caches.py, cachetools' in store_facts.py): expiry and
+bounds with a fake clock, and which of two bodies a round decides on."""
 
 from __future__ import annotations
 
 import pytest
+from cachetools import TTLCache
 
-from sparkpoint.operator.caches import FactCache, SpecCache, TtlCache, fresher_body, secret_fingerprint
+from sparkpoint.operator import store_facts
+from sparkpoint.operator.caches import SpecCache, fresher_body, secret_fingerprint
 from sparkpoint.operator.step import spec_key
 from sparkpoint.runtime.config import SpecError, parse_spec
+from sparkpoint.runtime.store import JobRef
 
 
 class Clock:
@@ -18,52 +21,62 @@ class Clock:
         return self.now
 
 
-def test_ttl_cache_expires_entries_and_can_be_invalidated():
+# The TTL and LRU caches are cachetools' (store_facts.py); these pin the behaviour it relies on.
+def test_ttl_cache_expires_entries_at_their_ttl():
     clock = Clock()
-    cache: TtlCache[str] = TtlCache(ttl=10.0, size=8, clock=clock)
-    cache.put("a", "1")
+    cache: TTLCache[str, str] = TTLCache(maxsize=8, ttl=10.0, timer=clock)
+    cache["a"] = "1"
     clock.now += 9.9
     assert cache.get("a") == "1"
     clock.now += 0.1
     assert cache.get("a") is None  # expired: the next reader goes to the API server again
-    cache.put("b", "2")
-    cache.invalidate("b")
-    assert cache.get("b") is None
+    cache["b"] = "2"
+    assert cache.pop("b", None) == "2" and cache.pop("b", None) is None  # forget_credentials
 
 
 def test_ttl_cache_drops_the_least_recently_used_beyond_its_size():
-    cache: TtlCache[int] = TtlCache(ttl=60.0, size=2, clock=Clock())
-    cache.put("a", 1)
-    cache.put("b", 2)
+    cache: TTLCache[str, int] = TTLCache(maxsize=2, ttl=60.0, timer=Clock())
+    cache["a"], cache["b"] = 1, 2
     assert cache.get("a") == 1  # now "b" is the least recently used
-    cache.put("c", 3)
+    cache["c"] = 3
     assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, None, 3)
     assert len(cache) == 2
 
 
-def test_fact_cache_loads_each_key_once_and_stays_bounded():
-    loads = []
-    cache: FactCache[str] = FactCache(size=3)
+@pytest.fixture
+def manifest_reads(monkeypatch):
+    """StoreFacts.checkpoint_fact with a stand-in manifest read (the cache wraps it when built)."""
+    loads: list[str] = []
 
-    def loader(key: str):
-        return lambda: loads.append(key) or key.upper()
-    for key in ["a", "b", "a", "c", "d", "a"]:
-        assert cache.get_or_load(key, loader(key)) == key.upper()
+    def read(_store, _job, cid: str) -> str:
+        loads.append(cid)
+        if cid.startswith("broken"):
+            raise OSError("gone")
+        return cid.upper()
+    monkeypatch.setattr(store_facts.store_view, "checkpoint_fact", read)
+    monkeypatch.setattr(store_facts, "KNOWN_MANIFESTS", 3)
+    facts = store_facts.StoreFacts(None, Clock())
+    yield facts.checkpoint_fact, loads
+    facts._pool.shutdown()
+
+
+def test_checkpoint_facts_are_read_once_per_checkpoint_and_stay_bounded(manifest_reads):
+    read, loads = manifest_reads
+    job = JobRef("ns", "j")
+    for cid in ["a", "b", "a", "c", "d", "a"]:
+        assert read(object(), job, cid) == cid.upper()  # any client of the store: keyed by job and id
     assert loads == ["a", "b", "c", "d"]  # "a" stayed (recently used), "b" was dropped
-    assert len(cache) == 3
-    assert cache.get_or_load("b", loader("b")) == "B" and loads[-1] == "b"
+    assert len(read.cache) == 3
+    assert read(None, job, "b") == "B" and loads[-1] == "b"
+    assert read(None, JobRef("ns", "other"), "a") == "A" and loads[-1] == "a"  # per job
 
 
-def test_fact_cache_does_not_keep_a_failed_load():
-    cache: FactCache[str] = FactCache(size=3)
-
-    def broken() -> str:
-        raise OSError("gone")
+def test_a_failed_checkpoint_fact_read_is_not_kept(manifest_reads):
+    read, loads = manifest_reads
     for _ in range(2):
         with pytest.raises(OSError):
-            cache.get_or_load("x", broken)
-    assert len(cache) == 0
-    assert cache.get_or_load("x", lambda: "ok") == "ok"
+            read(None, JobRef("ns", "j"), "broken-1")
+    assert loads == ["broken-1", "broken-1"] and len(read.cache) == 0
 
 
 def _body(rv: str | None, phase: str) -> dict:
