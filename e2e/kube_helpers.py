@@ -127,6 +127,7 @@ class OperatorProcess:
         import subprocess
         import sys
 
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)  # a fresh cluster state has no operator/ yet
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "sparkpoint.operator", "--namespace", self.namespace,
