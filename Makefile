@@ -55,8 +55,10 @@ MARKS_ci := -m "not slow or ci_sample"
 MARKS_full :=
 MARKS := $(MARKS_$(TIER))
 
+# ruff, then mypy over runtime/, operator/ and plugin/ ([tool.mypy] in pyproject.toml, docs/architecture.md).
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint Dockerfile
 
 # The pure tier for the edit-test loop (about a minute): no MinIO, no Java, no cluster, no built

@@ -1,15 +1,6 @@
-"""Maps the top-level folders onto the `sparkpoint.*` import names (see pyproject.toml)."""
+"""Packages: sparkpoint/ and, through its symlinks, runtime/, operator/ and plugin/ (see
+sparkpoint/__init__.py). operator/ is a namespace package (no __init__.py), hence find_namespace_packages."""
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
-FOLDERS = {"sparkpoint.runtime": "runtime", "sparkpoint.operator": "operator", "sparkpoint.plugin": "plugin"}
-
-
-def _packages() -> list[str]:
-    names = ["sparkpoint"] + [f"sparkpoint.{sub}" for sub in find_packages("sparkpoint")]
-    for prefix, folder in FOLDERS.items():
-        names += [prefix] + [f"{prefix}.{sub}" for sub in find_packages(folder)]
-    return names
-
-
-setup(packages=_packages(), package_dir={"sparkpoint": "sparkpoint", **FOLDERS})
+setup(packages=find_namespace_packages(include=["sparkpoint", "sparkpoint.*"], exclude=["*.__pycache__"]))

@@ -26,23 +26,23 @@ class Kube:
 
     def list_jobs(self, all_namespaces: bool) -> list[dict]:
         if all_namespaces:
-            return self.custom.list_cluster_custom_object(API_GROUP, API_VERSION, JOBS)["items"]
-        return self.custom.list_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, JOBS)["items"]
+            return _document(self.custom.list_cluster_custom_object(API_GROUP, API_VERSION, JOBS))["items"]
+        return _document(self.custom.list_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, JOBS))["items"]
 
     def job(self, name: str) -> dict:
-        return self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, JOBS, name)
+        return _document(self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, JOBS, name))
 
     def patch_job(self, name: str, patch: dict) -> dict:
-        return self.custom.patch_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, JOBS, name, patch)
+        return _document(self.custom.patch_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, JOBS, name, patch))
 
     def create_savepoint(self, body: dict) -> dict:
-        return self.custom.create_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, SAVEPOINTS, body)
+        return _document(self.custom.create_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, SAVEPOINTS, body))
 
     def wait_savepoint(self, name: str, timeout: float, on_state: Callable[[dict], None]) -> dict:
         """Poll the StreamingJobSavepoint until Completed/Failed (or `timeout`), reporting each state."""
         deadline = time.monotonic() + timeout
         while True:
-            obj = self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, SAVEPOINTS, name)
+            obj = _document(self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, SAVEPOINTS, name))
             status = obj.get("status") or {}
             on_state(status)
             if status.get("state") in SAVEPOINT_TERMINAL or time.monotonic() > deadline:
@@ -54,3 +54,10 @@ class Kube:
         if tail is not None:
             kwargs["tail_lines"] = tail
         return self.core.read_namespaced_pod_log(pod, self.namespace, **kwargs)
+
+
+def _document(answer: object) -> dict[str, Any]:
+    """The client types its custom-object calls' answers as `object`; they are the JSON document."""
+    if not isinstance(answer, dict):
+        raise TypeError(f"expected a JSON object from the API, got {type(answer).__name__}")
+    return answer

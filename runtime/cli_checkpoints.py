@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from sparkpoint.runtime.checkpoint import (
     CheckpointWriter,
@@ -73,7 +74,7 @@ def cmd_create(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     store, job = open_from_args(args)
     manifests = list_checkpoints(store, job)
-    rows = [{"id": m.id, "batch_id": m.batch_id, "attempt": m.attempt, "files": m.totals.files,
+    rows: list[dict[str, Any]] = [{"id": m.id, "batch_id": m.batch_id, "attempt": m.attempt, "files": m.totals.files,
              "bytes": m.totals.bytes, "new_bytes": m.totals.new_bytes, "completion_time": m.completion_time}
             for m in manifests]
 

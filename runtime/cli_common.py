@@ -74,7 +74,11 @@ def progress_bar(args: argparse.Namespace, total: int, desc: str) -> tuple[Calla
     disable = True if (args.no_progress or args.json) else None
     bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, disable=disable,
                file=sys.stderr, leave=False)
-    return bar.update, bar.close
+
+    def advance(n: int) -> None:
+        bar.update(n)
+
+    return advance, bar.close
 
 
 def _default(value: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from sparkpoint.runtime.checkpoint import create_savepoint, delete_savepoint, list_savepoints
 
@@ -41,7 +42,7 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     store, job = open_from_args(args)
-    rows = [{"name": m.id, "source_checkpoint": m.source_checkpoint, "batch_id": m.batch_id,
+    rows: list[dict[str, Any]] = [{"name": m.id, "source_checkpoint": m.source_checkpoint, "batch_id": m.batch_id,
              "files": m.totals.files, "bytes": m.totals.bytes, "created": m.completion_time}
             for m in list_savepoints(store, job)]
     emit(args, rows, lambda: "\n".join(

@@ -93,7 +93,7 @@ class WindowedJob:
 
 def canonical(rows: list[dict[str, Any]]) -> Counter:
     """Committed sink rows -> comparable multiset (window start in seconds from the first window)."""
-    out = Counter()
+    out: Counter[str] = Counter()
     for row in rows:
         seconds = calendar.timegm(time.strptime(row["window"]["start"][:19], "%Y-%m-%dT%H:%M:%S"))
         out[json.dumps([seconds, row["key"], row["events"], row["value_sum"]])] += 1
@@ -159,7 +159,7 @@ def wait_until(predicate, timeout: float, what: str, proc: RuntimeProcess | None
         if predicate():
             return
         if proc is not None and not proc.alive():
-            raise RuntimeError(f"runtime exited (code {proc.proc.returncode}) while waiting for {what}; "
+            raise RuntimeError(f"runtime exited (code {proc.proc and proc.proc.returncode}) while waiting for {what}; "
                                f"see {proc.log_path}")
         time.sleep(0.2)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")

@@ -1,14 +1,10 @@
 """Sparkpoint: durable, incremental checkpoints for PySpark streaming on Kubernetes.
 
-`sparkpoint.runtime` is the top-level folder runtime/ and `sparkpoint.operator` is operator/.
+The product's code lives in the checkout's top-level folders runtime/, operator/ and plugin/; this
+package holds three committed symlinks to them (sparkpoint/runtime -> ../runtime, and so on), so
+`sparkpoint.runtime`, `sparkpoint.operator` and `sparkpoint.plugin` are plain directories under
+sparkpoint/ for Python, type checkers and editors alike, and a wheel ships them as real folders.
 operator/ deliberately has no __init__.py: a regular package named `operator` at the top of a
-checkout would shadow the standard library's `operator` module for any Python started there.
-As a namespace package it never does, and in a source checkout (editable install) this package
-finds it through the checkout root added to __path__ below; a wheel ships it inside sparkpoint/.
+checkout would shadow the standard library's `operator` module for any Python started there; as a
+namespace package it never does.
 """
-
-from pathlib import Path as _Path
-
-_checkout = _Path(__file__).resolve().parent.parent
-if (_checkout / "operator").is_dir() and (_checkout / "setup.py").is_file():
-    __path__.append(str(_checkout))  # noqa: F821  (__path__ exists in a package's namespace)

@@ -75,7 +75,7 @@ def _log_files_up_to(hot: Path, sub: str, batch: int) -> list[str]:
 
 
 def _all_files(hot: Path, sub: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for root, dirs, files in os.walk(hot / sub):
         dirs[:] = [d for d in dirs if not _is_temp(d)]
         rel_root = Path(root).relative_to(hot).as_posix()

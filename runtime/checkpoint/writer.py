@@ -141,7 +141,8 @@ class CheckpointOperation:
 
     def _decide(self, rules: ReuseRules) -> list[str]:
         """Plan from one listing of the job's objects: missing ones are always uploaded."""
-        held = {sha_of_object_key(i.key): i for i in self.store.list(objects_prefix(self.writer.job))}
+        listing = self.store.list(objects_prefix(self.writer.job))
+        held = {sha: i for i in listing if (sha := sha_of_object_key(i.key)) is not None}
         sizes = {sha: self.source_stats[sha].st_size for sha in self.sources}
         self.to_upload = needed_uploads(rules, sizes, held, self.writer.clock())
         self.planned = True

@@ -80,7 +80,7 @@ def inspect_local(work_dir: Path, hot_dir: Path, job: JobRef, store_url: str) ->
     failed = [f for f in owner.get("failedStarts") or [] if isinstance(f, dict)]
     attempt = owner.get("attempt")
     lineage = owner.get("restoredFrom")
-    facts = {"attempt": attempt if isinstance(attempt, int) else None, "checkpoint": owner.get("checkpoint"),
+    facts: dict[str, Any] = {"attempt": attempt if isinstance(attempt, int) else None, "checkpoint": owner.get("checkpoint"),
              "failed_starts": failed, "lineage": lineage if isinstance(lineage, str) else None}
     try:
         return LocalState(batch=check_restartable(hot_dir), **facts)

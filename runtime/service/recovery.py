@@ -28,7 +28,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from sparkpoint.runtime.checkpoint import restore
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
@@ -131,9 +131,9 @@ def restore_tag(restore_from: RestoreFrom | None) -> str | None:
     return None
 
 
-def _restorable(tag: str | None) -> bool:
+def _restorable(tag: str | None) -> TypeGuard[str]:
     """A fresh start's tag names no point in the store (only the history that starts there)."""
-    return bool(tag) and not tag.startswith("fresh:")
+    return tag is not None and tag != "" and not tag.startswith("fresh:")
 
 
 def _failed_start(local: LocalState, point: RestorePoint | None) -> str | None:
@@ -363,12 +363,12 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
 def _restore_point(store: ObjectStore, job: JobRef, hot_dir: Path, point: RestorePoint,
                    plan: RestorePlan) -> Manifest | None:
     """Restore `point` into the hot dir; None when it predates the applied restoreFrom."""
-    kwargs = {"checkpoint_id": point.id if point.kind == "checkpoint" else None,
-              "savepoint": point.id if point.kind == "savepoint" else None}
+    checkpoint_id = point.id if point.kind == "checkpoint" else None
+    savepoint = point.id if point.kind == "savepoint" else None
     if plan.lineage_tag and not plan.explicit and point.tag != plan.lineage_tag:
-        manifest, _ = choose_manifest(store, job, **kwargs)
+        manifest, _ = choose_manifest(store, job, checkpoint_id=checkpoint_id, savepoint=savepoint)
         if manifest.extra.get("restoredFrom") != plan.lineage_tag:
             log.info("restore point predates restoreFrom; skipped",
                      extra={"point": point.tag, "restoreFrom": plan.lineage_tag})
             return None
-    return restore(store, job, hot_dir, **kwargs).manifest
+    return restore(store, job, hot_dir, checkpoint_id=checkpoint_id, savepoint=savepoint).manifest

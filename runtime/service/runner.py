@@ -179,6 +179,7 @@ class JobRuntime:
         if sink_spec.kind == "console":
             return ConsoleSink()
         uid = self.opts.job_uid or _job_uid(self.job)  # output entries name the job incarnation that wrote them
+        sink: UpsertSink | TransactionalSink
         if sink_spec.kind == "upsert":
             sink = UpsertSink(store, self.job, attempt=self.attempt, path=sink_spec.path,
                               key_columns=sink_spec.key_columns, incarnation=uid)
@@ -187,7 +188,7 @@ class JobRuntime:
                                      staged_budget_bytes=staged_budget_bytes(), incarnation=uid)
         # Continue the restored point's output history (a savepoint continues its source checkpoint's).
         m = r.manifest
-        sink.resume(m and (m.source_checkpoint or m.id), m.extra if m else None,
+        sink.resume((m.source_checkpoint or m.id) if m else None, m.extra if m else None,
                     local=r.source == "local", batch=r.batch_id)
         return sink
 

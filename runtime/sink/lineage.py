@@ -79,7 +79,9 @@ def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
         if "previous" in doc:
             prev = doc["previous"]
         else:  # an entry from before lineage: the next older checkpoint entry
-            i = bisect.bisect_left(numbers, int(CHECKPOINT_ID.match(doc["checkpoint"]).group(1)))
+            if (m := CHECKPOINT_ID.match(doc["checkpoint"])) is None:
+                raise ValueError(f"sink entry with a bad checkpoint id: {doc['checkpoint']!r}")
+            i = bisect.bisect_left(numbers, int(m.group(1)))
             prev = by_number[numbers[i - 1]] if i > 0 else None
         if prev is None:
             break

@@ -261,6 +261,7 @@ class TransactionalSink:
             checkpoint_id == mine["entry"] or (restored.get("previous") == mine["entry"]
                                                and restored.get("attempt") in mine.get("attempts", [])))
         if restored and (mine is None or continues_mine):
+            assert checkpoint_id is not None and extra is not None  # `restored` is part of them
             if reason := self._not_republished(checkpoint_id, restored):
                 # A new history starts after the restored batch; deleted rows stay deleted.
                 log.log(logging.WARNING if reason == "deleted" else logging.INFO,

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from urllib.parse import urlparse
 
 from .base import (
@@ -37,7 +38,7 @@ CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 SECRET_KEYS = (*CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV)
 
 
-def open_store(url: str, *, env: dict[str, str] | None = None, max_connections: int = 32) -> ObjectStore:
+def open_store(url: str, *, env: Mapping[str, str] | None = None, max_connections: int = 32) -> ObjectStore:
     """Open `s3://bucket[/prefix]` or `file:///abs/path`. No network call happens here: call
     `store.check()` to fail fast with a clear message."""
     env = os.environ if env is None else env

@@ -173,7 +173,7 @@ class Fence(BaseModel):
         return _parse(cls, data, where)
 
 
-def _parse(model: type, data: bytes, where: str):  # type: ignore[no-untyped-def]
+def _parse(model: type[BaseModel], data: bytes, where: str):  # type: ignore[no-untyped-def]
     try:
         return model.model_validate(json.loads(data))
     except ValidationError as exc:  # name the fields, e.g. "files.3.sha256: String should match ..."

@@ -228,6 +228,8 @@ class S3Store(ObjectStore):
             st = self._call("stat", key, lambda: self.client.stat_object(self.bucket, full))
         except ObjectNotFoundError:
             return None
+        if st.size is None or st.last_modified is None:  # optional in the client's types; S3's HEAD has both
+            raise StoreError(f"stat of {key} on {self.url}: the answer has no size or date")
         return ObjectInfo(key=key, size=st.size, last_modified=st.last_modified.timestamp())
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
@@ -237,7 +239,8 @@ class S3Store(ObjectStore):
             def page(token: str | None = continuation) -> tuple[list[tuple[str, int, float]], str | None]:
                 # The client's private request call: signed, with its region and error handling, but
                 # answered by s3_listing's parser (6x less CPU per key than the client's, see there).
-                resp = self.client._execute("GET", self.bucket, query_params=page_query(full, token))
+                query: dict[str, str | list[str] | tuple[str]] = {**page_query(full, token)}
+                resp = self.client._execute("GET", self.bucket, query_params=query)
                 try:
                     return parse_page(resp.data)
                 except (ValueError, ET.ParseError) as exc:
