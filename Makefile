@@ -55,10 +55,12 @@ MARKS_ci := -m "not slow or ci_sample"
 MARKS_full :=
 MARKS := $(MARKS_$(TIER))
 
-# ruff, then mypy over runtime/, operator/ and plugin/ ([tool.mypy] in pyproject.toml, docs/architecture.md).
+# ruff; mypy over runtime/, operator/ and plugin/; the import layers (import-linter). Both configured in
+# pyproject.toml and explained in docs/architecture.md.
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/hadolint Dockerfile
 
 # The pure tier for the edit-test loop (about a minute): no MinIO, no Java, no cluster, no built
@@ -121,7 +123,7 @@ soak: venv minio java
 	$(PY) -m pytest -q tests/runtime/test_fault_injection.py --soak
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .grimp_cache
 
 # --- local Kubernetes cluster and the e2e suite (see e2e/README.md) ------------------------------
 # cluster-up is idempotent and prints `export KUBECONFIG=...` as its last line (a contract).

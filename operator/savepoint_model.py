@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, NAME_PATTERN, SpecModel
-from sparkpoint.runtime.store.layout import check_savepoint_name
+from sparkpoint.runtime.store import check_savepoint_name
 
 KIND = "StreamingJobSavepoint"
 PLURAL = "streamingjobsavepoints"

@@ -17,11 +17,10 @@ from typing import Any
 
 import kopf
 
-from sparkpoint.runtime.checkpoint.savepoint import SavepointError
+from sparkpoint.runtime.checkpoint import SavepointError
 from sparkpoint.runtime.config import SpecError, parse_duration
 from sparkpoint.runtime.config import parse_spec as parse_job_spec
-from sparkpoint.runtime.store import JobRef
-from sparkpoint.runtime.store.base import StoreError
+from sparkpoint.runtime.store import JobRef, StoreError
 
 from . import savepoint_store as sps
 from . import savepoints as sp

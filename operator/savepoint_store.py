@@ -7,10 +7,8 @@ Blocking calls (the store client is synchronous); the handlers run them in a thr
 
 from __future__ import annotations
 
-from sparkpoint.runtime.checkpoint.savepoint import create_savepoint, delete_savepoint
-from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
-from sparkpoint.runtime.store.layout import savepoint_manifest_key
-from sparkpoint.runtime.store.manifest import Manifest
+from sparkpoint.runtime.checkpoint import create_savepoint, delete_savepoint
+from sparkpoint.runtime.store import JobRef, Manifest, ObjectStore, StoreError, savepoint_manifest_key
 
 from .savepoints import Stored
 from .store_view import StoreAccessError

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
+from sparkpoint.runtime.checkpoint import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import (
     ENDPOINT_ENV,
@@ -19,12 +19,10 @@ from sparkpoint.runtime.store import (
     Manifest,
     ObjectStore,
     StoreError,
-    open_store,
-)
-from sparkpoint.runtime.store.layout import (
     checkpoints_prefix,
     lineage_prefix,
     objects_prefix,
+    open_store,
     outputs_prefix,
     pending_prefix,
     savepoints_prefix,

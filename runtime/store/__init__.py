@@ -20,14 +20,28 @@ from .base import (
     StoreUnreachableError,
 )
 from .directory import DirectoryStore
-from .layout import JobRef
+from .layout import (
+    JobRef,
+    check_savepoint_name,
+    checkpoints_prefix,
+    lineage_prefix,
+    objects_prefix,
+    outputs_prefix,
+    pending_prefix,
+    savepoint_manifest_key,
+    savepoints_prefix,
+)
 from .manifest import FileEntry, Manifest, ManifestError, PendingMarker, Totals
 
+# The store's public surface (one of the runtime's facades, docs/architecture.md): the operator and
+# the savepoint code import these names from here, never the modules behind them.
 __all__ = [
     "BucketNotFoundError", "DirectoryStore", "FileEntry", "JobRef", "Manifest", "ManifestError",
     "ObjectInfo", "ObjectNotFoundError", "ObjectStore", "PendingMarker", "StoreAuthError",
     "StoreError", "StoreUnreachableError", "Totals", "open_store",
     "CREDENTIAL_KEYS", "ENDPOINT_ENV", "REGION_ENV", "SECRET_KEYS",
+    "check_savepoint_name", "checkpoints_prefix", "lineage_prefix", "objects_prefix", "outputs_prefix",
+    "pending_prefix", "savepoint_manifest_key", "savepoints_prefix",
 ]
 
 ENDPOINT_ENV = "SPARKPOINT_S3_ENDPOINT"
