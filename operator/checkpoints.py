@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .model import CheckpointFact
+from .status_model import JobStatus, PendingTrigger, Tracking
 
 HISTORY = 10  # status.checkpoints keeps the newest this many
 UNHEALTHY_INTERVALS = 3  # no completed checkpoint for this many intervals -> CheckpointHealthy=False
@@ -45,34 +46,34 @@ def fact_from_runtime(latest: dict[str, Any] | None) -> CheckpointFact | None:
                           bytes=latest.get("bytes"), new_bytes=latest.get("newBytes"))
 
 
-def merge_history(status: dict[str, Any], *sources: list[CheckpointFact]) -> list[CheckpointFact]:
+def merge_history(status: JobStatus, *sources: list[CheckpointFact]) -> list[CheckpointFact]:
     """Known checkpoints, oldest first, bounded; a newer source never loses an older record."""
     by_id: dict[str, CheckpointFact] = {}
-    for doc in status.get("checkpoints") or []:
-        by_id[doc["id"]] = CheckpointFact.from_status(doc)
-    latest = status.get("latestCheckpoint")
-    if latest and latest.get("id"):
-        by_id.setdefault(latest["id"], CheckpointFact.from_status(latest))
+    for rec in status.checkpoints or []:
+        by_id[rec.id] = CheckpointFact.from_record(rec)
+    latest = status.latest_checkpoint
+    if latest and latest.id:
+        by_id.setdefault(latest.id, CheckpointFact.from_record(latest))
     for facts in sources:
         for fact in facts:
             by_id[fact.id] = fact
     return sorted(by_id.values(), key=lambda f: number(f.id))[-HISTORY:]
 
 
-def trigger_lag(tracking: dict[str, Any], interval: float, now: float) -> float | None:
+def trigger_lag(tracking: Tracking, interval: float, now: float) -> float | None:
     """Seconds past due if a checkpoint trigger is due now, else None. One trigger at a time: the
     next is scheduled one interval after the previous one was made (or after the job got Running)."""
-    if tracking.get("pendingTrigger"):
+    if tracking.pending_trigger:
         return None
-    last = tracking.get("lastTriggerAt") or tracking.get("runningSince")
+    last = tracking.last_trigger_at or tracking.running_since
     if last is None:
         return None
     due = last + interval
     return now - due if now >= due else None
 
 
-def next_trigger_in(tracking: dict[str, Any], interval: float, now: float) -> float:
-    last = tracking.get("lastTriggerAt") or tracking.get("runningSince") or now
+def next_trigger_in(tracking: Tracking, interval: float, now: float) -> float:
+    last = tracking.last_trigger_at or tracking.running_since or now
     return max(0.0, last + interval - now)
 
 
@@ -87,18 +88,18 @@ def only_trigger_bookkeeping(patch: dict[str, Any]) -> bool:
     return set(patch) == {"tracking"} and isinstance(tracking, dict) and set(tracking) <= TRIGGER_BOOKKEEPING
 
 
-def follow_trigger(pending: dict[str, Any], runtime: dict[str, Any] | None, latest_completed_at: float | None,
+def follow_trigger(pending: PendingTrigger, runtime: dict[str, Any] | None, latest_completed_at: float | None,
                    timeout: float, now: float) -> str | None:
     """How the pending trigger ended (completed | failed | timed_out | skipped) or None if open."""
-    wanted = pending.get("id")
+    wanted = pending.id
     for req in (runtime or {}).get("recentCheckpoints") or []:
         if wanted and wanted in (req.get("id"), req.get("requestId")) and req.get("status") in FINAL:
             return req["status"]
     # The request id may be unknown (the operator died before recording it) or gone from the
     # runtime's short history: a checkpoint completed after the trigger answers it as well.
-    if latest_completed_at is not None and latest_completed_at > pending.get("at", now):
+    if latest_completed_at is not None and latest_completed_at > pending.at:
         return "completed"
-    if now - pending.get("at", now) > timeout:
+    if now - pending.at > timeout:
         return "timed_out"
     return None
 

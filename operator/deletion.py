@@ -11,15 +11,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
+from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
 from . import builders, finalize, store_view
 from .kube import Kube
 from .metrics import OperatorMetrics
 from .observe import pod_observation
+from .resource import StreamingJob, parse_job
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
-from .status import OWN_STATUS_SKIP
+from .status_model import Tracking
 from .store_facts import StoreFacts
 
 log = logging.getLogger("sparkpoint.operator")
@@ -43,13 +44,11 @@ class JobDeletion:
         """Drain the job (final checkpoint), then keep or delete its data per gc.onDelete (the
         decisions are finalize.py's). Raises Draining while pods remain or the data deletion is
         being retried; always finishes (finalize.py says how)."""
-        meta = body["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        own = {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
-        tracking = own.get("tracking") or {}
+        job = parse_job(body)
+        ns, name, tracking = job.meta.namespace, job.meta.name, job.status.tracking
         pods = [pod_observation(p) for p in await self.kube.job_pods(ns, name)]
         now = self.clock()
-        step = finalize.drain_pods(pods, tracking.get("deleteDrainAt"), now)
+        step = finalize.drain_pods(pods, tracking.delete_drain_at, now)
         for action in step.actions:
             if isinstance(action, finalize.DrainTo):
                 pod = next(p for p in pods if p.name == action.pod)
@@ -60,23 +59,19 @@ class JobDeletion:
             else:
                 await self.kube.delete_pod(ns, name=action.name, force=action.force)
         if step.drain_started:
-            await self.kube.patch_status(ns, name, {"tracking": {"deleteDrainAt": now}})
+            await self.kube.patch_status(ns, name, {"tracking": Tracking(delete_drain_at=now).document()})
         if step.pods_left:
             raise Draining(f"waiting for {step.pods_left} pod(s) of {ns}/{name} to stop")
-        try:
-            spec = parse_spec(body.get("spec"))
-        except SpecError:
-            spec = None
-        if spec is not None and spec.gc.on_delete == "delete":
-            await self.delete_job_data(body, spec, tracking.get("deleteDataSince"), now)
+        if job.spec is not None and job.spec.gc.on_delete == "delete":
+            await self.delete_job_data(job, job.spec, tracking.delete_data_since, now)
         self.metrics.job_phase(ns, name, None)
         self.store.forget_job((ns, name))
 
-    async def delete_job_data(self, body: dict[str, Any], spec: JobSpec, since: float | None, now: float) -> None:
+    async def delete_job_data(self, job: StreamingJob, spec: JobSpec, since: float | None, now: float) -> None:
         """gc.onDelete delete. Without its Secret (deleted first, as a namespace deletion does) the
         data cannot be deleted: say so and finish. A store that refuses is retried for
         finalize.DELETE_DATA_FOR, then the same."""
-        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        ns, name = job.meta.namespace, job.meta.name
         where = f"{spec.checkpoint.storage.url if spec.checkpoint.storage else 'the pod-local store'} ({ns}/{name})"
         try:
             store = await self.store.open_store(ns, spec, deletes=True)
@@ -89,11 +84,11 @@ class JobDeletion:
                 why = "its storage Secret is gone"
             elif not finalize.give_up_on_data(since, now):
                 if since is None:
-                    await self.kube.patch_status(ns, name, {"tracking": {"deleteDataSince": now}})
+                    await self.kube.patch_status(ns, name, {"tracking": Tracking(delete_data_since=now).document()})
                 raise Draining(f"deleting the data of {ns}/{name} failed ({type(exc).__name__}); retrying",
                                delay=15.0) from None
             else:
                 why = f"the store refused for {finalize.DELETE_DATA_FOR:g}s ({type(exc).__name__})"
         message = f"gc.onDelete is delete, but {why}: the job's data was left in {where}"
-        self.post_event(body, "Warning", "DataNotDeleted", message)
+        self.post_event(job.body, "Warning", "DataNotDeleted", message)
         log.warning(message, extra={"job": f"{ns}/{name}"})

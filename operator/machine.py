@@ -25,6 +25,7 @@ from .model import (
     TriggerSavepoint,
 )
 from .status import apply_conditions
+from .status_model import Drain, Failure, PendingSavepoint, PendingTrigger, SavepointRecord
 from .step import (  # noqa: F401  (spec_key, backoff_seconds, DRAIN_GRACE: used by reconcile and tests)
     DRAIN_GRACE,
     POLL,
@@ -40,10 +41,10 @@ from .upgrade import begin_upgrade, mark_stable, replace_pending, roll_back_if_l
 
 def decide(obs: Observed) -> Decision:
     run = Step(obs)
-    run.st.setdefault("restarts", 0)
+    run.st.restarts = run.st.restarts  # always written: the Restarts printer column
     _record_store_facts(run)
     _adopt_newer_attempt(run)
-    phase = run.st.get("phase")
+    phase = run.st.phase
     if phase is None:
         _note_inherited_state(run)
         _start_when_clear(run)
@@ -56,8 +57,9 @@ def decide(obs: Observed) -> Decision:
     else:
         _attempt_running(run)
     _pin_restore_points(run)
-    run.st["observedGeneration"] = obs.generation
+    run.st.observed_generation = obs.generation
     apply_conditions(run.st, obs.generation, obs.now)
+    run.d.status, run.d.state = run.st.document(), run.st
     return run.d
 
 
@@ -66,16 +68,12 @@ def _pin_restore_points(run: Step) -> None:
     next or rollback point) are pinned in the GC sidecar, so retention does not prune one before
     the attempt that needs it starts."""
     tr = run.tr
-    points = [run.spec.restore_from and run.spec.restore_from.model_dump(exclude_none=True),
-              (tr.get("lineage") or {}).get("point"), tr.get("nextPoint"), tr.get("rollbackPoint"),
-              (tr.get("upgrade") or {}).get("rollbackPoint"), tr.get("attemptPoint")]
-    pins = sorted({p["checkpoint"] for p in points if isinstance(p, dict) and p.get("checkpoint")})
-    if pins == tr.get("gcPins", []):
+    points = [run.spec.restore_from, tr.lineage and tr.lineage.point, tr.next_point, tr.rollback_point,
+              tr.upgrade and tr.upgrade.rollback_point, tr.attempt_point]
+    pins = sorted({p.checkpoint for p in points if p is not None and p.checkpoint})
+    if pins == (tr.gc_pins or []):
         return
-    if pins:
-        tr["gcPins"] = pins
-    else:
-        tr.pop("gcPins", None)
+    tr.gc_pins = pins or None
     if run.current is not None and not run.d.of(CreateAttempt):  # a new attempt's ConfigMap has them
         run.d.actions.append(PinCheckpoints(tuple(pins)))
 
@@ -100,9 +98,9 @@ def _adopt_newer_attempt(run: Step) -> None:
     if newest > run.attempt:
         run.attempt = newest
         run.current = next(p for p in run.obs.pods if p.attempt == newest)
-        run.st.update(attempt=newest, pod=run.current.name)
-        if run.st.get("phase") in (None, "Recovering", "Upgrading"):
-            run.st["phase"] = "Pending"
+        run.st.attempt, run.st.pod = newest, run.current.name
+        if run.st.phase in (None, "Recovering", "Upgrading"):
+            run.st.phase = "Pending"
 
 
 def _record_store_facts(run: Step) -> None:
@@ -110,26 +108,24 @@ def _record_store_facts(run: Step) -> None:
     storage URL: after checkpoint.storage.url changes, the old store's (higher) ids would otherwise
     keep the newest ten places and latestCheckpoint would never move again."""
     obs, tr, url = run.obs, run.tr, run.storage_url()
-    if tr.get("historyStorage", url) != url:
-        for key in ("checkpoints", "latestCheckpoint"):
-            run.st.pop(key, None)
-        tr.pop("badRestorePoints", None)
-    tr["historyStorage"] = url
+    if (tr.history_storage or url) != url:
+        run.st.clear("checkpoints", "latest_checkpoint")
+        tr.clear("bad_restore_points")
+    tr.history_storage = url
     runtime_fact = cp.fact_from_runtime((obs.runtime or {}).get("latestCheckpoint"))
-    if tr.get("attemptStorage", url) != url:  # an attempt still writing to the old storage
+    if (tr.attempt_storage or url) != url:  # an attempt still writing to the old storage
         runtime_fact = None
     history = cp.merge_history(run.st, obs.store_checkpoints or [], [runtime_fact] if runtime_fact else [])
     if history:
-        run.st["checkpoints"] = [f.to_status() for f in history]
-        run.st["latestCheckpoint"] = history[-1].to_status()
-    if tr.get("badRestorePoints") and runtime_fact and cp.number(runtime_fact.id) > cp.number(
-            tr.get("blamedAtCheckpoint") or ""):
+        run.st.checkpoints = [f.to_record() for f in history]
+        run.st.latest_checkpoint = history[-1].to_record()
+    if tr.bad_restore_points and runtime_fact and cp.number(runtime_fact.id) > cp.number(
+            tr.blamed_at_checkpoint or ""):
         # The runtime completed a checkpoint newer than any known at the blame: the history moved
         # on from the blamed points, and the blame would only skew the next choice.
-        tr.pop("badRestorePoints")
-        tr.pop("blamedAtCheckpoint", None)
+        tr.clear("bad_restore_points", "blamed_at_checkpoint")
     if obs.store_savepoints is not None:
-        run.st["savepoints"] = obs.store_savepoints[-SAVEPOINTS_SHOWN:]
+        run.st.savepoints = [SavepointRecord.model_validate(s) for s in obs.store_savepoints[-SAVEPOINTS_SHOWN:]]
 
 
 def _pods_gone(run: Step, drain: bool) -> bool:
@@ -156,14 +152,15 @@ def _terminal(run: Step) -> None:
     """Failed/Finished stay so until the user changes the spec (a new generation). The edit is
     recorded as Recovering at once, so pods that are slow to go (a sidecar, Terminating) delay
     the new attempt but never make the edit forgotten."""
-    if run.obs.generation != run.tr.get("failedGeneration", run.obs.generation) or (
-            run.st["phase"] == "Finished" and run.obs.generation != run.st.get("observedGeneration")):
-        run.tr["restartTimes"] = []
-        run.tr["failureStreak"] = 0
-        run.tr.pop("failedGeneration", None)
-        run.tr["nextAttemptAt"] = run.now
+    failed = run.tr.failed_generation
+    if (failed is not None and run.obs.generation != failed) or (
+            run.st.phase == "Finished" and run.obs.generation != run.st.observed_generation):
+        run.tr.restart_times = []
+        run.tr.failure_streak = 0
+        run.tr.clear("failed_generation")
+        run.tr.next_attempt_at = run.now
         run.set_phase("Recovering", "SpecChanged", f"spec generation {run.obs.generation} edited after "
-                                                   f"{run.st['phase']}: starting a new attempt")
+                                                   f"{run.st.phase}: starting a new attempt")
         _between_attempts(run)
         return
     run.remove_pods()
@@ -174,23 +171,23 @@ def _suspend_or_resume(run: Step) -> None:
     if run.spec.state == "running":  # resume from the suspend savepoint (or the latest checkpoint)
         _start_when_clear(run, drain=True)
         return
-    if run.st.get("phase") != "Suspended":
+    if run.st.phase != "Suspended":
         pod = run.current
         if pod and pod.can_drain:
             name = f"suspend-{run.obs.generation}"
             run.d.actions.append(StopRuntime(savepoint=name))
-            run.tr["drain"] = {"at": run.now}
-            run.choose_point("restoreTarget", name)
+            run.tr.drain = Drain(at=run.now)
+            run.choose_point("restore_target", name)
         run.set_phase("Suspended", "Suspending", "draining with a savepoint" if pod and pod.can_drain else "no running pod")
     drain_then_remove(run)
 
 
 def _between_attempts(run: Step) -> None:
-    if not _pods_gone(run, drain=run.st["phase"] == "Upgrading"):
+    if not _pods_gone(run, drain=run.st.phase == "Upgrading"):
         return
     if roll_back_unstarted(run):  # an upgrade whose pods never even started (refused, crash loop)
         return
-    wait = run.tr.get("nextAttemptAt", 0) - run.now
+    wait = (run.tr.next_attempt_at or 0) - run.now
     if wait > 0:
         run.requeue(wait)
         return
@@ -200,18 +197,18 @@ def _between_attempts(run: Step) -> None:
 def _attempt_running(run: Step) -> None:
     obs, tr, pod = run.obs, run.tr, run.current
     if pod is None:
-        refused = tr.get("createFailed")
-        if refused and refused.get("attempt") == run.attempt:  # the API server refused the pod
-            tr.pop("createFailed")
-            run.fail(refused.get("reason") or "CreateFailed",
-                     f"pod {run.st.get('pod')} could not be created: {refused.get('message', '')}".strip())
-        elif tr.get("podSeen"):
-            run.fail("PodDeleted", f"pod {run.st.get('pod')} is gone")
+        refused = tr.create_failed
+        if refused and refused.attempt == run.attempt:  # the API server refused the pod
+            tr.clear("create_failed")
+            run.fail(refused.reason or "CreateFailed",
+                     f"pod {run.st.pod} could not be created: {refused.message or ''}".strip())
+        elif tr.pod_seen:
+            run.fail("PodDeleted", f"pod {run.st.pod} is gone")
         else:  # status says the attempt exists but its pod was never created (or not yet seen)
             run.d.actions.append(run.create_action(_restore_from_tracking(run)))
             run.requeue(POLL)
         return
-    tr["podSeen"] = True
+    tr.pod_seen = True
     if _pod_lost(run, pod):
         return
     if _local_restarts(run, pod):
@@ -223,23 +220,23 @@ def _attempt_running(run: Step) -> None:
         else:
             run.set_phase("Finished", "Finished", "the runtime stopped on its own (exit 0)")
         return
-    tr["podReady"] = pod.ready
-    if run.st["phase"] == "Pending":
+    tr.pod_ready = pod.ready
+    if run.st.phase == "Pending":
         if roll_back_if_late(run, pod):
             return
-        if tr.get("attemptSpec", spec_key(run.spec)) != spec_key(run.spec):
+        if (tr.attempt_spec or spec_key(run.spec)) != spec_key(run.spec):
             replace_pending(run)  # an edit fixes what keeps this attempt from starting (image, resources)
             return
         if not pod.ready:
             _note_store_wait(run)
             run.requeue(POLL)
             return
-        tr["runningSince"] = obs.now
+        tr.running_since = obs.now
         mark_stable(run)
         run.set_phase("Running", "Running", f"attempt {run.attempt} is ready")
-    if "stableSpec" not in tr:
+    if tr.stable_spec is None:
         mark_stable(run)
-    if tr["stableSpec"] != spec_key(run.spec):
+    if tr.stable_spec != spec_key(run.spec):
         begin_upgrade(run, pod)
         return
     _report_restore(run)
@@ -249,15 +246,15 @@ def _attempt_running(run: Step) -> None:
 def _note_store_wait(run: Step) -> None:
     """The runtime waits for an unreachable checkpoint store before it restores (rather than
     crash-looping through the restart budget): say so once per attempt."""
-    if (run.obs.runtime or {}).get("phase") == "waiting_for_store" and run.tr.get("storeWaitReported") != run.attempt:
-        run.tr["storeWaitReported"] = run.attempt
+    if (run.obs.runtime or {}).get("phase") == "waiting_for_store" and run.tr.store_wait_reported != run.attempt:
+        run.tr.store_wait_reported = run.attempt
         run.d.emit("Warning", "WaitingForStore", f"attempt {run.attempt} waits for its checkpoint store, which is "
                                                  "unreachable; it restores and starts once the store answers")
 
 
 def _restore_from_tracking(run: Step) -> RestoreFrom | None:
-    chosen = run.tr.get("restoreFrom")
-    return RestoreFrom.model_validate(chosen) if chosen else run.lineage_point()
+    chosen = run.tr.restore_from
+    return chosen.restore_from() if chosen else run.lineage_point()
 
 
 def _pod_lost(run: Step, pod: PodObs) -> bool:
@@ -284,21 +281,21 @@ def _restore_failed(run: Step, pod: PodObs) -> None:
     by guess. A start that failed for the job's own code names no point: nothing is blamed. The
     user's own spec.restoreFrom is never replaced: the job fails, saying so."""
     tr = run.tr
-    given = point_tag(tr.get("attemptPoint", tr.get("restoreFrom")))
+    given = point_tag(tr.attempt_point or tr.restore_from)  # (an older operator wrote no attemptPoint)
     blamed = list(pod.failed_points) if pod.failed_points is not None else (
         [given] if given and not given.startswith("fresh:") else [])
     if blamed:
-        bad = [b for b in tr.get("badRestorePoints", []) if b not in blamed] + blamed
-        tr["badRestorePoints"] = bad[-20:]
-        ids = [(run.st.get("latestCheckpoint") or {}).get("id") or ""] + [
+        bad = [b for b in tr.bad_restore_points or [] if b not in blamed] + blamed
+        tr.bad_restore_points = bad[-20:]
+        ids = [run.st.latest_checkpoint.id if run.st.latest_checkpoint else ""] + [
             b.split(":", 1)[1] for b in blamed if b.startswith("checkpoint:")]
-        tr["blamedAtCheckpoint"] = max(ids, key=cp.number)
+        tr.blamed_at_checkpoint = max(ids, key=cp.number)
     what = ", ".join(blamed) or "its restore point"
     users = point_tag(run.spec.restore_from)
     if users and users in blamed and run.lineage_point() == run.spec.restore_from:
         message = (f"attempt {run.attempt} could not restore spec.restoreFrom {users} (exit 3); it is not replaced "
                    "by another point: repair the store or change spec.restoreFrom")
-        run.st["restarts"] = run.st.get("restarts", 0) + 1
+        run.st.restarts += 1
         run.fail_for_good("RestoreFailed", message, "RestoreFailed", message)
         return
     run.fail("RestoreFailed", f"attempt {run.attempt} could not restore from {what} (exit 3)"
@@ -307,28 +304,28 @@ def _restore_failed(run: Step, pod: PodObs) -> None:
 
 def _local_restarts(run: Step, pod: PodObs) -> bool:
     """A container restarted in place recovered locally: count it (it spends restart budget)."""
-    seen = run.tr.get("containerRestarts", 0)
+    seen = run.tr.container_restarts or 0
     if pod.restart_count <= seen:
         return False
     delta = pod.restart_count - seen
-    run.tr["containerRestarts"] = pod.restart_count
-    run.st["localRecoveries"] = run.st.get("localRecoveries", 0) + delta
+    run.tr.container_restarts = pod.restart_count
+    run.st.local_recoveries += delta
     code = f" (exit {pod.last_exit_code})" if pod.last_exit_code is not None else ""
-    run.st["lastFailure"] = {"reason": "ContainerRestarted", "at": cp.iso(run.now),
-                             "message": f"runtime container of {pod.name} restarted in place{code}"}
+    run.st.last_failure = Failure(reason="ContainerRestarted", at=cp.iso(run.now),
+                                  message=f"runtime container of {pod.name} restarted in place{code}")
     run.d.emit("Warning", "LocalRecovery", f"runtime container of {pod.name} restarted in place{code}; "
                                            "recovering from the pod's hot checkpoint dir")
     run.count_restart(delta)
-    return run.st["phase"] == "Failed"
+    return run.st.phase == "Failed"
 
 
 def _report_restore(run: Step) -> None:
     restore = (run.obs.runtime or {}).get("restore")
     if not restore:
         return
-    run.st["restore"] = restore
-    if restore.get("fallbacks") and run.tr.get("fallbackReported") != run.attempt:
-        run.tr["fallbackReported"] = run.attempt
+    run.st.restore = restore
+    if restore.get("fallbacks") and run.tr.fallback_reported != run.attempt:
+        run.tr.fallback_reported = run.attempt
         failed = "; ".join(f"{f.get('checkpoint') or f.get('savepoint')}: {f.get('error')}" if isinstance(f, dict)
                            else str(f) for f in restore["fallbacks"])
         run.d.emit("Warning", "RestoreFallback", f"attempt {run.attempt} restored from "
@@ -338,34 +335,34 @@ def _report_restore(run: Step) -> None:
 def _checkpoints(run: Step, pod: PodObs) -> None:
     spec, tr, now = run.spec, run.tr, run.now
     interval, timeout = parse_duration(spec.checkpoint.interval), parse_duration(spec.checkpoint.timeout)
-    latest_at = cp.parse_time((run.st.get("latestCheckpoint") or {}).get("completedAt"))
-    pending = tr.get("pendingTrigger")
+    latest_at = cp.parse_time(run.st.latest_checkpoint.completed_at if run.st.latest_checkpoint else None)
+    pending = tr.pending_trigger
     if pending:
         result = cp.follow_trigger(pending, run.obs.runtime, latest_at, timeout, now)
         if result:
             run.d.actions.append(CheckpointResult(result))
-            tr.pop("pendingTrigger")
+            tr.clear("pending_trigger")
         else:
             run.requeue(POLL)
     if pod.ready and run.obs.runtime is not None:
         lag = cp.trigger_lag(tr, interval, now)
         if lag is not None:
             run.d.actions.append(TriggerCheckpoint(lag))
-            tr.update(lastTriggerAt=now, pendingTrigger={"at": now, "id": None})
+            tr.last_trigger_at, tr.pending_trigger = now, PendingTrigger(at=now)
             run.requeue(POLL)
         nonce = spec.savepoint.trigger_nonce
-        if nonce is not None and nonce != tr.get("savepointNonce"):
-            tr["savepointNonce"] = nonce
-            tr["pendingSavepoint"] = {"name": f"nonce-{nonce}", "at": now, "tries": 1}
+        if nonce is not None and nonce != tr.savepoint_nonce:
+            tr.savepoint_nonce = nonce
+            tr.pending_savepoint = PendingSavepoint(name=f"nonce-{nonce}", at=now, tries=1)
             run.d.actions.append(TriggerSavepoint(f"nonce-{nonce}"))
             run.d.emit("Normal", "SavepointTriggered", f"savepoint nonce-{nonce} (triggerNonce {nonce})")
         else:
             follow_savepoint(run)
             periodic_savepoints(run)
     run.requeue(max(POLL, cp.next_trigger_in(tr, interval, now)))
-    healthy, reason = cp.checkpoint_healthy(latest_at, tr.get("runningSince"), interval, now)
-    was = tr.get("checkpointHealthy", True)
-    tr["checkpointHealthy"], tr["checkpointReason"] = healthy, reason
+    healthy, reason = cp.checkpoint_healthy(latest_at, tr.running_since, interval, now)
+    was = tr.checkpoint_healthy
+    tr.checkpoint_healthy, tr.checkpoint_reason = healthy, reason
     if was and not healthy:
         run.d.emit("Warning", "CheckpointUnhealthy",
                    f"no completed checkpoint for {cp.UNHEALTHY_INTERVALS} intervals of {spec.checkpoint.interval}")

@@ -13,6 +13,8 @@ from typing import Any
 
 from sparkpoint.runtime.config import JobSpec, RestoreFrom
 
+from .status_model import CheckpointRecord, JobStatus, parse_status
+
 RESTORE_FAILED_EXIT = 3  # the runtime's exit code when no restore point could be restored
 
 
@@ -53,21 +55,24 @@ class CheckpointFact:
     bytes: int | None = None
     new_bytes: int | None = None
 
+    def to_record(self) -> CheckpointRecord:
+        return CheckpointRecord(id=self.id, batch=self.batch, completed_at=self.completed_at,
+                                bytes=self.bytes, new_bytes=self.new_bytes)
+
     def to_status(self) -> dict[str, Any]:
-        return {"id": self.id, "batch": self.batch, "completedAt": self.completed_at,
-                "bytes": self.bytes, "newBytes": self.new_bytes}
+        return self.to_record().document()
 
     @classmethod
-    def from_status(cls, doc: dict[str, Any]) -> CheckpointFact:
-        return cls(id=doc["id"], batch=doc.get("batch"), completed_at=doc.get("completedAt", ""),
-                   bytes=doc.get("bytes"), new_bytes=doc.get("newBytes"))
+    def from_record(cls, rec: CheckpointRecord) -> CheckpointFact:
+        return cls(id=rec.id, batch=rec.batch, completed_at=rec.completed_at or "",
+                   bytes=rec.bytes, new_bytes=rec.new_bytes)
 
 
 @dataclass(frozen=True)
 class Observed:
     spec: JobSpec
     generation: int
-    status: dict[str, Any]
+    status: JobStatus  # a stored status document is parsed (as the model world and tests give it)
     pods: list[PodObs]
     now: float
     name: str = "job"  # the StreamingJob's name (pods are <name>-<attempt>)
@@ -76,6 +81,10 @@ class Observed:
     store_savepoints: list[dict[str, Any]] | None = None  # {name, completedAt, ...}, oldest first
     deleting: bool = False
     upgrade_timeout: float = 300.0  # the operator's default; spec.upgradeTimeout wins
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, JobStatus):
+            object.__setattr__(self, "status", parse_status(self.status))
 
 
 # --- actions (each small and idempotent) --------------------------------------------------------
@@ -142,7 +151,10 @@ class CheckpointResult:
 
 @dataclass
 class Decision:
-    status: dict[str, Any] = field(default_factory=dict)  # the whole new status
+    # The whole new status as it is written (JobStatus.document(): camelCase, what the status
+    # writer diffs into merge patches); decide() fills it in from the typed status it decided.
+    status: dict[str, Any] = field(default_factory=dict)
+    state: JobStatus | None = None  # the typed status `status` was documented from (to read)
     actions: list[Any] = field(default_factory=list)
     requeue_after: float = 10.0
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .status_model import Tracking
+
 PREFIX = "periodic-"
 
 
@@ -16,14 +18,15 @@ def periodic_name(now: float) -> str:
     return f"{PREFIX}{int(now)}"
 
 
-def periodic_due(tracking: dict[str, Any], interval: float | None, now: float) -> bool:
+def periodic_due(tracking: Tracking, interval: float | None, now: float) -> bool:
     """True when a periodic savepoint should be requested now. The first one comes one interval
     after the job first runs with an interval set (that moment is recorded in tracking)."""
     if not interval:
-        tracking.pop("periodicSavepointAt", None)
+        tracking.periodic_savepoint_at = None
         return False
-    last = tracking.setdefault("periodicSavepointAt", now)
-    return now - last >= interval
+    if tracking.periodic_savepoint_at is None:
+        tracking.periodic_savepoint_at = now
+    return now - tracking.periodic_savepoint_at >= interval
 
 
 def to_prune(saved: list[dict[str, Any]] | None, retain: int, keep: set[str]) -> list[str]:

@@ -10,27 +10,26 @@ runtime that does not answer).
 
 from __future__ import annotations
 
-from typing import Any
-
 from .model import PodObs
+from .status_model import JobStatus
 
 CONFIRM_AFTER = 30.0
 _WAITING_PHASES = ("Recovering", "Upgrading", "Suspended", "Failed", "Finished", "Pending")
 
 
-def confirm_before_create(status: dict[str, Any], creates: bool, read_directly: bool) -> bool:
+def confirm_before_create(status: JobStatus, creates: bool, read_directly: bool) -> bool:
     """A round about to create the next attempt on the index's word that no pod is left reads the
     pods from the API first (an index that lost a draining pod would start a second attempt beside
     it). A job's first attempt has no pod to lose: the 1,000-job ramp pays nothing for this."""
-    return creates and not read_directly and bool(status.get("attempt"))
+    return creates and not read_directly and bool(status.attempt)
 
 
-def needs_direct_read(status: dict[str, Any], pods: list[PodObs], runtime_answered: bool,
+def needs_direct_read(status: JobStatus, pods: list[PodObs], runtime_answered: bool,
                       doubt_since: float | None, now: float) -> tuple[bool, float | None]:
     """(read the API now, the new doubt_since). Pure."""
-    attempt, phase = status.get("attempt"), status.get("phase")
+    attempt, phase = status.attempt, status.phase
     current = next((p for p in pods if p.attempt == attempt), None)
-    if attempt and phase in ("Running", "Pending") and current is None and (status.get("tracking") or {}).get("podSeen"):
+    if attempt and phase in ("Running", "Pending") and current is None and status.tracking.pod_seen:
         return True, None  # the index says the attempt's pod is gone: make sure before acting on it
     waiting = bool(pods) and (phase in _WAITING_PHASES or (phase == "Running" and not runtime_answered))
     if not waiting:

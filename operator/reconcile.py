@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from sparkpoint.runtime.checkpoint.savepoint import delete_savepoint
-from sparkpoint.runtime.config import JobSpec, SpecError, parse_spec
+from sparkpoint.runtime.config import JobSpec, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
 from . import builders, control_token
@@ -39,6 +39,7 @@ from .metrics import OperatorMetrics
 from .model import (
     CheckpointResult,
     CreateAttempt,
+    Decision,
     DeletePod,
     DeleteSavepoint,
     Emit,
@@ -51,11 +52,12 @@ from .model import (
 )
 from .observe import pod_observation
 from .pod_view import confirm_before_create, needs_direct_read
+from .resource import JobMeta, StreamingJob, parse_job
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .runtime_view import Answer, may_reuse
-from .status import OWN_STATUS_SKIP, apply_conditions
+from .status import apply_conditions
+from .status_model import CreateFailed, Failure, JobStatus
 from .status_writer import StatusWriter
-from .step import json_copy
 from .store_facts import StoreFacts
 
 log = logging.getLogger("sparkpoint.operator")
@@ -73,15 +75,15 @@ class StatusNotWritten(Exception):
     """The status write of a round failed: its other actions wait for the next round."""
 
 
-def _expected_savepoints(status: dict[str, Any], runtime: dict[str, Any] | None) -> set[str]:
+def _expected_savepoints(status: JobStatus, runtime: dict[str, Any] | None) -> set[str]:
     """Savepoints that should be in the store: the restore target of a drain, and those the
     runtime reports completed (so status.savepoints shows them without waiting a full refresh)."""
     names = {r.get("savepoint") for r in (runtime or {}).get("recentCheckpoints") or []
              if r.get("kind") == "savepoint" and r.get("status") == "completed"}
-    tracking = status.get("tracking") or {}
-    drain_at = (tracking.get("drain") or {}).get("at", 0)
-    target = tracking.get("restoreTarget") if time.time() - drain_at < 2 * DRAIN_GRACE else None
-    pending = (tracking.get("pendingSavepoint") or {}).get("name")
+    tr = status.tracking
+    drain_at = tr.drain.at if tr.drain else 0
+    target = tr.restore_target if time.time() - drain_at < 2 * DRAIN_GRACE else None
+    pending = tr.pending_savepoint.name if tr.pending_savepoint else None
     return {n for n in names | {target, pending} if n}
 
 
@@ -173,19 +175,17 @@ class Reconciler:
                 writer.stored = None  # the watch has caught up: do not keep a second copy
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
-        meta = body["metadata"]
-        own = writer.current() or {k: v for k, v in (body.get("status") or {}).items() if k not in OWN_STATUS_SKIP}
-        try:
-            spec = self._specs.get((namespace, name), body.get("spec"))
-        except SpecError as exc:
-            await self._invalid_spec(body, own, str(exc))
+        job = parse_job(body, writer.current() or None, lambda raw: self._specs.get((namespace, name), raw))
+        own, spec = job.status, job.spec
+        if spec is None:
+            await self._invalid_spec(job, job.spec_error or "invalid spec")
             return 300.0
         pods, direct = await self._pods(namespace, name, own, pods)
-        current = next((p for p in pods if p.attempt == own.get("attempt")), None)
+        current = next((p for p in pods if own.attempt and p.attempt == own.attempt), None)
         runtime = await self._runtime_status(current, namespace, name, own, woken)
         cache = await self.store.facts(namespace, name, spec, blind=runtime is None,
                                        expect=_expected_savepoints(own, runtime))
-        obs = Observed(spec=spec, generation=meta.get("generation", 1), status=own, pods=pods, now=self.clock(),
+        obs = Observed(spec=spec, generation=job.meta.generation, status=own, pods=pods, now=self.clock(),
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
                        store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout)
         decision = decide(obs)
@@ -195,16 +195,16 @@ class Reconciler:
                 decision = decide(dataclasses.replace(obs, pods=listed))
         for trigger in decision.of(TriggerCheckpoint):
             self.metrics.trigger_lag.observe(max(0.0, trigger.lag))
-            await self._trigger(namespace, name, current, decision.status)
-        writer.submit(own, decision.status)
+            await self._trigger(namespace, name, current, decision)
+        writer.submit(job.stored_status, decision.status)
         if any(not isinstance(a, _NO_WAIT) for a in decision.actions) and not await writer.flush():
             raise StatusNotWritten(f"status of {namespace}/{name} not written; actions not taken")
-        self._count_restarts(namespace, name, own, decision.status)
+        self._count_restarts(job.meta, own, decision.state)
         for action in decision.actions:
-            await self._act(action, body, spec, decision.status, current)
+            await self._act(action, job, decision, current)
         return decision.requeue_after
 
-    async def _pods(self, namespace: str, name: str, own: dict[str, Any],
+    async def _pods(self, namespace: str, name: str, own: JobStatus,
                     indexed: list[PodObs] | None) -> tuple[list[PodObs], bool]:
         """(the index's view of the job's pods, or the API server's where pod_view says to check;
         whether it is the API server's)."""
@@ -227,22 +227,21 @@ class Reconciler:
             writer = self._writers[(namespace, name)] = StatusWriter(patch, failed, lazy=only_trigger_bookkeeping)
         return writer
 
-    async def _invalid_spec(self, body: dict[str, Any], own: dict[str, Any], message: str) -> None:
-        meta = body["metadata"]
-        generation = meta.get("generation", 1)
-        # failedGeneration: the next edit of the spec leaves Failed (machine._terminal).
-        tracking = dict(own.get("tracking") or {}, failedGeneration=generation)
-        new = dict(own, phase="Failed", observedGeneration=generation, tracking=tracking,
-                   lastFailure={"reason": "InvalidSpec", "message": message, "at": iso(self.clock())})
-        apply_conditions(new, meta.get("generation", 1), self.clock())
-        writer = self._writer(meta["namespace"], meta["name"])
-        writer.submit(own, new)
+    async def _invalid_spec(self, job: StreamingJob, message: str) -> None:
+        meta, new = job.meta, job.status.model_copy(deep=True)
+        new.phase, new.observed_generation = "Failed", meta.generation
+        new.tracking = new.tracking  # (assigned: written)
+        new.tracking.failed_generation = meta.generation  # the next edit of the spec leaves Failed (machine._terminal)
+        new.last_failure = Failure(reason="InvalidSpec", message=message, at=iso(self.clock()))
+        apply_conditions(new, meta.generation, self.clock())
+        writer = self._writer(*meta.key)
+        writer.submit(job.stored_status, new.document())
         await writer.flush()
-        if (own.get("lastFailure") or {}).get("message") != message:
-            self.post_event(body, "Warning", "InvalidSpec", message)
-        self.metrics.job_phase(meta["namespace"], meta["name"], "Failed")
+        if (job.status.last_failure and job.status.last_failure.message) != message:
+            self.post_event(job.body, "Warning", "InvalidSpec", message)
+        self.metrics.job_phase(meta.namespace, meta.name, "Failed")
 
-    async def _runtime_status(self, pod: PodObs | None, namespace: str, name: str, status: dict[str, Any],
+    async def _runtime_status(self, pod: PodObs | None, namespace: str, name: str, status: JobStatus,
                               woken: bool) -> dict[str, Any] | None:
         if pod is None or not pod.ip or pod.deleting or pod.phase != "Running":
             return None
@@ -258,51 +257,48 @@ class Reconciler:
         self._answers[key] = Answer(pod.name, pod.restart_count, now, doc)
         return doc
 
-    def _count_restarts(self, namespace: str, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
-        local = new.get("localRecoveries", 0) - old.get("localRecoveries", 0)
-        total = new.get("restarts", 0) - old.get("restarts", 0)
+    def _count_restarts(self, meta: JobMeta, old: JobStatus, new: JobStatus) -> None:
+        local = new.local_recoveries - old.local_recoveries
+        total = new.restarts - old.restarts
         if local > 0:
-            self.metrics.restarts.labels(namespace, name, "local").inc(local)
+            self.metrics.restarts.labels(meta.namespace, meta.name, "local").inc(local)
         if total - local > 0:
-            self.metrics.restarts.labels(namespace, name, "attempt").inc(total - local)
-        self.metrics.job_phase(namespace, name, new.get("phase"))
-        healthy = (new.get("tracking") or {}).get("checkpointHealthy", True)
-        self.metrics.checkpoint_unhealthy.labels(namespace, name).set(0 if healthy else 1)
+            self.metrics.restarts.labels(meta.namespace, meta.name, "attempt").inc(total - local)
+        self.metrics.job_phase(meta.namespace, meta.name, new.phase)
+        self.metrics.checkpoint_unhealthy.labels(meta.namespace, meta.name).set(
+            0 if new.tracking.checkpoint_healthy else 1)
 
     # --- actions -----------------------------------------------------------------------------------------
-    async def _act(self, action: Any, body: dict[str, Any], spec: JobSpec, status: dict[str, Any],
-                   pod: PodObs | None) -> None:
-        meta = body["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        job = builders.JobRef(ns, name, meta["uid"])
+    async def _act(self, action: Any, job: StreamingJob, decision: Decision, pod: PodObs | None) -> None:
+        ns, name, spec = job.meta.namespace, job.meta.name, job.spec
         base = base_url(pod.ip, builders.CONTROL_PORT, ns, name) if pod and pod.ip else None
         match action:
             case CreateAttempt(attempt=attempt, restore_from=restore_from, spec=override):
                 async with self._creating:
                     try:
-                        await self._create_attempt(job, override or spec, attempt, restore_from,
-                                                   (status.get("tracking") or {}).get("gcPins", []))
+                        await self._create_attempt(job.meta.ref, override or spec, attempt, restore_from,
+                                                   decision.state.tracking.gc_pins or [])
                     except ApiException as exc:
                         if not refused(exc):
                             raise
-                        await self._record_refusal(body, status, attempt, exc)
+                        await self._record_refusal(job, decision, attempt, exc)
             case DeletePod(name=pod_name, force=force):
                 await self.kube.delete_pod(ns, pod_name, force)
             case PinCheckpoints(ids=ids):
-                await self._pin(body, status, ids)
+                await self._pin(job, decision, ids)
             case TriggerCheckpoint():
                 pass  # made before the status was written (reconcile)
             case TriggerSavepoint(name=sp_name):
-                await self._call(body, "SavepointFailed", self.client.trigger_savepoint, base, sp_name)
+                await self._call(job, "SavepointFailed", self.client.trigger_savepoint, base, sp_name)
             case StopRuntime(savepoint=sp_name):
-                await self._call(body, "StopFailed", self.client.stop, base, sp_name, True)
+                await self._call(job, "StopFailed", self.client.stop, base, sp_name, True)
             case DeleteSavepoint(name=sp_name):
-                await self._delete_savepoint(body, spec, sp_name)
+                await self._delete_savepoint(job, sp_name)
             case CheckpointResult(result=result):
                 self.metrics.triggers.labels(result).inc()
             case Emit(type=type_, reason=reason, message=message):
-                self.post_event(body, type_, reason, message)
-                log.info(message, extra={"job": f"{ns}/{name}", "reason": reason})
+                self.post_event(job.body, type_, reason, message)
+                log.info(message, extra={"job": job.meta.label, "reason": reason})
 
     async def _create_attempt(self, job: builders.JobRef, run_spec: JobSpec, attempt: int,
                               restore_from: Any, pins: list[str]) -> None:
@@ -315,78 +311,72 @@ class Reconciler:
                              self.kube.create(builders.build_service(job)))
         await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account))
 
-    def _amend_tracking(self, meta: dict[str, Any], status: dict[str, Any], **changes: Any) -> StatusWriter:
-        """What an action learnt, written into the decided status's tracking for the next round to
-        decide on (None removes a key); returns the writer, to flush when the round must wait."""
-        amended = json_copy(status)
-        tracking = amended.setdefault("tracking", {})
-        for key, value in changes.items():
-            if value is None:
-                tracking.pop(key, None)
-            else:
-                tracking[key] = value
-        writer = self._writer(meta["namespace"], meta["name"])
-        writer.submit(writer.current() or status, amended)
+    def _amend_tracking(self, meta: JobMeta, decision: Decision, **changes: Any) -> StatusWriter:
+        """What an action learnt, written into the decided status's tracking (snake_case fields;
+        None removes one) for the next round to decide on; returns the writer, to flush when the
+        round must wait."""
+        amended = decision.state.model_copy(deep=True)
+        for field, value in changes.items():
+            setattr(amended.tracking, field, value)
+        writer = self._writer(*meta.key)
+        writer.submit(writer.current() or decision.status, amended.document())
         return writer
 
-    async def _pin(self, body: dict[str, Any], status: dict[str, Any], ids: tuple[str, ...]) -> None:
+    async def _pin(self, job: StreamingJob, decision: Decision, ids: tuple[str, ...]) -> None:
         """The GC sidecar's pins in the job's ConfigMap (the kubelet updates the mounted file; the
         sidecar reads it every pass). A failed write forgets the decided pins, so the next round
         writes them again."""
-        meta = body["metadata"]
         try:
-            await self.kube.patch_config_map(meta["namespace"], builders.config_map_name(
-                builders.JobRef(meta["namespace"], meta["name"], meta["uid"])),
-                {"data": {builders.PINS_FILE: builders.pins_document(ids)}})
+            await self.kube.patch_config_map(job.meta.namespace, builders.config_map_name(job.meta.ref),
+                                             {"data": {builders.PINS_FILE: builders.pins_document(ids)}})
         except ApiException as exc:
-            log.warning("gc pins not written", extra={"job": f"{meta['namespace']}/{meta['name']}",
-                                                      "status": exc.status})
-            self._amend_tracking(meta, status, gcPins=None)
+            log.warning("gc pins not written", extra={"job": job.meta.label, "status": exc.status})
+            self._amend_tracking(job.meta, decision, gc_pins=None)
 
-    async def _record_refusal(self, body: dict[str, Any], status: dict[str, Any], attempt: int,
-                              exc: ApiException) -> None:
+    async def _record_refusal(self, job: StreamingJob, decision: Decision, attempt: int, exc: ApiException) -> None:
         """The API server refused the attempt's objects (quota, admission, a missing ServiceAccount):
         the machine counts it as a failed start (status.tracking.createFailed, read next round)."""
-        meta = body["metadata"]
         message = refusal_message(exc)
-        await self._amend_tracking(meta, status, createFailed={
-            "attempt": attempt, "reason": exc.reason or f"HTTP{exc.status}", "message": message}).flush()
-        self.post_event(body, "Warning", "PodCreateFailed", f"attempt {attempt}: {message}")
-        log.warning("attempt refused", extra={"job": f"{meta['namespace']}/{meta['name']}", "attempt": attempt,
+        await self._amend_tracking(job.meta, decision, create_failed=CreateFailed(
+            attempt=attempt, reason=exc.reason or f"HTTP{exc.status}", message=message)).flush()
+        self.post_event(job.body, "Warning", "PodCreateFailed", f"attempt {attempt}: {message}")
+        log.warning("attempt refused", extra={"job": job.meta.label, "attempt": attempt,
                                               "status": exc.status, "error": message})
 
-    async def _trigger(self, ns: str, name: str, pod: PodObs | None, status: dict[str, Any]) -> None:
+    async def _trigger(self, ns: str, name: str, pod: PodObs | None, decision: Decision) -> None:
         """POST /checkpoints; the request id goes into the decided status (written with it)."""
-        tracking = status.setdefault("tracking", {})
+        tracking = decision.state.tracking
         try:
             if pod is None or not pod.ip:
                 raise RuntimeApiError("no pod IP")
             doc = await self.client.trigger_checkpoint(base_url(pod.ip, builders.CONTROL_PORT, ns, name))
-            tracking["pendingTrigger"] = dict(tracking.get("pendingTrigger") or {}, id=doc.get("id"))
+            if tracking.pending_trigger is not None:
+                tracking.pending_trigger.id = doc.get("id")
         except RuntimeApiError as exc:
             self.metrics.triggers.labels("error").inc()
             log.warning("checkpoint trigger failed", extra={"job": f"{ns}/{name}", "error": str(exc)})
             self._answers.pop((ns, name), None)  # the next round asks the runtime again
-            tracking.pop("pendingTrigger", None)  # the next interval tries again
+            tracking.clear("pending_trigger")  # the next interval tries again
+        decision.status = decision.state.document()
 
-    async def _delete_savepoint(self, body: dict[str, Any], spec: JobSpec, sp_name: str) -> None:
-        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    async def _delete_savepoint(self, job: StreamingJob, sp_name: str) -> None:
+        ns, name = job.meta.namespace, job.meta.name
         try:
-            store = await self.store.open_store(ns, spec, deletes=True)
+            store = await self.store.open_store(ns, job.spec, deletes=True)
             if store is not None:
                 await asyncio.to_thread(delete_savepoint, store, StoreJob(ns, name), sp_name)
-                self.post_event(body, "Normal", "SavepointPruned", f"periodic savepoint {sp_name} deleted "
-                                                                   f"(savepoint.retain {spec.savepoint.retain})")
+                self.post_event(job.body, "Normal", "SavepointPruned", f"periodic savepoint {sp_name} deleted "
+                                                                       f"(savepoint.retain {job.spec.savepoint.retain})")
         except Exception as exc:  # retried after job_savepoints.PRUNE_RETRY while still listed
-            self.post_event(body, "Warning", "SavepointPruneFailed", f"{sp_name}: {type(exc).__name__}")
+            self.post_event(job.body, "Warning", "SavepointPruneFailed", f"{sp_name}: {type(exc).__name__}")
 
-    async def _call(self, body: dict[str, Any], failure: str, fn: Any, base: str | None, *args: Any) -> None:
+    async def _call(self, job: StreamingJob, failure: str, fn: Any, base: str | None, *args: Any) -> None:
         try:
             if base is None:
                 raise RuntimeApiError("no pod IP")
             await fn(base, *args)
         except RuntimeApiError as exc:
-            self.post_event(body, "Warning", failure, str(exc))
+            self.post_event(job.body, "Warning", failure, str(exc))
 
     # --- deletion (the finalizer) ----------------------------------------------------------------------
     async def finalize(self, body: dict[str, Any]) -> None:

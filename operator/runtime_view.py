@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .model import PodObs
+from .status_model import JobStatus
 
 REUSE_MAX_AGE = 60.0  # an answer older than this is never reused
-PENDING = ("pendingTrigger", "pendingSavepoint", "drain")
 
 
 @dataclass(frozen=True)
@@ -27,10 +27,10 @@ class Answer:
     doc: dict[str, Any]
 
 
-def may_reuse(last: Answer | None, pod: PodObs, status: dict[str, Any], woken: bool, now: float) -> bool:
+def may_reuse(last: Answer | None, pod: PodObs, status: JobStatus, woken: bool, now: float) -> bool:
     if last is None or woken or not pod.ready:
         return False
     if last.pod != pod.name or last.restarts != pod.restart_count or not 0 <= now - last.at <= REUSE_MAX_AGE:
         return False
-    tracking = status.get("tracking") or {}
-    return status.get("phase") == "Running" and not any(tracking.get(k) for k in PENDING)
+    tr = status.tracking
+    return status.phase == "Running" and not (tr.pending_trigger or tr.pending_savepoint or tr.drain)

@@ -6,9 +6,8 @@ Pure. A condition's lastTransitionTime changes only when its status does, so
 
 from __future__ import annotations
 
-from typing import Any
-
 from .checkpoints import iso
+from .status_model import Condition, JobStatus
 
 CONDITION_TYPES = ("Ready", "CheckpointHealthy", "Progressing", "Degraded")
 OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours (to diff, or to decide on)
@@ -19,41 +18,42 @@ def _bool(value: bool) -> str:
     return "True" if value else "False"
 
 
-def desired_conditions(status: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+def desired_conditions(status: JobStatus) -> dict[str, tuple[str, str, str]]:
     """type -> (status, reason, message) for the status the machine decided."""
-    phase = status.get("phase") or "Pending"
-    tr = status.get("tracking") or {}
-    ready = phase == "Running" and bool(tr.get("podReady"))
+    phase = status.phase or "Pending"
+    tr = status.tracking
+    ready = phase == "Running" and bool(tr.pod_ready)
     running = phase == "Running"
-    healthy = bool(tr.get("checkpointHealthy", True)) if running else True
-    latest = (status.get("latestCheckpoint") or {}).get("id")
-    failure = status.get("lastFailure") or {}
+    healthy = tr.checkpoint_healthy if running else True
+    latest = status.latest_checkpoint.id if status.latest_checkpoint else None
+    failure = status.last_failure
+    reason, message = (failure.reason, failure.message) if failure else (None, None)
     out = {
         "Ready": (_bool(ready), "Running" if ready else phase,
-                  f"attempt {status.get('attempt')} is running" if ready else f"job is {phase}"),
-        "CheckpointHealthy": (_bool(healthy), tr.get("checkpointReason", "NotRunning") if running else "NotRunning",
+                  f"attempt {status.attempt} is running" if ready else f"job is {phase}"),
+        "CheckpointHealthy": (_bool(healthy), (tr.checkpoint_reason or "NotRunning") if running else "NotRunning",
                               f"latest checkpoint {latest}" if latest else "no checkpoint yet"),
         "Progressing": (_bool(phase in ("Pending", "Recovering", "Upgrading")), phase,
                         f"job is {phase}"),
     }
     degraded = phase in ("Failed", "Recovering") or not healthy
     if phase == "Failed":
-        why = failure.get("reason", "Failed")
+        why = reason or "Failed"
     elif phase == "Recovering":
-        why = failure.get("reason", "Recovering")
+        why = reason or "Recovering"
     else:
         why = "NoRecentCheckpoint" if not healthy else "AsExpected"
-    out["Degraded"] = (_bool(degraded), why, failure.get("message", "") if degraded else "")
+    out["Degraded"] = (_bool(degraded), why, (message or "") if degraded else "")
     return out
 
 
-def apply_conditions(status: dict[str, Any], generation: int, now: float) -> None:
+def apply_conditions(status: JobStatus, generation: int, now: float) -> None:
     """Set status.conditions in place, keeping lastTransitionTime where the status is unchanged."""
-    previous = {c.get("type"): c for c in status.get("conditions") or []}
+    previous = {c.type: c for c in status.conditions or []}
     conditions = []
     for ctype, (value, reason, message) in desired_conditions(status).items():
-        old = previous.get(ctype) or {}
-        since = old.get("lastTransitionTime") if old.get("status") == value else None
-        conditions.append({"type": ctype, "status": value, "reason": reason, "message": message,
-                           "observedGeneration": generation, "lastTransitionTime": since or iso(now)})
-    status["conditions"] = conditions
+        old = previous.get(ctype)
+        since = old.last_transition_time if old is not None and old.status == value else None
+        conditions.append(Condition(type=ctype, status=value, reason=reason, message=message,
+                                    observed_generation=generation, last_transition_time=since or iso(now)))
+    status.conditions = conditions

@@ -12,6 +12,7 @@ from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_duration
 
 from . import checkpoints as cp
 from .model import CreateAttempt, Decision, DeletePod, Observed, PodObs
+from .status_model import Failure, JobStatus, Lineage, Point, Tracking, same_point
 
 DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
 SAVEPOINTS_SHOWN = 20
@@ -50,16 +51,16 @@ def backoff_seconds(spec: JobSpec, failures_in_a_row: int) -> float:
     return spec.restart.backoff_seconds(max(1, failures_in_a_row))
 
 
-def restarts_in_window(tracking: dict[str, Any], now: float, window: float) -> int:
+def restarts_in_window(tracking: Tracking, now: float, window: float) -> int:
     """Restarts within the last `window` seconds (spec.restart.window): what maxRestarts limits."""
-    return sum(1 for t in tracking.get("restartTimes", []) if now - t <= window)
+    return sum(1 for t in tracking.restart_times or [] if now - t <= window)
 
 
-def effective_spec(spec: JobSpec, tracking: dict[str, Any]) -> JobSpec:
+def effective_spec(spec: JobSpec, tracking: Tracking) -> JobSpec:
     """The CR's spec, or after a rolled-back upgrade (while the CR still holds the rejected spec)
     the last stable one; the sections that need no new pod always follow the CR."""
-    stable = tracking.get("stableSpecDoc")
-    if not stable or tracking.get("rejectedSpec") != spec_key(spec):
+    stable = tracking.stable_spec_doc
+    if not stable or tracking.rejected_spec != spec_key(spec):
         return spec
     current = spec.model_dump(by_alias=True, mode="json")
     doc = dict(stable, **{name: current[name] for name in _NOT_UPGRADES if name in current})
@@ -85,18 +86,19 @@ class Step:
 
     def __init__(self, obs: Observed):
         self.obs, self.now = obs, obs.now
-        self.st: dict[str, Any] = json_copy(obs.status)
-        self.tr: dict[str, Any] = self.st.setdefault("tracking", {})
+        self.st: JobStatus = obs.status.model_copy(deep=True)
+        self.st.tracking = self.st.tracking  # (assigned: written even while empty, as always)
+        self.tr: Tracking = self.st.tracking
         self.spec = effective_spec(obs.spec, self.tr)
         self.rolled_back = self.spec is not obs.spec
-        self.d = Decision(status=self.st)
-        self.attempt: int = self.st.get("attempt", 0)
+        self.d = Decision()  # its status: the decided self.st as written, when decide() is done
+        self.attempt: int = self.st.attempt
         self.current: PodObs | None = next((p for p in obs.pods if p.attempt == self.attempt and self.attempt), None)
 
     # --- helpers ----------------------------------------------------------------------------------
     def set_phase(self, phase: str, reason: str, message: str, warning: bool = False) -> None:
-        old = self.st.get("phase")
-        self.st["phase"] = phase
+        old = self.st.phase
+        self.st.phase = phase
         if old != phase:
             self.d.emit("Warning" if warning else "Normal", reason, f"{old or 'New'} -> {phase}: {message}")
 
@@ -120,47 +122,44 @@ class Step:
         attempt is really created: a round that still waits for pods must not lose it."""
         if not self.remove_pods():
             return
-        upgrade = self.tr.pop("upgrade", None)
-        rollback = upgrade and (upgrade.get("rollbackPoint") or self.stable_newest_point())
-        for key in ("freshStart", "restoreTarget", "createFailed", "nextPoint", "chosenOver"):
-            self.tr.pop(key, None)
-        self.st.pop("nextAttemptAt", None)
+        upgrade = self.tr.upgrade
+        rollback = upgrade and (upgrade.rollback_point or self.stable_newest_point())
+        self.tr.clear("upgrade", "fresh_start", "restore_target", "create_failed", "next_point", "chosen_over")
+        self.st.clear("next_attempt_at")
         self.attempt += 1
-        self.st.update(attempt=self.attempt, pod=f"{self.obs_name()}-{self.attempt}")
-        self.st.pop("restore", None)  # the runtime of the new attempt reports its own
-        for key in ("runningSince", "pendingTrigger", "lastTriggerAt", "drain", "podSeen", "podReady",
-                    "containerRestarts", "nextAttemptAt", "fallbackReported"):
-            self.tr.pop(key, None)
-        self.tr["restoreFrom"] = restore_from.model_dump(by_alias=True, exclude_none=True) if restore_from else None
+        self.st.attempt, self.st.pod = self.attempt, f"{self.obs_name()}-{self.attempt}"
+        self.st.clear("restore")  # the runtime of the new attempt reports its own
+        self.tr.clear("running_since", "pending_trigger", "last_trigger_at", "drain", "pod_seen", "pod_ready",
+                      "container_restarts", "next_attempt_at", "fallback_reported")
+        self.tr.restore_from = Point.of(restore_from)
         if restore_from:  # the runtime's history now descends from it: later attempts name it too
-            self.tr["lineage"] = {"point": self.tr["restoreFrom"], "over": self._spec_restore_doc(),
-                                  "storage": self.storage_url()}
-        self.tr["attemptSpec"] = spec_key(self.spec)
-        self.tr["attemptStorage"] = self.storage_url()
+            self.tr.lineage = Lineage(point=Point.of(restore_from), over=self._spec_point(),
+                                      storage=self.storage_url())
+        self.tr.attempt_spec = spec_key(self.spec)
+        self.tr.attempt_storage = self.storage_url()
         self.set_phase("Pending", "AttemptCreated", f"attempt {self.attempt}"
-                       + (f" restoring from {self.tr['restoreFrom']}" if restore_from else ""))
+                       + (f" restoring from {self.tr.restore_from.document()}" if self.tr.restore_from else ""))
         if upgrade is not None:
-            self.tr["upgradeDeadline"] = self.now + self.upgrade_timeout()
+            self.tr.upgrade_deadline = self.now + self.upgrade_timeout()
             # What a rollback goes back to: the stable spec's own newest point (its drain's savepoint,
             # else its newest checkpoint in its own storage), never the new spec's state.
-            self.tr["rollbackPoint"] = rollback
+            self.tr.rollback_point = rollback
         passed = restore_from or self.lineage_point()
-        self.tr["attemptPoint"] = passed.model_dump(by_alias=True, exclude_none=True) if passed else None
+        self.tr.attempt_point = Point.of(passed)
         self.d.actions.append(self.create_action(passed))
         self.requeue(POLL)
 
-    def _spec_restore_doc(self) -> dict[str, Any] | None:
-        rf = self.spec.restore_from
-        return rf.model_dump(by_alias=True, exclude_none=True) if rf else None
+    def _spec_point(self) -> Point | None:
+        return Point.of(self.spec.restore_from)
 
     def lineage_point(self) -> RestoreFrom | None:
         """The restoreFrom an attempt without a new restore point passes to the runtime: the last one
         the operator chose (a savepoint, a fresh start, a fallback checkpoint), so the runtime keeps to
         the history that started there; the spec's restoreFrom once the user has changed it since."""
-        lineage = self.tr.get("lineage")
-        if lineage and lineage.get("over") == self._spec_restore_doc() \
-                and lineage.get("storage", self.storage_url()) == self.storage_url():  # (another store's history)
-            return RestoreFrom.model_validate(lineage["point"])
+        lineage, url = self.tr.lineage, self.storage_url()
+        if lineage and lineage.point and same_point(lineage.over, self._spec_point()) \
+                and (lineage.storage or url) == url:  # (another store's history)
+            return lineage.point.restore_from()
         return self.spec.restore_from
 
     def restart_window(self) -> float:
@@ -182,89 +181,90 @@ class Step:
         failure of the job itself counts toward maxRestarts (unless `budget` is False: an exit 0
         under restart.policy Always) and waits the backoff of its failure streak, which an attempt
         that ran restart.stableAfter resets. Failed once over budget."""
-        self.st["lastFailure"] = {"reason": reason, "message": message, "at": cp.iso(self.now)}
+        self.st.last_failure = Failure(reason=reason, message=message, at=cp.iso(self.now))
         if self.ran_stably():
-            self.tr["failureStreak"] = 0
+            self.tr.failure_streak = 0
         if reason in DISRUPTIONS:
-            self.st["restarts"] = self.st.get("restarts", 0) + 1
+            self.st.restarts += 1
             wait = 0.0
         else:
             if budget:
                 self.count_restart(1)
             else:
-                self.st["restarts"] = self.st.get("restarts", 0) + 1
-                self.tr["failureStreak"] = self.tr.get("failureStreak", 0) + 1
-            if self.st.get("phase") == "Failed":
+                self.st.restarts += 1
+                self.tr.failure_streak += 1
+            if self.st.phase == "Failed":
                 return
-            wait = backoff_seconds(self.spec, self.tr.get("failureStreak", 1))
-        self.tr["nextAttemptAt"] = self.now + wait
+            wait = backoff_seconds(self.spec, self.tr.failure_streak)  # (a streak of 0 backs off as 1)
+        self.tr.next_attempt_at = self.now + wait
         if wait > 0:
-            self.st["nextAttemptAt"] = cp.iso(self.now + wait)
+            self.st.next_attempt_at = cp.iso(self.now + wait)
         self.set_phase("Recovering", reason, f"{message}; next attempt in {wait:g}s", warning=True)
         self.remove_pods()
 
     def ran_stably(self) -> bool:
         """The current attempt has been Running for restart.stableAfter."""
-        since = self.tr.get("runningSince")
+        since = self.tr.running_since
         return since is not None and self.now - since >= parse_duration(self.spec.restart.stable_after)
 
     def count_restart(self, n: int) -> None:
         """n failures of the job itself: restarts, the crash streak and the maxRestarts window."""
-        self.st["restarts"] = self.st.get("restarts", 0) + n
-        self.tr["failureStreak"] = self.tr.get("failureStreak", 0) + n
-        times = self.tr.setdefault("restartTimes", [])
-        times.extend([self.now] * n)
+        self.st.restarts += n
+        self.tr.failure_streak += n
+        times = [*(self.tr.restart_times or []), *[self.now] * n]
         del times[: max(0, len(times) - (self.spec.restart.max_restarts + 2))]  # bounded
+        self.tr.restart_times = times
         over = restarts_in_window(self.tr, self.now, self.restart_window()) > self.spec.restart.max_restarts
         if over and self.upgrade_unproven():
             # A new spec that crash-loops before it was ever Ready rolls back to the last stable one
             # (upgrade.roll_back_if_late, its deadline now) instead of failing the job; those
             # restarts are the rejected spec's, so they leave the job's restart budget.
-            since = self.tr["upgradeDeadline"] - self.upgrade_timeout()
-            self.tr["upgradeDeadline"] = self.now
-            self.tr["upgradeCrashLoop"] = len([t for t in times if t >= since])
-            times[:] = [t for t in times if t < since]
+            since = self.tr.upgrade_deadline - self.upgrade_timeout()
+            self.tr.upgrade_deadline = self.now
+            self.tr.upgrade_crash_loop = len([t for t in times if t >= since])
+            self.tr.restart_times = [t for t in times if t < since]
             return
         if over or self.spec.restart.policy == "Never":
             why = (f"{self.spec.restart.max_restarts} restarts within {self.spec.restart.window} exceeded" if over
                    else "restart.policy is Never")
-            last = self.st.get("lastFailure") or {}
-            self.fail_for_good(last.get("reason", "RestartLimit"), f"{last.get('message', '')} ({why})".strip(),
+            last = self.st.last_failure or Failure()
+            self.fail_for_good(last.reason or "RestartLimit", f"{last.message or ''} ({why})".strip(),
                                "RestartLimitExceeded", why)
 
     def fail_for_good(self, reason: str, message: str, event_reason: str, event_message: str) -> None:
         """Failed until the spec is edited (failedGeneration): lastFailure says why; pods go."""
-        self.st["lastFailure"] = {"reason": reason, "message": message, "at": cp.iso(self.now)}
-        self.tr["failedGeneration"] = self.obs.generation
+        self.st.last_failure = Failure(reason=reason, message=message, at=cp.iso(self.now))
+        self.tr.failed_generation = self.obs.generation
         self.set_phase("Failed", event_reason, event_message, warning=True)
         self.remove_pods()
 
     def upgrade_unproven(self) -> bool:
         """An upgraded attempt that has not been Ready yet, with a stable spec to roll back to."""
-        return "upgradeDeadline" in self.tr and bool(self.tr.get("stableSpecDoc"))
+        return self.tr.upgrade_deadline is not None and bool(self.tr.stable_spec_doc)
 
     def awaiting_savepoint(self) -> bool:
         """A drain's savepoint is not listed yet: the store listing may lag the runtime's exit, so
         wait a little for it rather than start from the latest checkpoint."""
-        target, saved = self.tr.get("restoreTarget"), self.obs.store_savepoints
+        target, saved = self.tr.restore_target, self.obs.store_savepoints
         if not target or saved is None or target in {s["name"] for s in saved}:
             return False
-        drain_at = (self.tr.get("drain") or {}).get("at", 0)
+        drain_at = self.tr.drain.at if self.tr.drain else 0
         return self.now - drain_at < DRAIN_GRACE + SAVEPOINT_LISTING_WAIT
 
     def restore_point(self) -> RestoreFrom | None:
         """Where the next attempt starts (pure; start_attempt consumes the bookkeeping): a rollback's
         point, empty after a stateless upgrade, a drain's savepoint, else past a restore that failed,
         the newest checkpoint not known to be bad, else None (lineage_point)."""
-        if self.tr.get("chosenOver", self._spec_restore_doc()) != self._spec_restore_doc():
+        chosen_over = self.tr.chosen_over
+        if chosen_over is not None and not same_point(chosen_over, self._spec_point() or Point()):
             return None  # the user named a restore point since the operator chose one: theirs (lineage_point)
-        rollback = self.tr.get("nextPoint")
+        rollback = self.tr.next_point
         if rollback:
-            return RestoreFrom.model_validate(rollback)
-        fresh = self.tr.get("freshStart")
+            return rollback.restore_from()
+        fresh = self.tr.fresh_start
         if fresh:  # upgradeMode stateless
             return RestoreFrom(fresh=fresh)
-        target = self.tr.get("restoreTarget")
+        target = self.tr.restore_target
         saved = self.obs.store_savepoints
         bad = self.bad_points()
         if target and f"savepoint:{target}" not in bad and (saved is None or target in [s["name"] for s in saved]):
@@ -278,35 +278,36 @@ class Step:
 
     def bad_points(self) -> set[str]:
         """Points a restore failed from (tags; an older operator recorded bare checkpoint ids)."""
-        return {b if ":" in b else f"checkpoint:{b}" for b in self.tr.get("badRestorePoints", [])}
+        return {b if ":" in b else f"checkpoint:{b}" for b in self.tr.bad_restore_points or []}
 
     def known_checkpoints(self) -> list[cp.CheckpointFact]:
         """The store's listing, plus checkpoints status knows to be newer (the runtime reported them
         before the listing caught up: a drain's final checkpoint), oldest first."""
         listed = list(self.obs.store_checkpoints or [])
         newest = cp.number(listed[-1].id) if listed else -1
-        newer = [cp.CheckpointFact.from_status(d) for d in self.st.get("checkpoints") or []
-                 if cp.number(d.get("id", "")) > newest]
+        newer = [cp.CheckpointFact.from_record(r) for r in self.st.checkpoints or [] if cp.number(r.id) > newest]
         return listed + sorted(newer, key=lambda f: cp.number(f.id))
 
-    def newest_checkpoint_point(self) -> dict[str, Any] | None:
+    def newest_checkpoint_point(self) -> Point | None:
         known = self.known_checkpoints()
-        return {"checkpoint": known[-1].id} if known else None
+        return Point(checkpoint=known[-1].id) if known else None
 
-    def stable_newest_point(self) -> dict[str, Any] | None:
+    def stable_newest_point(self) -> Point | None:
         """The newest checkpoint of the attempt being upgraded. After a storage URL change, status
         knows only the new store, and the old one's newest may be the drain's final checkpoint the
         operator never saw: {"newestIn": url} lets that store's runtime pick its newest itself."""
-        old = self.tr.get("attemptStorage", self.storage_url())
+        old = self.tr.attempt_storage or self.storage_url()
         if old == self.storage_url():
             return self.newest_checkpoint_point()
-        return {"newestIn": old}
+        return Point(newest_in=old)
 
-    def choose_point(self, key: str, value: Any) -> None:
-        """The operator picks the next attempt's point (a drain's savepoint, a fresh start, a rollback
-        or replacement point); a restoreFrom the user names after this wins over it."""
-        self.tr[key] = value
-        self.tr["chosenOver"] = self._spec_restore_doc()
+    def choose_point(self, field: str, value: Any) -> None:
+        """The operator picks the next attempt's point (tracking's restore_target, fresh_start or
+        next_point: a drain's savepoint, a fresh start, a rollback or replacement point); a
+        restoreFrom the user names after this wins over it. Chosen over no restoreFrom is an empty
+        point, not None: a null would be no key once written, and no choice at all."""
+        setattr(self.tr, field, value)
+        self.tr.chosen_over = self._spec_point() or Point()
 
     def storage_url(self) -> str | None:
         storage = self.spec.checkpoint.storage
@@ -320,10 +321,12 @@ def stuck_terminating(pod: PodObs, now: float) -> bool:
     return pod.deleting_since is not None and now - pod.deleting_since > STUCK_TERMINATING
 
 
-def point_tag(point: RestoreFrom | dict[str, Any] | None) -> str | None:
+def point_tag(point: RestoreFrom | Point | dict[str, Any] | None) -> str | None:
     """`checkpoint:<id>` / `savepoint:<name>` / `fresh:<name>`: how blame and the runtime name a point."""
     if point is None:
         return None
+    if isinstance(point, Point):
+        return point.tag()
     doc = point if isinstance(point, dict) else point.model_dump(exclude_none=True)
     for kind in ("checkpoint", "savepoint", "fresh"):
         if doc.get(kind):
@@ -333,11 +336,11 @@ def point_tag(point: RestoreFrom | dict[str, Any] | None) -> str | None:
 
 def drain_then_remove(run: Step) -> None:
     """A drain ends with the runtime exiting 0; a pod that is not draining (or takes too long) is deleted."""
-    drain = run.tr.get("drain")
+    drain = run.tr.drain
     for pod in run.obs.pods:
         # The runtime container exited (the GC sidecar keeps the pod Running): the drain is over.
         draining = drain and pod is run.current and pod.phase in ("Running", "Pending") and \
-            pod.exit_code is None and run.now - drain["at"] < DRAIN_GRACE
+            pod.exit_code is None and run.now - drain.at < DRAIN_GRACE
         if not draining and not pod.deleting:
             run.d.actions.append(DeletePod(pod.name, force=pod.node_lost))
         elif pod.deleting and (pod.node_lost or stuck_terminating(pod, run.now)):

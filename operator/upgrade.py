@@ -12,28 +12,28 @@ from __future__ import annotations
 
 from . import checkpoints as cp
 from .model import PodObs, StopRuntime
+from .status_model import Drain, Failure, Point, UpgradeInFlight
 from .step import DRAIN_GRACE, POLL, Step, drain_then_remove, point_tag, spec_key, stable_doc
 
 
 def begin_upgrade(run: Step, pod: PodObs) -> None:
     mode = run.spec.upgrade_mode
-    run.tr.pop("restoreTarget", None)
-    run.tr.pop("freshStart", None)
+    run.tr.clear("restore_target", "fresh_start")
     if mode == "stateless":  # the new attempt starts without state, not from the latest checkpoint
-        run.choose_point("freshStart", f"upgrade-{run.obs.generation}")
+        run.choose_point("fresh_start", f"upgrade-{run.obs.generation}")
     if pod.can_drain and mode in ("savepoint", "last-checkpoint"):
         name = f"upgrade-{run.obs.generation}" if mode == "savepoint" else None
         run.d.actions.append(StopRuntime(savepoint=name))
-        run.tr["drain"] = {"at": run.now}
+        run.tr.drain = Drain(at=run.now)
         if name:
-            run.choose_point("restoreTarget", name)
+            run.choose_point("restore_target", name)
     else:
-        run.tr["drain"] = {"at": run.now - DRAIN_GRACE}  # nothing to drain: delete at once
-    run.tr.pop("nextAttemptAt", None)
+        run.tr.drain = Drain(at=run.now - DRAIN_GRACE)  # nothing to drain: delete at once
+    run.tr.clear("next_attempt_at")
     # The stable spec's own point to roll back to: its drain's savepoint; else (chosen when the new
     # attempt starts, after the drain's final checkpoint) its newest checkpoint.
-    run.tr["upgrade"] = {"rollbackPoint": {"savepoint": run.tr["restoreTarget"]} if run.tr.get("restoreTarget")
-                         else None}
+    target = run.tr.restore_target
+    run.tr.upgrade = UpgradeInFlight(rollback_point=Point(savepoint=target) if target else None)
     run.set_phase("Upgrading", "Upgrading", f"spec changed (generation {run.obs.generation}); upgradeMode {mode}")
     drain_then_remove(run)
 
@@ -42,25 +42,24 @@ def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
     """The upgraded attempt is not Ready in time: go back to the last stable spec and the stable
     spec's own restore point (rollbackPoint: not the new spec's state, nor empty state after a
     stateless upgrade). True if a rollback began."""
-    deadline = run.tr.get("upgradeDeadline")
-    if deadline is None or (pod is not None and pod.ready) or run.now < deadline or not run.tr.get("stableSpecDoc"):
+    deadline = run.tr.upgrade_deadline
+    if deadline is None or (pod is not None and pod.ready) or run.now < deadline or not run.tr.stable_spec_doc:
         return False
-    run.tr.update(rejectedSpec=spec_key(run.obs.spec), drain={"at": run.now - DRAIN_GRACE})
-    run.tr.pop("upgradeDeadline")
-    point = run.tr.pop("rollbackPoint", None) or {"fresh": f"rollback-{run.attempt}"}
-    for key in ("freshStart", "restoreTarget", "nextPoint"):
-        run.tr.pop(key, None)
-    if "newestIn" not in point:  # (else the stable spec's own store: its runtime restores the newest there)
-        run.choose_point("nextPoint", point)
-    crashes = run.tr.pop("upgradeCrashLoop", None)
-    refused = run.st.get("phase") == "Recovering"
+    run.tr.rejected_spec, run.tr.drain = spec_key(run.obs.spec), Drain(at=run.now - DRAIN_GRACE)
+    point = run.tr.rollback_point or Point(fresh=f"rollback-{run.attempt}")
+    crashes = run.tr.upgrade_crash_loop
+    run.tr.clear("upgrade_deadline", "rollback_point", "fresh_start", "restore_target", "next_point",
+                 "upgrade_crash_loop")
+    if point.newest_in is None:  # (else the stable spec's own store: its runtime restores the newest there)
+        run.choose_point("next_point", point)
+    refused = run.st.phase == "Recovering"
     why = (f"restarted {crashes} times before it was Ready" if crashes
            else "could not start" if refused else f"was not Ready within {run.upgrade_timeout():g}s")
     message = (f"attempt {run.attempt} with the new spec {why}; rolling back to the last stable spec from "
-               f"{point_tag(point) or 'the newest checkpoint in ' + point['newestIn']}")
-    run.st["lastFailure"] = {"reason": "UpgradeFailed" if crashes or refused else "UpgradeTimeout",
-                             "message": message, "at": cp.iso(run.now)}
-    run.tr["nextAttemptAt"] = run.now
+               f"{point_tag(point) or 'the newest checkpoint in ' + str(point.newest_in)}")
+    run.st.last_failure = Failure(reason="UpgradeFailed" if crashes or refused else "UpgradeTimeout",
+                                  message=message, at=cp.iso(run.now))
+    run.tr.next_attempt_at = run.now
     run.set_phase("Upgrading", "UpgradeRolledBack", message, warning=True)
     drain_then_remove(run)
     run.requeue(POLL)
@@ -78,14 +77,14 @@ def replace_pending(run: Step) -> None:
     """The spec changed while the attempt was not yet Ready: a new attempt with the new spec from the
     same point (not counted as a restart). If there is a stable spec, the new one is on trial as
     an upgrade (a deadline, then rollback), never recorded as rejected before it ran."""
-    point = run.tr.get("restoreFrom")  # a point the operator chose; the spec's own is chosen again anyway
+    point = run.tr.restore_from  # a point the operator chose; the spec's own is chosen again anyway
     if point:
-        run.choose_point("nextPoint", point)  # restore_point takes it for exactly the next attempt
-    if run.tr.get("stableSpecDoc"):
-        run.tr["upgrade"] = {"rollbackPoint": run.tr.get("rollbackPoint")}
-        run.tr.pop("rejectedSpec", None)
-    run.tr.pop("upgradeDeadline", None)
-    run.tr["nextAttemptAt"] = run.now
+        run.choose_point("next_point", point)  # restore_point takes it for exactly the next attempt
+    if run.tr.stable_spec_doc:
+        run.tr.upgrade = UpgradeInFlight(rollback_point=run.tr.rollback_point)
+        run.tr.clear("rejected_spec")
+    run.tr.clear("upgrade_deadline")
+    run.tr.next_attempt_at = run.now
     run.set_phase("Recovering", "SpecChanged", f"spec generation {run.obs.generation} changed before attempt "
                                                f"{run.attempt} was Ready: replacing it")
     run.remove_pods()
@@ -93,9 +92,8 @@ def replace_pending(run: Step) -> None:
 
 def mark_stable(run: Step) -> None:
     """The attempt is Ready: its spec becomes the one to roll back to."""
-    run.tr.pop("upgradeDeadline", None)
-    run.tr.pop("rollbackPoint", None)
-    run.tr["stableSpec"] = spec_key(run.spec)
+    run.tr.clear("upgrade_deadline", "rollback_point")
+    run.tr.stable_spec = spec_key(run.spec)
     if not run.rolled_back:
-        run.tr["stableSpecDoc"] = stable_doc(run.spec)
-        run.tr.pop("rejectedSpec", None)
+        run.tr.stable_spec_doc = stable_doc(run.spec)
+        run.tr.clear("rejected_spec")

@@ -19,6 +19,7 @@ from operator_load.fake_runtime import PodRuntime, TriggerLog  # noqa: E402
 
 from sparkpoint.operator import checkpoints as cp  # noqa: E402
 from sparkpoint.operator.observe import pod_observation  # noqa: E402
+from sparkpoint.operator.status_model import PendingTrigger  # noqa: E402
 
 
 def test_address_pool_gives_each_pod_its_own_loopback_address_and_reuses_released_ones():
@@ -89,7 +90,7 @@ def test_stand_in_runtime_answers_a_trigger_as_the_operator_follows_it():
     runtime = PodRuntime("ns/job-1", attempt=1)
     doc = runtime.trigger(now=1000.0)
     status = runtime.status()
-    pending = {"at": 999.0, "id": doc["id"]}
+    pending = PendingTrigger(at=999.0, id=doc["id"])
     latest = cp.fact_from_runtime(status["latestCheckpoint"])
     assert latest is not None and latest.id == doc["id"]
     assert cp.follow_trigger(pending, status, cp.parse_time(latest.completed_at), timeout=60, now=1001.0) == "completed"

@@ -21,6 +21,7 @@ from sparkpoint.operator.checkpoints import iso
 from sparkpoint.operator.finalize import drain_pods
 from sparkpoint.operator.machine import decide, spec_key
 from sparkpoint.operator.pod_view import confirm_before_create, needs_direct_read
+from sparkpoint.operator.status_model import parse_status
 from sparkpoint.operator.step import point_tag as tag_of
 from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_spec
 
@@ -173,7 +174,7 @@ class World:
     def seen_pods(self) -> list[Pod]:
         """kopf's index, or all pods when reconcile reads them from the API (pod_view)."""
         index = [p for p in self.pods.values() if p.in_index]
-        read, self.doubt = needs_direct_read(self.status, [p.obs() for p in index], self.answered, self.doubt,
+        read, self.doubt = needs_direct_read(parse_status(self.status), [p.obs() for p in index], self.answered, self.doubt,
                                              self.now)
         return list(self.pods.values()) if read else index
 
@@ -307,7 +308,7 @@ class World:
             return None
         self.seen = self.seen_pods()
         d = decide(obs := self.observe())
-        if confirm_before_create(self.status, bool(d.of(m.CreateAttempt)), self.seen == list(self.pods.values())):
+        if confirm_before_create(parse_status(self.status), bool(d.of(m.CreateAttempt)), self.seen == list(self.pods.values())):
             self.seen = list(self.pods.values())  # reconcile reads the API before creating on the index's word
             d = decide(obs := self.observe())
         current = self.current(self.seen)

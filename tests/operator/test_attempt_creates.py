@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 
 from sparkpoint.operator import reconcile
-from sparkpoint.operator.model import CreateAttempt
+from sparkpoint.operator.model import CreateAttempt, Decision
 from sparkpoint.operator.reconcile import Reconciler
+from sparkpoint.operator.resource import parse_job
+from sparkpoint.operator.status_model import JobStatus
 from sparkpoint.runtime.config import parse_spec
 
 SPEC = parse_spec({"job": {"entrypoint": "m:f"}})
@@ -39,8 +41,10 @@ def test_attempt_creation_is_bounded_and_complete():
     rec = Reconciler(kube=kube, client=None, metrics=None, post_event=None)
 
     async def scenario():
-        bodies = [{"metadata": {"namespace": "ns", "name": f"job{i}", "uid": f"u{i}"}} for i in range(60)]
-        await asyncio.gather(*(rec._act(CreateAttempt(attempt=1), b, SPEC, {}, None) for b in bodies))
+        jobs = [parse_job({"metadata": {"namespace": "ns", "name": f"job{i}", "uid": f"u{i}"}}, spec_of=lambda _: SPEC)
+                for i in range(60)]
+        await asyncio.gather(*(rec._act(CreateAttempt(attempt=1), job, Decision(state=JobStatus()), None)
+                               for job in jobs))
     asyncio.run(scenario())
     assert len(kube.pods) == 60
     assert 1 < kube.most <= reconcile.ATTEMPT_CREATES

@@ -11,6 +11,7 @@ from sparkpoint.operator import finalize, pod_view
 from sparkpoint.operator.model import DeletePod, PodObs
 from sparkpoint.operator.observe import pod_observation
 from sparkpoint.operator.reconcile import refusal_message, refused
+from sparkpoint.operator.status_model import parse_status
 from sparkpoint.operator.step import DRAIN_GRACE, STUCK_TERMINATING
 
 T0 = 1_800_000_000.0
@@ -45,21 +46,21 @@ def test_deleting_data_is_given_up_after_a_bound():
 
 def test_the_index_is_checked_when_it_says_the_current_pod_is_gone():
     status = {"phase": "Running", "attempt": 2, "tracking": {"podSeen": True}}
-    assert pod_view.needs_direct_read(status, [], True, None, T0) == (True, None)
-    assert pod_view.needs_direct_read(status, [pod("job-2", 2)], True, None, T0) == (False, None)
+    assert pod_view.needs_direct_read(parse_status(status), [], True, None, T0) == (True, None)
+    assert pod_view.needs_direct_read(parse_status(status), [pod("job-2", 2)], True, None, T0) == (False, None)
 
 
 def test_the_index_is_checked_while_a_job_waits_on_pods_past_a_bound():
     status = {"phase": "Recovering", "attempt": 2}
     gone_but_indexed = [pod("job-2", 2, deleting=True)]
-    read, since = pod_view.needs_direct_read(status, gone_but_indexed, False, None, T0)
+    read, since = pod_view.needs_direct_read(parse_status(status), gone_but_indexed, False, None, T0)
     assert (read, since) == (False, T0)
-    assert pod_view.needs_direct_read(status, gone_but_indexed, False, since, T0 + 5) == (False, T0)
-    assert pod_view.needs_direct_read(status, gone_but_indexed, False, since, T0 + pod_view.CONFIRM_AFTER) == \
+    assert pod_view.needs_direct_read(parse_status(status), gone_but_indexed, False, since, T0 + 5) == (False, T0)
+    assert pod_view.needs_direct_read(parse_status(status), gone_but_indexed, False, since, T0 + pod_view.CONFIRM_AFTER) == \
         (True, T0 + pod_view.CONFIRM_AFTER)
     running = {"phase": "Running", "attempt": 2}
-    assert pod_view.needs_direct_read(running, [pod("job-2", 2)], True, T0 - 100, T0) == (False, None)
-    assert pod_view.needs_direct_read(running, [pod("job-2", 2)], False, T0 - 100, T0)[0]  # runtime silent
+    assert pod_view.needs_direct_read(parse_status(running), [pod("job-2", 2)], True, T0 - 100, T0) == (False, None)
+    assert pod_view.needs_direct_read(parse_status(running), [pod("job-2", 2)], False, T0 - 100, T0)[0]  # runtime silent
 
 
 def test_refusals_are_told_apart_from_retryable_errors():
@@ -122,7 +123,7 @@ def test_deletion_without_its_secret_finishes_and_says_what_was_left():
 
 
 def test_a_create_on_the_indexs_word_is_confirmed_but_not_a_jobs_first():
-    assert pod_view.confirm_before_create({"attempt": 3}, creates=True, read_directly=False)
-    assert not pod_view.confirm_before_create({"attempt": 3}, creates=True, read_directly=True)
-    assert not pod_view.confirm_before_create({"attempt": 3}, creates=False, read_directly=False)
-    assert not pod_view.confirm_before_create({}, creates=True, read_directly=False)  # the 1,000-job ramp
+    assert pod_view.confirm_before_create(parse_status({"attempt": 3}), creates=True, read_directly=False)
+    assert not pod_view.confirm_before_create(parse_status({"attempt": 3}), creates=True, read_directly=True)
+    assert not pod_view.confirm_before_create(parse_status({"attempt": 3}), creates=False, read_directly=False)
+    assert not pod_view.confirm_before_create(parse_status({}), creates=True, read_directly=False)  # the 1,000-job ramp

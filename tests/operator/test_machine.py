@@ -335,11 +335,12 @@ def test_upgrade_timeout_of_the_spec_wins_over_the_operator_default():
 
 def test_rolled_back_job_still_follows_suspend():
     old, new = make_spec(image="v1"), make_spec(image="v2")
+    from sparkpoint.operator.status_model import Tracking
     from sparkpoint.operator.step import effective_spec, stable_doc
 
     tracking = {"stableSpecDoc": stable_doc(old), "rejectedSpec": spec_key(new)}
     suspended = make_spec(image="v2", state="suspended")
-    eff = effective_spec(suspended, tracking)
+    eff = effective_spec(suspended, Tracking.model_validate(tracking))
     assert eff.image == "v1" and eff.state == "suspended"
 
 

@@ -62,7 +62,7 @@ def check_create(w: World, action, spec) -> None:  # type: ignore[no-untyped-def
 
 
 def check_decision(w: World, obs, d) -> None:  # type: ignore[no-untyped-def]
-    st, old, spec = d.status, obs.status, obs.spec
+    st, old, spec = d.status, obs.status.document(), obs.spec
     if st.get("attempt", 0) < old.get("attempt", 0) or st.get("restarts", 0) < old.get("restarts", 0):
         raise ModelViolation(f"status.attempt/restarts went back: {old.get('attempt')}/{old.get('restarts')} "
                              f"-> {st.get('attempt')}/{st.get('restarts')}")

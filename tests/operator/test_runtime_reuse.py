@@ -17,6 +17,7 @@ from sparkpoint.operator.model import Observed, PodObs, TriggerCheckpoint
 from sparkpoint.operator.reconcile import Reconciler
 from sparkpoint.operator.runtime_client import RuntimeApiError
 from sparkpoint.operator.runtime_view import REUSE_MAX_AGE, Answer, may_reuse
+from sparkpoint.operator.status_model import parse_status
 from sparkpoint.runtime.config import parse_spec
 
 T0 = 1_800_000_000.0
@@ -38,12 +39,12 @@ ANSWER = Answer(pod="job-1", restarts=0, at=T0, doc={"phase": "running"})
     ({"now": T0 - 5}, False),  # a clock that went back
     ({"status": {**RUNNING, "phase": "Upgrading"}}, False),
     ({"status": {**RUNNING, "tracking": {**RUNNING["tracking"], "pendingTrigger": {"at": T0}}}}, False),
-    ({"status": {**RUNNING, "tracking": {**RUNNING["tracking"], "pendingSavepoint": {"name": "s"}}}}, False),
+    ({"status": {**RUNNING, "tracking": {**RUNNING["tracking"], "pendingSavepoint": {"name": "s", "at": T0, "tries": 1}}}}, False),
     ({"status": {**RUNNING, "tracking": {**RUNNING["tracking"], "drain": {"at": T0}}}}, False),
 ])
 def test_when_the_last_answer_may_be_reused(change, reuse):
     args = {"last": ANSWER, "pod": POD, "status": RUNNING, "woken": False, "now": T0 + 8, **change}
-    assert may_reuse(**args) is reuse
+    assert may_reuse(**args | {"status": parse_status(args["status"])}) is reuse
 
 
 def test_only_trigger_bookkeeping_may_wait():
@@ -98,15 +99,15 @@ def test_the_reconciler_asks_again_after_a_wake_or_a_failure():
     rec = Reconciler(kube=None, client=client, metrics=None, post_event=None, clock=lambda: now[0])
 
     async def scenario():
-        first = await rec._runtime_status(POD, "ns", "job", RUNNING, woken=True)
+        first = await rec._runtime_status(POD, "ns", "job", parse_status(RUNNING), woken=True)
         now[0] += 8
-        again = await rec._runtime_status(POD, "ns", "job", RUNNING, woken=False)
+        again = await rec._runtime_status(POD, "ns", "job", parse_status(RUNNING), woken=False)
         assert client.asked == 1 and again is first  # the trigger round reused it
-        await rec._runtime_status(POD, "ns", "job", RUNNING, woken=True)
+        await rec._runtime_status(POD, "ns", "job", parse_status(RUNNING), woken=True)
         assert client.asked == 2
         client.fail = True
-        assert await rec._runtime_status(POD, "ns", "job", RUNNING, woken=True) is None
+        assert await rec._runtime_status(POD, "ns", "job", parse_status(RUNNING), woken=True) is None
         client.fail = False
-        await rec._runtime_status(POD, "ns", "job", RUNNING, woken=False)
+        await rec._runtime_status(POD, "ns", "job", parse_status(RUNNING), woken=False)
         assert client.asked == 4  # an unreachable runtime is never "remembered" as an answer
     asyncio.run(scenario())

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from sparkpoint.operator.status import CONDITION_TYPES, apply_conditions
+from sparkpoint.operator.status_model import parse_status
 
 T0 = 1_800_000_000.0
 
 
 def conditions(status, generation=1, now=T0):
-    apply_conditions(status, generation, now)
+    """Apply them to the status document `status` (in place: a test may apply them again)."""
+    typed = parse_status(status)
+    apply_conditions(typed, generation, now)
+    status.update(typed.document())
     return {c["type"]: c for c in status["conditions"]}
 
 
