@@ -25,7 +25,7 @@ from .model import (
     TriggerSavepoint,
 )
 from .status import apply_conditions
-from .status_model import Drain, Failure, PendingSavepoint, PendingTrigger, SavepointRecord
+from .status_model import Drain, Failure, PendingSavepoint, PendingTrigger, Point, SavepointRecord
 from .step import (  # noqa: F401  (spec_key, backoff_seconds, DRAIN_GRACE: used by reconcile and tests)
     DRAIN_GRACE,
     POLL,
@@ -68,8 +68,9 @@ def _pin_restore_points(run: Step) -> None:
     next or rollback point) are pinned in the GC sidecar, so retention does not prune one before
     the attempt that needs it starts."""
     tr = run.tr
-    points = [run.spec.restore_from, tr.lineage and tr.lineage.point, tr.next_point, tr.rollback_point,
-              tr.upgrade and tr.upgrade.rollback_point, tr.attempt_point]
+    points: list[RestoreFrom | Point | None] = [
+        run.spec.restore_from, tr.lineage.point if tr.lineage else None, tr.next_point, tr.rollback_point,
+        tr.upgrade.rollback_point if tr.upgrade else None, tr.attempt_point]
     pins = sorted({p.checkpoint for p in points if p is not None and p.checkpoint})
     if pins == (tr.gc_pins or []):
         return

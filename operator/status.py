@@ -6,6 +6,8 @@ Pure. A condition's lastTransitionTime changes only when its status does, so
 
 from __future__ import annotations
 
+from typing import Literal
+
 from .checkpoints import iso
 from .status_model import Condition, JobStatus
 
@@ -14,11 +16,11 @@ OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours (to diff
 PHASES = ("Pending", "Running", "Recovering", "Upgrading", "Suspended", "Failed", "Finished")
 
 
-def _bool(value: bool) -> str:
+def _bool(value: bool) -> Literal["True", "False"]:
     return "True" if value else "False"
 
 
-def desired_conditions(status: JobStatus) -> dict[str, tuple[str, str, str]]:
+def desired_conditions(status: JobStatus) -> dict[str, tuple[Literal["True", "False"], str, str]]:
     """type -> (status, reason, message) for the status the machine decided."""
     phase = status.phase or "Pending"
     tr = status.tracking

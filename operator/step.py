@@ -12,7 +12,7 @@ from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_duration
 
 from . import checkpoints as cp
 from .model import CreateAttempt, Decision, DeletePod, Observed, PodObs
-from .status_model import Failure, JobStatus, Lineage, Point, Tracking, same_point
+from .status_model import Failure, JobStatus, Lineage, Phase, Point, Tracking, same_point
 
 DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
 SAVEPOINTS_SHOWN = 20
@@ -96,7 +96,7 @@ class Step:
         self.current: PodObs | None = next((p for p in obs.pods if p.attempt == self.attempt and self.attempt), None)
 
     # --- helpers ----------------------------------------------------------------------------------
-    def set_phase(self, phase: str, reason: str, message: str, warning: bool = False) -> None:
+    def set_phase(self, phase: Phase, reason: str, message: str, warning: bool = False) -> None:
         old = self.st.phase
         self.st.phase = phase
         if old != phase:
@@ -123,7 +123,7 @@ class Step:
         if not self.remove_pods():
             return
         upgrade = self.tr.upgrade
-        rollback = upgrade and (upgrade.rollback_point or self.stable_newest_point())
+        rollback = (upgrade.rollback_point or self.stable_newest_point()) if upgrade is not None else None
         self.tr.clear("upgrade", "fresh_start", "restore_target", "create_failed", "next_point", "chosen_over")
         self.st.clear("next_attempt_at")
         self.attempt += 1
@@ -219,7 +219,7 @@ class Step:
             # A new spec that crash-loops before it was ever Ready rolls back to the last stable one
             # (upgrade.roll_back_if_late, its deadline now) instead of failing the job; those
             # restarts are the rejected spec's, so they leave the job's restart budget.
-            since = self.tr.upgrade_deadline - self.upgrade_timeout()
+            since = (self.tr.upgrade_deadline or self.now) - self.upgrade_timeout()  # (set: upgrade_unproven)
             self.tr.upgrade_deadline = self.now
             self.tr.upgrade_crash_loop = len([t for t in times if t >= since])
             self.tr.restart_times = [t for t in times if t < since]
