@@ -4,6 +4,7 @@ needs either and lacks its marker fails there instead of slowing the edit-test l
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -13,22 +14,29 @@ ROOT = Path(__file__).resolve().parents[2]
 UNIT = "not spark and not minio and not tools and not slow"
 
 
-def collect(*args: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+def collect(tmp_path: Path, *args: str) -> tuple[list[str], dict[str, list[str]]]:
+    """(the tests pytest's `-m` selects from `args`, every collected test's marker names)."""
+    out = tmp_path / "collected.json"
+    run = subprocess.run([sys.executable, str(ROOT / "tests/docs/collect_marks.py"), str(out),
                           "tests", "--ignore=tests/image", "--ignore=tests/docs", *args],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode in (0, 5), out.stdout[-3000:] + out.stderr[-3000:]
-    return [line for line in out.stdout.splitlines() if "::" in line]
+    assert run.returncode in (0, 5), run.stdout[-3000:] + run.stderr[-3000:]
+    found = json.loads(out.read_text())
+    return found["selected"], found["marks"]
 
 
-def test_fixtures_mark_their_users_and_the_pure_tier_leaves_them_out():
-    pure, everything = collect("-m", UNIT), collect()
+def test_fixtures_mark_their_users_and_the_pure_tier_leaves_them_out(tmp_path):
+    pure, marks = collect(tmp_path, "-m", UNIT)
+    everything = list(marks)
+
+    def marked(name: str) -> list[str]:  # what `-m name` selects
+        return [t for t in everything if name in marks[t]]
     assert 0 < len(pure) < len(everything)
     backend = re.compile(r"[\[-]minio[\]-]")  # the store fixture's MinIO parameter
     assert not [t for t in pure if backend.search(t)]
-    assert any("test_runtime_spark.py" in t for t in collect("-m", "spark"))
-    assert any("test_savepoint_store.py" in t for t in collect("-m", "minio"))
-    tools = collect("-m", "tools")
+    assert any("test_runtime_spark.py" in t for t in marked("spark"))
+    assert any("test_savepoint_store.py" in t for t in marked("minio"))
+    tools = marked("tools")
     assert any(t.startswith("tests/chart/") for t in tools) and any("promtool" in t for t in tools)
 
 
