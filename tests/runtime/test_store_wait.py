@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, canonical, wait_until
+from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, wait_until
 from sparkpoint.runtime.service import store_wait
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, StoreAuthError, StoreUnreachableError, open_store
@@ -48,7 +48,7 @@ def test_a_configuration_error_is_not_waited_for():
         store_wait.wait_for_store(Store([StoreAuthError("credentials rejected")]), threading.Event())
 
 
-def test_a_stop_ends_the_wait_and_a_limit_raises():
+def test_a_stop_ends_the_wait_and_a_limit_raises(monkeypatch):
     stop = threading.Event()
     stop.set()
     assert not store_wait.wait_for_store(Store([StoreUnreachableError("down")]), stop)
@@ -57,9 +57,12 @@ def test_a_stop_ends_the_wait_and_a_limit_raises():
     def clock() -> float:
         now[0] += 10
         return now[0]
+    delays: list[float] = []
+    running = threading.Event()  # never stopped; its waits pass at once (the limit is on `clock`)
+    monkeypatch.setattr(running, "wait", lambda d: delays.append(d) or False)
     with pytest.raises(StoreUnreachableError):
-        store_wait.wait_for_store(Store([StoreUnreachableError("down")] * 99), threading.Event(), max_wait=25,
-                                  clock=clock)
+        store_wait.wait_for_store(Store([StoreUnreachableError("down")] * 99), running, max_wait=25, clock=clock)
+    assert delays == [1.0, 2.0]  # two waits, then 30 s of fake time are past the 25 s limit
 
 
 def _get(port: int, path: str) -> int:
@@ -78,7 +81,7 @@ def _get(port: int, path: str) -> int:
 @pytest.mark.ci_sample
 @pytest.mark.timeout(900)
 def test_a_job_started_while_its_store_is_down_waits_then_runs_correctly(tmp_path):
-    from sparkpoint.runtime.store.minio_server import free_port
+    from harness.minio_server import free_port
     from tests.runtime.test_store_outage import BUCKET, RestartableMinio
 
     minio = RestartableMinio(data_dir=str(tmp_path / "minio-data"))
