@@ -36,7 +36,14 @@ from .step import (  # noqa: F401  (spec_key, backoff_seconds, DRAIN_GRACE: used
     point_tag,
     spec_key,
 )
-from .upgrade import begin_upgrade, mark_stable, replace_pending, roll_back_if_late, roll_back_unstarted
+from .upgrade import (
+    begin_upgrade,
+    mark_stable,
+    note_rejected_spec,
+    replace_pending,
+    roll_back_if_late,
+    roll_back_unstarted,
+)
 
 
 def decide(obs: Observed) -> Decision:
@@ -44,6 +51,7 @@ def decide(obs: Observed) -> Decision:
     run.st.restarts = run.st.restarts  # always written: the Restarts printer column
     _record_store_facts(run)
     _adopt_newer_attempt(run)
+    note_rejected_spec(run)
     phase = run.st.phase
     if phase is None:
         _note_inherited_state(run)

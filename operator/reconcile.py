@@ -58,6 +58,7 @@ from .runtime_view import Answer, may_reuse
 from .status import apply_conditions
 from .status_model import CreateFailed, Failure, JobStatus
 from .status_writer import StatusWriter
+from .step import effective_spec
 from .store_facts import StoreFacts
 
 log = logging.getLogger("sparkpoint.operator")
@@ -183,7 +184,9 @@ class Reconciler:
         pods, direct = await self._pods(namespace, name, own, pods)
         current = next((p for p in pods if own.attempt and p.attempt == own.attempt), None)
         runtime = await self._runtime_status(current, namespace, name, own, woken)
-        cache = await self.store.facts(namespace, name, spec, blind=runtime is None,
+        # The store of the spec the job runs: after a rollback the CR still holds the rejected spec,
+        # whose storage URL may differ (its listing would mix another store into this one's history).
+        cache = await self.store.facts(namespace, name, effective_spec(spec, own.tracking), blind=runtime is None,
                                        expect=_expected_savepoints(own, runtime))
         obs = Observed(spec=spec, generation=job.meta.generation, status=own, pods=pods, now=self.clock(),
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,

@@ -188,6 +188,7 @@ class Tracking(StatusModel):
     stable_spec: str | None = None
     stable_spec_doc: dict[str, Any] | None = None  # a JobSpec document of an earlier operator version
     rejected_spec: str | None = None
+    rejected_generation: int | None = None  # the generation a rollback (or its report) was for
     upgrade: UpgradeInFlight | None = None
     upgrade_deadline: float | None = None
     upgrade_crash_loop: int | None = None

@@ -12,7 +12,7 @@ from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_duration
 
 from . import checkpoints as cp
 from .model import CreateAttempt, Decision, DeletePod, Observed, PodObs
-from .status_model import Failure, JobStatus, Lineage, Phase, Point, Tracking, same_point
+from .status_model import Failure, JobStatus, Lineage, Phase, Point, Tracking, UpgradeInFlight, same_point
 
 DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
 SAVEPOINTS_SHOWN = 20
@@ -123,6 +123,11 @@ class Step:
         if not self.remove_pods():
             return
         upgrade = self.tr.upgrade
+        if upgrade is None and self.tr.upgrade_deadline is None and self.tr.stable_spec_doc \
+                and self.tr.stable_spec not in (None, spec_key(self.spec)):
+            # The spec changed while a rollback drained (no upgrade began for it): on trial all the same,
+            # rolling back to the point the stable spec was to restore.
+            upgrade = UpgradeInFlight(rollback_point=self.tr.next_point)
         rollback = (upgrade.rollback_point or self.stable_newest_point()) if upgrade is not None else None
         self.tr.clear("upgrade", "fresh_start", "restore_target", "create_failed", "next_point", "chosen_over")
         self.st.clear("next_attempt_at")

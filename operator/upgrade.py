@@ -46,6 +46,7 @@ def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
     if deadline is None or (pod is not None and pod.ready) or run.now < deadline or not run.tr.stable_spec_doc:
         return False
     run.tr.rejected_spec, run.tr.drain = spec_key(run.obs.spec), Drain(at=run.now - DRAIN_GRACE)
+    run.tr.rejected_generation = run.obs.generation
     point = run.tr.rollback_point or Point(fresh=f"rollback-{run.attempt}")
     crashes = run.tr.upgrade_crash_loop
     run.tr.clear("upgrade_deadline", "rollback_point", "fresh_start", "restore_target", "next_point",
@@ -97,3 +98,14 @@ def mark_stable(run: Step) -> None:
     if not run.rolled_back:
         run.tr.stable_spec_doc = stable_doc(run.spec)
         run.tr.clear("rejected_spec")
+
+
+def note_rejected_spec(run: Step) -> None:
+    """The CR was edited back to a spec an upgrade rolled back from: the job keeps running the
+    last stable spec. Say so once per generation, or the edit looks ignored."""
+    if run.rolled_back and run.tr.rejected_generation not in (None, run.obs.generation):
+        run.tr.rejected_generation = run.obs.generation
+        message = (f"spec generation {run.obs.generation} is the spec an upgrade rolled back from; the job "
+                   "keeps running the last stable spec until the spec is edited")
+        run.st.last_failure = Failure(reason="UpgradeRejected", message=message, at=cp.iso(run.now))
+        run.d.emit("Warning", "UpgradeRejected", message)

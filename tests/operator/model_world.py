@@ -22,6 +22,7 @@ from sparkpoint.operator.finalize import drain_pods
 from sparkpoint.operator.machine import decide, spec_key
 from sparkpoint.operator.pod_view import confirm_before_create, needs_direct_read
 from sparkpoint.operator.status_model import parse_status
+from sparkpoint.operator.step import effective_spec
 from sparkpoint.operator.step import point_tag as tag_of
 from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_spec
 
@@ -179,8 +180,8 @@ class World:
         return list(self.pods.values()) if read else index
 
     def observe(self) -> m.Observed:
-        spec = self.spec
-        store = self.stores[spec.checkpoint.storage.url]
+        spec = self.spec  # reconcile lists the store of the spec the job runs (after a rollback, the stable one's)
+        store = self.stores[effective_spec(spec, parse_status(self.status).tracking).checkpoint.storage.url]
         listed = [c.fact() for c in store.checkpoints[-10:] if c.readable]
         saved = [{k: v for k, v in s.items() if k != "lineage"} for s in store.savepoints][-20:]
         return m.Observed(spec=spec, generation=self.generation, status=copy.deepcopy(self.status),
@@ -351,7 +352,7 @@ class World:
         tracking["pendingTrigger"] = dict(tracking.get("pendingTrigger") or {}, id=rid)
 
     def write(self, status: dict[str, Any]) -> None:
-        if (status.get("lastFailure") or {}).get("reason") in ("UpgradeTimeout", "UpgradeFailed"):
+        if (status.get("lastFailure") or {}).get("reason") in ("UpgradeTimeout", "UpgradeFailed", "UpgradeRejected"):
             self.rollback_step = self.step  # a rollback reported
         phase = status.get("phase")
         terminal = phase in ("Failed", "Finished")

@@ -392,6 +392,20 @@ FOUND = {
         ("edit_storage_url", {"i": 0}), ("world_goes_quiet", {})],
 }
 
+# Found by 100,000 steps (seed-free runs of make test-full, 2026-11-25), shrunk by hand-run delta debugging:
+FOUND["a rollback to a spec on another storage URL: the operator listed the CR's store, mixing its ids in"] = [
+    ("edit_storage_url", {"i": 1}), ("world_progresses", {"n": 8}), ("edit_storage_url", {"i": 0}),
+    ("world_goes_quiet", {}), ("edit_image", {"image": IMAGES[2]}), ("edit_storage_url", {"i": 1}),
+    ("world_goes_quiet", {}), ("edit_storage_url", {"i": 0}), ("world_progresses", {"n": 8})]
+FOUND["after a rollback across stores, an upgrade's drain savepoint is not seen and an older one restored"] = [
+    ("edit_storage_url", {"i": 1}), ("world_progresses", {"n": 8}), ("edit_image", {"image": IMAGES[2]}),
+    ("edit_storage_url", {"i": 0}), ("world_goes_quiet", {}), ("edit_image", {"image": IMAGES[1]}),
+    ("operator_rounds", {"n": 2}), ("edit_image", {"image": IMAGES[2]}), ("world_goes_quiet", {})]
+FOUND["a spec edited during a rollback is not on trial, and the rejected spec re-applied is not reported"] = [
+    ("edit_storage_url", {"i": 1}), ("world_progresses", {"n": 7}), ("edit_image", {"image": IMAGES[2]}),
+    ("operator_rounds", {"n": 2}), ("world_progresses", {"n": 6}), ("edit_storage_url", {"i": 0}),
+    ("world_goes_quiet", {}), ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {})]
+
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
