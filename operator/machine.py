@@ -167,6 +167,11 @@ def _terminal(run: Step) -> None:
         run.tr.restart_times = []
         run.tr.failure_streak = 0
         run.tr.clear("failed_generation")
+        # The edit answers "repair the store or change spec.restoreFrom": the point the spec names
+        # now is tried again (it fails again naming it), never skipped silently for an older one.
+        users = point_tag(run.spec.restore_from)
+        if users and users in (run.tr.bad_restore_points or []):
+            run.tr.bad_restore_points = [b for b in run.tr.bad_restore_points or [] if b != users] or None
         run.tr.next_attempt_at = run.now
         run.set_phase("Recovering", "SpecChanged", f"spec generation {run.obs.generation} edited after "
                                                    f"{run.st.phase}: starting a new attempt")
@@ -305,6 +310,9 @@ def _restore_failed(run: Step, pod: PodObs) -> None:
         message = (f"attempt {run.attempt} could not restore spec.restoreFrom {users} (exit 3); it is not replaced "
                    "by another point: repair the store or change spec.restoreFrom")
         run.st.restarts += 1
+        # The named point failed, not the spec it came with: no rollback of an upgrade on trial may
+        # replace it later (the next attempt, after an edit, is on trial again).
+        tr.clear("upgrade_deadline", "rollback_point", "upgrade_crash_loop")
         run.fail_for_good("RestoreFailed", message, "RestoreFailed", message)
         return
     run.fail("RestoreFailed", f"attempt {run.attempt} could not restore from {what} (exit 3)"

@@ -406,6 +406,15 @@ FOUND["a spec edited during a rollback is not on trial, and the rejected spec re
     ("operator_rounds", {"n": 2}), ("world_progresses", {"n": 6}), ("edit_storage_url", {"i": 0}),
     ("world_goes_quiet", {}), ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {})]
 
+FOUND["a failed spec.restoreFrom named again after an edit is skipped for a checkpoint, silently"] = [
+    ("world_progresses", {"n": 4}), ("edit_restore_from", {"i": 0, "kind": "missing"}),
+    ("pod_deleted_externally", {"i": 1}), ("world_goes_quiet", {}), ("edit_restore_from", {"i": 6, "kind": "savepoint"}),
+    ("edit_restore_from", {"i": 5, "kind": "missing"}), ("world_goes_quiet", {})]
+FOUND["a failed spec.restoreFrom that came with an upgrade is replaced by its rollback after an edit"] = [
+    ("world_progresses", {"n": 8}), ("pod_deleted_externally", {"i": 0}), ("edit_job_args", {"n": 1}),
+    ("edit_restore_from", {"i": 4, "kind": "missing"}), ("world_goes_quiet", {}), ("time_passes", {"seconds": 600.0}),
+    ("savepoint_nonce", {}), ("world_goes_quiet", {})]
+
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
