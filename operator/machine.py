@@ -25,7 +25,15 @@ from .model import (
     TriggerSavepoint,
 )
 from .status import apply_conditions
-from .status_model import Drain, Failure, PendingSavepoint, PendingTrigger, Point, SavepointRecord
+from .status_model import (
+    Drain,
+    Failure,
+    PendingSavepoint,
+    PendingTrigger,
+    Point,
+    SavepointRecord,
+    UpgradeInFlight,
+)
 from .step import (  # noqa: F401  (spec_key, backoff_seconds, DRAIN_GRACE: used by reconcile and tests)
     DRAIN_GRACE,
     POLL,
@@ -192,6 +200,11 @@ def _suspend_or_resume(run: Step) -> None:
             run.d.actions.append(StopRuntime(savepoint=name))
             run.tr.drain = Drain(at=run.now)
             run.choose_point("restore_target", name)
+        if run.tr.upgrade_deadline is not None:
+            # A new spec on trial is suspended before it was Ready: its trial starts again, with a new
+            # deadline, at the attempt the resume creates (not the time spent suspended).
+            run.tr.upgrade = UpgradeInFlight(rollback_point=run.tr.rollback_point)
+            run.tr.clear("upgrade_deadline", "rollback_point")
         run.set_phase("Suspended", "Suspending", "draining with a savepoint" if pod and pod.can_drain else "no running pod")
     drain_then_remove(run)
 

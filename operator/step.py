@@ -261,8 +261,10 @@ class Step:
         point, empty after a stateless upgrade, a drain's savepoint, else past a restore that failed,
         the newest checkpoint not known to be bad, else None (lineage_point)."""
         chosen_over = self.tr.chosen_over
-        if chosen_over is not None and not same_point(chosen_over, self._spec_point() or Point()):
+        if chosen_over is not None and self.spec.restore_from is not None \
+                and not same_point(chosen_over, self._spec_point() or Point()):
             return None  # the user named a restore point since the operator chose one: theirs (lineage_point)
+        # (a restoreFrom removed since names nothing: the operator's point stands)
         rollback = self.tr.next_point
         if rollback:
             return rollback.restore_from()

@@ -415,6 +415,16 @@ FOUND["a failed spec.restoreFrom that came with an upgrade is replaced by its ro
     ("edit_restore_from", {"i": 4, "kind": "missing"}), ("world_goes_quiet", {}), ("time_passes", {"seconds": 600.0}),
     ("savepoint_nonce", {}), ("world_goes_quiet", {})]
 
+FOUND["restoreFrom removed while suspended: the suspend savepoint is dropped for no point at all"] = [
+    ("edit_restore_from", {"i": 5, "kind": "fresh"}), ("suspend_or_resume", {"state": "suspended"}),
+    ("world_goes_quiet", {}), ("edit_restore_from", {"i": 0, "kind": "none"}),
+    ("suspend_or_resume", {"state": "running"}), ("operator_rounds", {"n": 3})]
+FOUND["a new spec suspended while on trial: the trial's deadline runs out while suspended, a rollback starts empty"] = [
+    ("world_progresses", {"n": 3}), ("edit_restart_policy", {"policy": "Never"}), ("runtime_crashes", {"code": 1, "i": 0}),
+    ("operator_rounds", {"n": 2}), ("suspend_or_resume", {"state": "suspended"}), ("edit_job_args", {"n": 2}),
+    ("world_progresses", {"n": 5}), ("world_progresses", {"n": 3}), ("suspend_or_resume", {"state": "running"}),
+    ("operator_rounds", {"n": 4}), ("world_progresses", {"n": 1})]
+
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
