@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # Sparkpoint images. Two targets from one file:
-#   operator  the kopf operator (`sparkpoint-operator`); Python only, no Java, no Spark.
+#   operator  the kopf operator (`sparkpoint-operator`): `sparkpoint[operator]`; no Java, no Spark.
 #   runtime   a job's driver (`sparkpoint run JOB_FILE`) and its GC sidecar (`sparkpoint gc ...`):
-#             JRE 17 headless and pyspark, laid out like Spark's own images (SPARK_HOME=/opt/spark,
+#             `sparkpoint[runtime]`, JRE 17 headless and pyspark, laid out like Spark's own images (SPARK_HOME=/opt/spark,
 #             WORKDIR /opt/spark/work-dir, uid 185) so Spark executors can later use it too.
 # Both run as uid 185 and work with a read-only root file system: HOME and every cache point at
 # /tmp (an emptyDir in the pods), bytecode is compiled at build time.
@@ -24,7 +24,7 @@ COPY pyproject.toml image/requirements.py image/constraints.txt ./
 RUN python3 -m venv /opt/build \
  && python3 requirements.py pyproject.toml runtime > runtime.txt \
  && python3 requirements.py pyproject.toml operator > operator.txt \
- && /opt/build/bin/pip wheel --quiet --wheel-dir /wheels -c constraints.txt -r runtime.txt
+ && /opt/build/bin/pip wheel --quiet --wheel-dir /wheels -c constraints.txt -r runtime.txt -r operator.txt
 COPY setup.py README.md ./
 COPY sparkpoint/ sparkpoint/
 COPY runtime/ runtime/

@@ -29,6 +29,9 @@ $(VENV)/.installed: pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	@# The checkout root on the venv's path: the test and benchmark harness (harness/) imports from
+	@# scripts run by path too (bench/*.py, e2e/chaos.py). The wheel does not ship it.
+	$(PY) -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "sparkpoint-checkout.pth").write_text(sys.argv[1] + "\n")' "$(CURDIR)"
 	touch $@
 
 venv: $(VENV)/.installed
@@ -104,7 +107,7 @@ test-image: venv minio java image
 
 # --- user-facing ---------------------------------------------------------------------------------
 demo: venv java
-	$(PY) -m sparkpoint.runtime.demo
+	$(PY) -m harness.demo
 
 bench: venv minio java
 	$(PY) bench/run_all.py

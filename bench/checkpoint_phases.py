@@ -37,10 +37,10 @@ from typing import Any
 from peers.stats import bootstrap_median  # bench/ is on sys.path when this runs as a script
 from peers.toxiproxy import Toxiproxy
 
+from harness.minio_server import MinioServer
 from sparkpoint.runtime.checkpoint import CheckpointResult, CheckpointWriter, catalog, fence, write_fence
 from sparkpoint.runtime.checkpoint import writer as writer_module
 from sparkpoint.runtime.store import JobRef, ObjectStore
-from sparkpoint.runtime.store.minio_server import MinioServer
 from sparkpoint.runtime.store.s3 import S3Store
 
 CALLS = ("put_bytes", "put_if_absent", "put_file", "get_bytes", "stat", "list", "delete")

@@ -33,7 +33,9 @@ from pathlib import Path
 import report  # bench/report.py (bench/ is on sys.path when this runs as a script)
 import yaml
 from operator_load import jobs, report_md, scenario
-from operator_load.kubeapi import ApiError, KubeApi, wait_until
+from operator_load.kubeapi import ApiError, KubeApi
+
+from harness.polling import wait_until_async
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = [sys.executable, str(REPO / "e2e" / "local" / "cluster.py")]
@@ -66,7 +68,7 @@ async def install_crds(api: KubeApi) -> None:
             return False
         return any(c["type"] == "Established" and c["status"] == "True"
                    for c in (crd.get("status") or {}).get("conditions") or [])
-    if not await wait_until(established, timeout=60):
+    if not await wait_until_async(established, timeout=60):
         raise SystemExit("the StreamingJob CRD did not become Established")
 
 

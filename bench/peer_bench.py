@@ -49,8 +49,8 @@ from peers.common import Context, RunResult, Workload
 from peers.render import END, START, render
 from peers.toxiproxy import Toxiproxy
 
+from harness.minio_server import MinioServer
 from sparkpoint.runtime.store import open_store
-from sparkpoint.runtime.store.minio_server import MinioServer
 
 REPO = Path(__file__).resolve().parents[1]
 BUCKET = "bench"

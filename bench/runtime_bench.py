@@ -30,8 +30,8 @@ from typing import Any
 
 import report  # bench/report.py; bench/ is on sys.path when this runs as a script
 
-from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, committed, wait_until
-from sparkpoint.runtime.store.minio_server import MinioServer
+from harness.minio_server import MinioServer
+from harness.runtime_job import RuntimeProcess, WindowedJob, committed, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import report  # bench/report.py; bench/ is on sys.path when this runs as a script
 
+from harness.minio_server import MinioServer
 from sparkpoint.runtime.checkpoint import CheckpointWriter, HashCache, restore, write_fence
 from sparkpoint.runtime.store import JobRef
 from sparkpoint.runtime.store.layout import object_key
-from sparkpoint.runtime.store.minio_server import MinioServer
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"

@@ -42,7 +42,7 @@ from kubernetes import client, config
 from operator_jobs import BUCKET, Jobs
 from test_operator_recovery import runtime_pid
 
-from sparkpoint.runtime.demo import WindowedJob, canonical
+from harness.runtime_job import WindowedJob, canonical
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 

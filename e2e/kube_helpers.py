@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+
+from harness.polling import wait_until
+
+T = TypeVar("T")
 
 CRD_FILE = Path(__file__).resolve().parents[1] / "crds" / "streamingjob.yaml"
 GROUP, VERSION, PLURAL = "sparkpoint.dev", "v1alpha1", "streamingjobs"
@@ -20,16 +24,10 @@ LOCAL_LOGS = STATE_DIR / "node" / "logs"
 MINIO_INFO = Path(os.environ.get("SPARKPOINT_E2E_MINIO", STATE_DIR / "minio.json"))
 
 
-def wait_for(what: str, check: Callable[[], object], timeout: float = 60, interval: float = 0.25):
-    """Polls `check` until it returns something truthy; fails naming `what` on timeout."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {last!r}")
+def wait_for(what: str, check: Callable[[], T], timeout: float = 60, interval: float = 0.25) -> T:
+    """harness.polling.wait_until in the e2e suite's argument order (what is awaited first): returns
+    `check`'s first truthy value, fails (an AssertionError) naming `what` on timeout."""
+    return wait_until(check, timeout, what, interval=interval)
 
 
 def exists(read: Callable[[], object]) -> bool:

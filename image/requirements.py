@@ -1,26 +1,21 @@
 """Prints one image target's Python requirements, taken from pyproject.toml so the pins live in
-one place: `runtime` gets every dependency, `operator` all but pyspark (it never starts Spark)."""
+one place: the base dependencies plus the target's extra (`sparkpoint[runtime]` or `[operator]`)."""
 
 import sys
 import tomllib
 
-OPERATOR_EXCLUDES = {"pyspark"}
+TARGETS = ("runtime", "operator")
 
 
 def requirements(pyproject: dict, target: str) -> list[str]:
-    deps = pyproject["project"]["dependencies"]
-    if target == "runtime":
-        return list(deps)
-    if target == "operator":
-        return [d for d in deps if _name(d) not in OPERATOR_EXCLUDES]
-    raise SystemExit(f"unknown image target {target!r} (operator or runtime)")
-
-
-def _name(requirement: str) -> str:
-    for i, char in enumerate(requirement):
-        if not (char.isalnum() or char in "-_."):
-            return requirement[:i].lower()
-    return requirement.lower()
+    if target not in TARGETS:
+        raise SystemExit(f"unknown image target {target!r} (operator or runtime)")
+    project = pyproject["project"]
+    out: list[str] = []
+    for dep in [*project["dependencies"], *project["optional-dependencies"][target]]:
+        if dep not in out:
+            out.append(dep)
+    return out
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from sparkpoint.runtime.checkpoint.savepoint import delete_savepoint
+from sparkpoint.runtime.checkpoint import delete_savepoint
 from sparkpoint.runtime.config import JobSpec, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 

@@ -38,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--external-triggers", action="store_true",
                    help="checkpoints are triggered over the control API (the operator does); the own "
                         "interval timer only runs after two intervals without a request")
+    p.add_argument("--full-upload", action="store_true",
+                   help="upload every file at every checkpoint, reusing nothing: the benchmarks' "
+                        "non-incremental baseline, not for jobs")
     p.add_argument("--name", default=None, help="override the job name (default metadata.name or file stem)")
     p.add_argument("--namespace", default=None, help="override the namespace")
     p.set_defaults(handler=cmd_run)
@@ -89,6 +92,8 @@ def child_command(args: argparse.Namespace, work_dir: Path) -> list[str]:
         cmd += ["--until-batch", str(args.until_batch)]
     if args.external_triggers:
         cmd.append("--external-triggers")
+    if args.full_upload:
+        cmd.append("--full-upload")
     if args.name:
         cmd += ["--name", args.name]
     if args.namespace:
@@ -128,7 +133,8 @@ def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # t
     runtime = JobRuntime(ident, spec, RunOptions(work_dir=work_dir, host=args.host, port=args.port,
                                                  token=args.token, metrics_port=args.metrics_port,
                                                  until_batch=args.until_batch, grace_seconds=args.grace,
-                                                 external_triggers=args.external_triggers))
+                                                 external_triggers=args.external_triggers,
+                                                 full_upload=args.full_upload))
     log = logging.getLogger("sparkpoint.runtime")
     try:
         return runtime.run()

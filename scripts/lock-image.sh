@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 py=.venv/bin/python
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-$py image/requirements.py pyproject.toml runtime > "$tmp/req.txt"
+{ $py image/requirements.py pyproject.toml runtime; $py image/requirements.py pyproject.toml operator; } \
+  | sort -u > "$tmp/req.txt"
 $py -m pip install -q --dry-run --ignore-installed --report "$tmp/report.json" -r "$tmp/req.txt"
 {
   sed -n '1,2p' image/constraints.txt

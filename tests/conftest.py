@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.minio_server import MinioServer
 from sparkpoint.runtime.store import JobRef, ObjectStore, open_store
-from sparkpoint.runtime.store.minio_server import MinioServer
 
 TEST_BUCKET = "sparkpoint-test"
 

@@ -106,14 +106,3 @@ class KubeApi:
                 if not line:
                     return
                 yield json.loads(line)
-
-
-async def wait_until(check: Any, timeout: float, every: float = 1.0) -> bool:
-    """Await `check()` (async, returns bool) until true or `timeout` seconds passed."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        if await check():
-            return True
-        if asyncio.get_running_loop().time() >= deadline:
-            return False
-        await asyncio.sleep(every)

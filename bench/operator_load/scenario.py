@@ -19,11 +19,12 @@ from typing import Any
 
 import aiohttp
 
+from harness.polling import wait_until_async
 from sparkpoint.runtime.config import parse_duration
 
 from . import jobs, procstat
 from .fake_kubelet import FakeKubelet
-from .kubeapi import ApiError, KubeApi, wait_until
+from .kubeapi import ApiError, KubeApi
 
 log = logging.getLogger("operator-load")
 
@@ -178,7 +179,7 @@ async def _delete_sample(api: KubeApi, namespace: str, settings: Settings, times
     async def all_back() -> bool:
         return all(pod in times.seen and f"{namespace}/{pod}" in running_at for pod in deleted)
     result.deleted, result.deletion_wait_s = len(deleted), 120 + 2 * parse_duration(settings.backoff)
-    await wait_until(all_back, timeout=result.deletion_wait_s, every=1.0)
+    await wait_until_async(all_back, timeout=result.deletion_wait_s, interval=1.0)
     for pod, t0 in deleted.items():
         if pod in times.seen:
             result.delete_to_created.append(times.seen[pod] - t0)
@@ -200,7 +201,7 @@ async def _teardown(api: KubeApi, namespace: str) -> None:
             return False
         except ApiError as exc:
             return exc.status == 404
-    if not await wait_until(gone, timeout=300, every=2.0):
+    if not await wait_until_async(gone, timeout=300, interval=2.0):
         log.warning("namespace %s still terminating after 300 s", namespace)
 
 
@@ -225,7 +226,7 @@ async def run(settings: Settings, api: KubeApi, operator: OperatorProcess, names
             phases = await _phases(api, namespace)
             return len(phases) == settings.jobs and all(s.get("phase") == "Running" for s in phases.values())
         ramp_timeout = settings.ramp_timeout or max(300.0, settings.jobs * 1.5)
-        if not await wait_until(all_running, timeout=ramp_timeout, every=5.0):
+        if not await wait_until_async(all_running, timeout=ramp_timeout, interval=5.0):
             log.warning("not all %d jobs Running after the ramp timeout; measuring anyway", settings.jobs)
         result.ramp_s = time.time() - started
         ramp_end = procstat.sample(pid)

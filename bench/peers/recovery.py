@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, canonical, wait_until
+from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, wait_until
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 

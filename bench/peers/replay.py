@@ -12,8 +12,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from harness.runtime_job import RuntimeProcess, wait_until
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
-from sparkpoint.runtime.demo import RuntimeProcess, wait_until
 from sparkpoint.runtime.store import JobRef, open_store
 
 from .churn import ChurnWorkload

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.runtime_job import RuntimeProcess
 from sparkpoint.runtime.checkpoint import gc_pass
-from sparkpoint.runtime.demo import RuntimeProcess
 from sparkpoint.runtime.store import JobRef, open_store
 
 from .churn import ChurnWorkload

@@ -1,5 +1,5 @@
 """Sparkpoint setups, each `sparkpoint run` in a fresh process: incremental checkpoints (10 s, 60 s),
-full checkpoints (every file uploaded every time, SPARKPOINT_BENCH_FULL_UPLOAD=1) and the floor
+full checkpoints (every file uploaded every time, `sparkpoint run --full-upload`) and the floor
 (hot dir only, no durable checkpoints)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob
+from harness.runtime_job import RuntimeProcess, WindowedJob
 
 from . import churn
 from .common import Context, RunResult, Workload, batch_phases, completed_checkpoints, json_lines
@@ -40,13 +40,13 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
     store = f"s3://{ctx.bucket}/{tag}-{uuid.uuid4().hex[:8]}"
     job_file = job.write(ctx.base / f"{tag}.yaml", store)
     log = ctx.base / f"{tag}.log"
-    env = {**ctx.env, **({"SPARKPOINT_BENCH_FULL_UPLOAD": "1"} if full else {}),
+    env = {**ctx.env,
            # The floor never publishes its output: its staged output must not fill the sink's budget,
            # which would take a checkpoint (a large workload stages more than the 1 GiB default).
            **({"SPARKPOINT_SINK_STAGED_BUDGET": FLOOR_STAGED_BUDGET} if name == "floor" else {}),
            **({"SPARKPOINT_CHECKPOINT_NICE": "10"} if name.endswith("-nice10") else {})}
     pod = ctx.base / f"{tag}-pod"
-    p = RuntimeProcess(job_file, pod, log, until_batch=w.until_batch, env=env).start()
+    p = RuntimeProcess(job_file, pod, log, until_batch=w.until_batch, env=env, full_upload=full).start()
     try:
         code = p.wait(3600)
     except BaseException:  # interrupted: take the JVM down with us
@@ -60,11 +60,11 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
     batches = [e for e in events if e.get("msg") == "batch completed" and e["batchId"] >= w.warmup_batches
                and e["batchId"] < w.batches]
     cps = [c for c in completed_checkpoints(events) if c["trigger"] in ("interval", "sink-budget")]
-    command = (f"{'SPARKPOINT_BENCH_FULL_UPLOAD=1 ' if full else ''}"
-               f"{'SPARKPOINT_CHECKPOINT_NICE=10 ' if name.endswith('-nice10') else ''}"
+    command = (f"{'SPARKPOINT_CHECKPOINT_NICE=10 ' if name.endswith('-nice10') else ''}"
                f"{'SPARKPOINT_SINK_STAGED_BUDGET=' + FLOOR_STAGED_BUDGET + ' ' if name == 'floor' else ''}"
                "python -m sparkpoint.runtime.cli run "
-               f"{shlex.quote(job_file.name)} --until-batch {w.until_batch}  # interval {interval}")
+               f"{shlex.quote(job_file.name)} --until-batch {w.until_batch}{' --full-upload' if full else ''}"
+               f"  # interval {interval}")
     return RunResult(
         setup=name, latency_ms=ctx.latency_ms, durations=[b["durationSeconds"] for b in batches],
         active_seconds=_span(batches), command=command, window=_window(batches),

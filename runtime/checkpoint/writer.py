@@ -264,9 +264,6 @@ class CheckpointOperation:
         self.writer.own.give_up(self.id, keep)
 
 
-FULL_UPLOAD_ENV = "SPARKPOINT_BENCH_FULL_UPLOAD"
-
-
 class CheckpointWriter:
     """Takes checkpoints for one attempt of one job; operations may overlap (ids are claimed in
     ticket order, see tickets.py)."""
@@ -284,14 +281,14 @@ class CheckpointWriter:
         reuse_window_seconds: float = 300.0,
         pending_timeout_seconds: float = 3600.0,  # GC's (gc --pending-timeout, spec.gc.pendingTimeout)
         clock: Callable[[], float] = time.time,
-        full_upload: bool | None = None,
+        full_upload: bool = False,
         carry_failed: bool = False,
         inline_max: int | None = None,
     ):
         self.store, self.job, self.attempt, self.job_uid = store, job, attempt, job_uid
-        # Benchmark baseline only (bench/peer_bench.py "Sparkpoint full"): every checkpoint uploads
-        # every file, as a non-incremental design would. Off unless asked for.
-        self.full_upload = (os.environ.get(FULL_UPLOAD_ENV) == "1") if full_upload is None else full_upload
+        # Benchmark baseline only (bench/peer_bench.py "Sparkpoint full", `sparkpoint run --full-upload`):
+        # every checkpoint uploads every file, as a non-incremental design would.
+        self.full_upload = full_upload
         self.hash_cache = hash_cache if hash_cache is not None else HashCache(None)
         self.upload_workers = max(1, upload_workers)
         # Files up to this size travel in the manifest (inline.py); None: SPARKPOINT_CHECKPOINT_INLINE_MAX.

@@ -55,6 +55,7 @@ class RunOptions:
     job_uid: str | None = None
     handle_signals: bool = True
     external_triggers: bool = False  # an operator triggers checkpoints; the own timer is a fallback
+    full_upload: bool = False  # benchmarks' baseline: every checkpoint uploads every file (CheckpointWriter)
 
 
 def default_store_url(work_dir: Path) -> str:
@@ -233,7 +234,7 @@ class JobRuntime:
                                   # No reuse by age: a checkpoint reuses only the base's objects and
                                   # those of this writer's kept markers, so GC may delete an orphan
                                   # as soon as nothing references it (its grace covers clock skew).
-                                  reuse_window_seconds=0, carry_failed=True,
+                                  reuse_window_seconds=0, carry_failed=True, full_upload=self.opts.full_upload,
                                   pending_timeout_seconds=parse_duration(spec.gc.pending_timeout))
         self.pipeline = pipeline = CheckpointPipeline(
             store=self.store, job=self.job, writer=writer, sink=self.sink, hot_dir=self.hot_dir,

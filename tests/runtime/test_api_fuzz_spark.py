@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, canonical, wait_until
+from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, wait_until
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 

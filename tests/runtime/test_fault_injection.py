@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, canonical, wait_until
+from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, wait_until
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 

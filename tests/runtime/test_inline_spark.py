@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from harness.runtime_job import canonical
 from sparkpoint.runtime.checkpoint import inline
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
-from sparkpoint.runtime.demo import canonical
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store.layout import checkpoint_key
 from sparkpoint.runtime.store.manifest import FORMAT_VERSION

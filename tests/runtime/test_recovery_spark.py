@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, committed, wait_until
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
-from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, canonical, committed, wait_until
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, Manifest, ObjectStore, open_store
 from sparkpoint.runtime.store.layout import object_key

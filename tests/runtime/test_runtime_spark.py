@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkpoint.runtime.demo import EXAMPLES, RuntimeProcess, WindowedJob, wait_until
+from harness.runtime_job import EXAMPLES, RuntimeProcess, WindowedJob, wait_until
 from sparkpoint.runtime.store import JobRef, open_store
 
 pytestmark = [pytest.mark.spark]
@@ -334,7 +334,7 @@ def test_supervise_restarts_after_a_crash_and_sigterm_drains(tmp_path):
 def test_upsert_sink_converges_to_the_final_aggregates(tmp_path):
     """Upsert mode: every batch's changed rows are visible at once; the folded table per
     (window, key) equals the independently computed result for every closed window."""
-    from sparkpoint.runtime.demo import canonical
+    from harness.runtime_job import canonical
     from sparkpoint.runtime.sink.upsert import read_upserted
 
     job = WindowedJob(name="upserts", rows_per_batch=1000, keys=300, total_batches=16, trigger="300ms",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, canonical
+from harness.runtime_job import RuntimeProcess, WindowedJob, canonical
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.minio_server import free_port
 from sparkpoint.runtime.checkpoint import write_fence
 from sparkpoint.runtime.checkpoint.coordinator import RETRY_BACKOFF_CAP, due_reason, retry_delay
 from sparkpoint.runtime.sink.journal import SinkJournal
@@ -23,7 +24,6 @@ from sparkpoint.runtime.sink.transactional import (
     staged_budget_bytes,
 )
 from sparkpoint.runtime.store.base import StoreUnreachableError
-from sparkpoint.runtime.store.minio_server import free_port
 from sparkpoint.runtime.store.s3 import S3Store
 
 from .test_sink import FakeBatch

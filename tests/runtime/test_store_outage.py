@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.runtime.demo import RuntimeProcess, WindowedJob, canonical, wait_until
+from harness.minio_server import MinioServer, free_port
+from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, wait_until
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
-from sparkpoint.runtime.store.minio_server import MinioServer, free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.minio, pytest.mark.slow, pytest.mark.timeout(1500)]
 

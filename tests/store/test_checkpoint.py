@@ -56,17 +56,15 @@ def test_next_checkpoint_uploads_exactly_the_k_changed_files(store, job, tmp_pat
     assert list_checkpoint_ids(store, job) == [first.id, second.id]
 
 
-def test_full_upload_baseline_uploads_every_file_each_time(store, job, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_full_upload_baseline_uploads_every_file_each_time(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The benchmarks' non-incremental baseline: nothing is reused, the manifests are the same."""
     write_tree(tmp_path / "hot", 12)
-    monkeypatch.setenv("SPARKPOINT_BENCH_FULL_UPLOAD", "1")
-    writer = new_writer(store, job)
+    writer = new_writer(store, job, full_upload=True)
     first = writer.take_checkpoint(tmp_path / "hot", batch_id=1)
     second = writer.take_checkpoint(tmp_path / "hot", batch_id=2)
     assert second.uploaded_objects == 12 and second.new_bytes == second.bytes == first.bytes
     assert second.reused_bytes == 0
     assert [e.sha256 for e in second.manifest.files] == [e.sha256 for e in first.manifest.files]
-    monkeypatch.delenv("SPARKPOINT_BENCH_FULL_UPLOAD")
     assert new_writer(store, job).take_checkpoint(tmp_path / "hot", batch_id=3).uploaded_objects == 0
 
 

@@ -10,9 +10,9 @@ import threading
 import time
 import urllib.request
 
+from harness.minio_server import free_port
 from sparkpoint.runtime.store import JobRef, open_store
 from sparkpoint.runtime.store.layout import object_key
-from sparkpoint.runtime.store.minio_server import free_port
 
 from .clirun import CLI, sparkpoint, sparkpoint_json
 from .trees import change_files, tree_digest, write_tree

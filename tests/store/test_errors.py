@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from harness.minio_server import free_port
 from sparkpoint.runtime.checkpoint import (
     CheckpointWriter,
     GcError,
@@ -24,7 +25,6 @@ from sparkpoint.runtime.store import (
     open_store,
 )
 from sparkpoint.runtime.store.layout import checkpoint_key, objects_prefix
-from sparkpoint.runtime.store.minio_server import free_port
 from sparkpoint.runtime.store.retry import with_retries
 
 from .clirun import sparkpoint

@@ -79,7 +79,7 @@ def test_readers_check_writes_nothing(minio_server) -> None:  # type: ignore[no-
 
 def test_launcher_stops_minio_and_removes_its_data_on_sigterm(tmp_path: Path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "sparkpoint.runtime.store.minio_server"],
+    proc = subprocess.Popen([sys.executable, "-m", "harness.minio_server"],
                             stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.minio_server import MinioServer
 from sparkpoint.runtime.store import StoreError
-from sparkpoint.runtime.store.minio_server import MinioServer
 from sparkpoint.runtime.store.s3 import S3Store
 
 pytestmark = pytest.mark.minio

@@ -4,7 +4,7 @@ The binary comes from $SPARKPOINT_MINIO_BIN or `scripts/ensure-minio.sh` (pinned
 Each server gets a random free port, a temp data dir and generated credentials, and is stopped
 (and its data removed) on exit. Credentials are available to the caller, never logged.
 
-    python -m sparkpoint.runtime.store.minio_server --env-file /tmp/minio.env   # run until Ctrl-C
+    python -m harness.minio_server --env-file /tmp/minio.env   # run until Ctrl-C
 """
 
 from __future__ import annotations
@@ -20,15 +20,21 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .base import StoreError
+from sparkpoint.runtime.store import ObjectStore, StoreError, open_store
+from sparkpoint.runtime.store.s3 import S3Store
+
+from .polling import WaitTimeout, wait_until
 
 log = logging.getLogger("sparkpoint.minio")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Exited(Exception):
+    """The server process ended while starting."""
 
 
 def find_minio_binary() -> str:
@@ -94,16 +100,20 @@ class MinioServer:
         raise StoreError(f"MinIO server did not become ready; log tail:\n{last_error}")
 
     def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + self.startup_timeout
-        url = f"{self.endpoint}/minio/health/ready"
-        while time.monotonic() < deadline:
+        def exited() -> None:
             if self.proc is None or self.proc.poll() is not None:
-                return False
-            with contextlib.suppress(OSError, urllib.error.URLError), \
-                    urllib.request.urlopen(url, timeout=1) as resp:
-                if resp.status == 200:
-                    return True
-            time.sleep(0.1)
+                raise _Exited
+
+        try:
+            wait_until(self._ready, self.startup_timeout, "MinIO to be ready", interval=0.1, give_up=exited)
+            return True
+        except (WaitTimeout, _Exited):
+            return False
+
+    def _ready(self) -> bool:
+        with contextlib.suppress(OSError, urllib.error.URLError), \
+                urllib.request.urlopen(f"{self.endpoint}/minio/health/ready", timeout=1) as resp:
+            return resp.status == 200
         return False
 
     def _kill(self) -> None:
@@ -123,16 +133,12 @@ class MinioServer:
             self._log_path.unlink(missing_ok=True)
 
     def make_bucket(self, name: str) -> None:
-        from .s3 import S3Store
-
         S3Store(self.endpoint, name, "", self.access_key, self.secret_key).create_bucket()
 
     def store_url(self, bucket: str, prefix: str = "") -> str:
         return f"s3://{bucket}/{prefix}".rstrip("/")
 
-    def open(self, bucket: str, prefix: str = ""):  # -> S3Store
-        from . import open_store
-
+    def open(self, bucket: str, prefix: str = "") -> ObjectStore:
         return open_store(self.store_url(bucket, prefix), env=self.env())
 
     def __enter__(self) -> MinioServer:
