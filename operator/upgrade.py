@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import checkpoints as cp
 from .model import PodObs, StopRuntime
-from .status_model import Drain, Failure, Point, UpgradeInFlight
+from .status_model import Drain, Failure, Point, UpgradeInFlight, same_point
 from .step import DRAIN_GRACE, POLL, Step, drain_then_remove, point_tag, spec_key, stable_doc
 
 
@@ -79,7 +79,8 @@ def replace_pending(run: Step) -> None:
     same point (not counted as a restart). If there is a stable spec, the new one is on trial as
     an upgrade (a deadline, then rollback), never recorded as rejected before it ran."""
     point = run.tr.restore_from  # a point the operator chose; the spec's own is chosen again anyway
-    if point:
+    over = run.tr.lineage.over if run.tr.lineage else None
+    if point and same_point(over or Point(), run._spec_point() or Point()):  # (else the user named one since)
         run.choose_point("next_point", point)  # restore_point takes it for exactly the next attempt
     if run.tr.stable_spec_doc:
         run.tr.upgrade = UpgradeInFlight(rollback_point=run.tr.rollback_point)

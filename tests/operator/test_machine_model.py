@@ -425,6 +425,11 @@ FOUND["a new spec suspended while on trial: the trial's deadline runs out while 
     ("world_progresses", {"n": 5}), ("world_progresses", {"n": 3}), ("suspend_or_resume", {"state": "running"}),
     ("operator_rounds", {"n": 4}), ("world_progresses", {"n": 1})]
 
+FOUND["restoreFrom named while a resumed attempt is Pending and replaced: the suspend savepoint wins"] = [
+    ("suspend_or_resume", {"state": "suspended"}), ("world_goes_quiet", {}), ("suspend_or_resume", {"state": "running"}),
+    ("operator_round", {}), ("edit_image", {"image": IMAGES[1]}), ("edit_restore_from", {"i": 0, "kind": "checkpoint"}),
+    ("world_goes_quiet", {})]
+
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
