@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds etcd and the Kubernetes control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler) at the versions pinned in versions.env, from the Go module proxy, into
+# Builds etcd, the Kubernetes control plane (kube-apiserver, kube-controller-manager,
+# kube-scheduler) and the real node's binaries (kubelet, kube-proxy, the pause image) at the
+# versions pinned in versions.env, from the Go module proxy, into
 #   ${SPARKPOINT_CACHE:-~/.cache/sparkpoint}/etcd-<version>/bin
 #   ${SPARKPOINT_CACHE:-~/.cache/sparkpoint}/k8s-<version>/bin
-# Each is skipped when already built (a .complete marker is written last). Prints the two bin
+#   ${SPARKPOINT_CACHE:-~/.cache/sparkpoint}/k8s-node-<version>/bin, pause-<version>/
+# Each is skipped when already built (a .complete marker is written last). Prints the built
 # dirs on stdout; progress and timings go to stderr.
 #
 # How: a wrapper Go module of ours (gowrappers/) requires the upstream module at the pinned
@@ -16,6 +18,8 @@ repo=$(cd "$here/../.." && pwd)
 # shellcheck disable=SC1091
 source "$repo/versions.env"
 cache=${SPARKPOINT_CACHE:-$HOME/.cache/sparkpoint}
+# Fully qualified: containerd's CRI normalizes image names to docker.io/..., and must find it.
+PAUSE_IMAGE=docker.io/sparkpoint/pause:$PAUSE_IMAGE_VERSION
 export GOFLAGS="${GOFLAGS:--buildvcs=false} -p=${BUILD_PARALLELISM:-2}"
 export CGO_ENABLED=0
 
@@ -82,31 +86,68 @@ build_etcd() {
   echo "$out/bin"
 }
 
-build_kubernetes() {
-  local out="$cache/k8s-$KUBERNETES_VERSION" src start v=${KUBERNETES_VERSION#v} major minor patch
+# k8s_ldflags: /version reports the pinned release; the commit is unknown for a proxy build, so say so.
+k8s_ldflags() {
+  local pkg=k8s.io/component-base/version major minor patch
+  IFS=. read -r major minor patch <<<"${KUBERNETES_VERSION#v}"
+  echo "-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor" \
+    "-X $pkg.gitTreeState=clean -X $pkg.gitCommit=module-proxy-$KUBERNETES_VERSION" \
+    "-X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+}
+
+# build_k8s_set NAME WRAPPERS COMPONENT...: one wrapper module (gowrappers/WRAPPERS) requiring
+# k8s.io/kubernetes at the pinned version, one binary per component, into $cache/NAME-<version>/bin.
+build_k8s_set() {
+  local name=$1 wrappers=$2; shift 2
+  local out="$cache/$name-$KUBERNETES_VERSION" src start minor patch component ldflags
   [ -f "$out/.complete" ] && { echo "$out/bin"; return; }
-  IFS=. read -r major minor patch <<<"$v"
-  log "building Kubernetes $KUBERNETES_VERSION control plane into $out (once per machine)"
+  IFS=. read -r _ minor patch <<<"${KUBERNETES_VERSION#v}"
+  log "building Kubernetes $KUBERNETES_VERSION $* into $out (once per machine)"
   start=$(date +%s)
   src="$out/src"; rm -rf "$src"; mkdir -p "$src" "$out/bin"
-  cp -r "$here/gowrappers/kubernetes/." "$src/"
+  cp -r "$here/gowrappers/$wrappers/." "$src/"
   write_gomod "$src" k8s.io/kubernetes "$KUBERNETES_VERSION" "v0.$minor.$patch"
-  local pkg=k8s.io/component-base/version ldflags
-  # /version reports the pinned release; the commit is unknown for a proxy build, so say so.
-  ldflags="-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major"
-  ldflags+=" -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-  ldflags+=" -X $pkg.gitCommit=module-proxy-$KUBERNETES_VERSION"
-  ldflags+=" -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  local component
-  for component in kube-apiserver kube-controller-manager kube-scheduler; do
+  ldflags=$(k8s_ldflags)
+  for component in "$@"; do
     log "go build $component"
     (cd "$src" && nice go build -trimpath -o "$out/bin/$component" -ldflags "$ldflags" \
       "./$component") >&2
   done
   echo "$(( $(date +%s) - start ))" >"$out/build-seconds"
   touch "$out/.complete"
-  log "Kubernetes control plane built in $(cat "$out/build-seconds")s"
+  log "Kubernetes $* built in $(cat "$out/build-seconds")s"
   echo "$out/bin"
+}
+
+build_kubernetes() {
+  build_k8s_set k8s kubernetes kube-apiserver kube-controller-manager kube-scheduler
+}
+
+# The real node (NODE=real, e2e/local/real_node.py): the kubelet and kube-proxy from the same
+# module and version as the control plane, and the pause image: our static gowrappers/pause alone
+# in a docker archive for `ctr images import`, written with tar (no image tool needed here).
+build_node() {
+  build_k8s_set k8s-node kubernetes-node kubelet kube-proxy
+  local out="$cache/pause-$PAUSE_IMAGE_VERSION" work layer_sha config_sha
+  [ -f "$out/.complete" ] && { echo "$out"; return; }
+  log "building the pause image $PAUSE_IMAGE_VERSION into $out"
+  rm -rf "$out"; mkdir -p "$out/src"; work="$out/archive"; mkdir -p "$work/layer"
+  cp "$here/gowrappers/pause/main.go" "$out/src/"
+  printf 'module sparkpoint.dev/e2e/pause\n\ngo %s\n' "$(go env GOVERSION | sed 's/^go//')" >"$out/src/go.mod"
+  (cd "$out/src" && go build -trimpath -ldflags "-s -w" -o "$work/layer/pause" .) >&2
+  tar -C "$work/layer" --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$work/layer.tar" pause
+  layer_sha=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
+  printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":["/pause"],"User":"65535:65535"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+    "$layer_sha" >"$work/config.json"
+  config_sha=$(sha256sum "$work/config.json" | cut -d' ' -f1)
+  mv "$work/config.json" "$work/$config_sha.json"
+  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["layer.tar"]}]' "$config_sha" "$PAUSE_IMAGE" \
+    >"$work/manifest.json"
+  tar -C "$work" --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$out/pause.tar" \
+    manifest.json "$config_sha.json" layer.tar
+  rm -rf "$work"
+  touch "$out/.complete"
+  echo "$out"
 }
 
 # One builder at a time per cache (a background build and `make e2e` may both call this):
@@ -118,6 +159,7 @@ flock 9
 case "${1:-all}" in
   etcd) build_etcd ;;
   kubernetes) build_kubernetes ;;
-  all) build_etcd; build_kubernetes ;;
-  *) echo "usage: $0 [all|etcd|kubernetes]" >&2; exit 2 ;;
+  node) build_node ;;
+  all) build_etcd; build_kubernetes; build_node ;;
+  *) echo "usage: $0 [all|etcd|kubernetes|node]" >&2; exit 2 ;;
 esac

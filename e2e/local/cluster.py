@@ -35,6 +35,11 @@ from jsonlog import setup_logging  # noqa: E402
 log = logging.getLogger("cluster")
 REPO = HERE.parent.parent
 START_ORDER = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "minio", "node-agent"]
+REAL_NODE = ["containerd", "kubelet", "kube-proxy"]  # NODE=real instead of node-agent (real_node.py)
+
+
+def components_of(layout: c.Layout) -> list[str]:
+    return START_ORDER if layout.node == "agent" else [*START_ORDER[:-1], *REAL_NODE]
 
 
 def read_versions() -> dict[str, str]:
@@ -56,20 +61,30 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def load_layout(state: Path) -> c.Layout:
-    """The layout of the cluster in `state`; ports are chosen once and then kept."""
+def load_layout(state: Path, node: str | None = None) -> c.Layout:
+    """The layout of the cluster in `state`; ports are chosen once and then kept. `node` (agent or
+    real) is the one it was last brought up with unless given."""
     versions = read_versions()
     cache = Path(os.environ.get("SPARKPOINT_CACHE", Path.home() / ".cache" / "sparkpoint"))
     saved = state / "cluster.json"
     if saved.exists():
-        ports = c.Ports(**json.loads(saved.read_text())["ports"])
+        kept = json.loads(saved.read_text())
+        ports = c.Ports(**kept["ports"])
+        node = node or kept.get("node")
     else:
         ports = c.Ports(*(free_port() for _ in range(6)))
-    return c.Layout(
+    layout = c.Layout(
         state=state, repo=REPO, ports=ports,
         k8s_bin=cache / f"k8s-{versions['KUBERNETES_VERSION']}" / "bin",
         etcd_bin=cache / f"etcd-{versions['ETCD_VERSION']}" / "bin",
+        node=node or "agent",
     )
+    if layout.node == "real":
+        import real_node
+        layout.host_ip = real_node.host_ip()
+    elif layout.node != "agent":
+        raise SystemExit(f"NODE={layout.node!r}: agent or real")
+    return layout
 
 
 def port_is_free(port: int) -> bool:
@@ -83,7 +98,7 @@ def port_is_free(port: int) -> bool:
 
 def repick_taken_ports(layout: c.Layout) -> None:
     """On a cold start, ports kept from an earlier run that something else now holds are replaced."""
-    if any(pid_alive(layout.pids / f"{name}.pid") for name in START_ORDER):
+    if any(pid_alive(layout.pids / f"{name}.pid") for name in components_of(layout)):
         return
     for name, port in vars(layout.ports).items():
         if not port_is_free(port):
@@ -204,7 +219,10 @@ def node_ready(layout: c.Layout) -> bool:
 
 def up(state: Path) -> None:
     started = time.monotonic()
-    layout = load_layout(state)
+    layout = load_layout(state, os.environ.get("NODE") or None)
+    other_node = REAL_NODE if layout.node == "agent" else ["node-agent"]
+    if any(pid_alive(layout.pids / f"{name}.pid") for name in other_node):
+        raise SystemExit(f"the cluster in {state} runs the other kind of node: `cluster.py down` first")
     for binary in [layout.etcd_bin / "etcd", layout.k8s_bin / "kube-apiserver"]:
         if not binary.exists():
             raise SystemExit(f"{binary} is missing: run e2e/local/build.sh first (make cluster-up does)")
@@ -213,6 +231,9 @@ def up(state: Path) -> None:
     repick_taken_ports(layout)
     (state / "cluster.json").write_text(layout.to_json())
     pki.ensure_all(layout.pki, c.CLIENTS)
+    if layout.node == "real":
+        import real_node
+        real_node.ensure_certs(layout, layout.host_ip)
     for identity in c.CLIENTS:
         path = layout.kubeconfig_for(identity)
         path.write_text(json.dumps(c.kubeconfig(layout, identity), indent=2))
@@ -225,9 +246,15 @@ def up(state: Path) -> None:
     start(layout, "kube-controller-manager", c.controller_manager_command(layout))
     start(layout, "kube-scheduler", c.scheduler_command(layout))
     start_minio(layout)
-    agent_env = dict(os.environ, PYTHONPATH=str(HERE))
-    start(layout, "node-agent", c.node_agent_command(layout), env=agent_env, cwd=HERE)
-    wait_for(f"node {layout.node_name} to be Ready", lambda: node_ready(layout), 60, layout, "node-agent")
+    if layout.node == "real":
+        import real_node
+        real_node.start(layout, start, wait_for, free_port)
+        node_process = "kubelet"
+    else:
+        agent_env = dict(os.environ, PYTHONPATH=str(HERE))
+        start(layout, "node-agent", c.node_agent_command(layout), env=agent_env, cwd=HERE)
+        node_process = "node-agent"
+    wait_for(f"node {layout.node_name} to be Ready", lambda: node_ready(layout), 60, layout, node_process)
     wait_for("the default service account", lambda: api_get(
         layout, "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 60,
         layout, "kube-controller-manager")
@@ -255,7 +282,7 @@ def start_minio(layout: c.Layout) -> None:
         credentials_file.write_text(json.dumps({
             "access_key": "sparkpoint-" + secrets.token_hex(4), "secret_key": secrets.token_urlsafe(24)}))
     credentials = json.loads(credentials_file.read_text())
-    credentials["endpoint"] = f"http://127.0.0.1:{layout.ports.minio}"  # the port may have moved
+    credentials["endpoint"] = f"http://{layout.host_ip}:{layout.ports.minio}"  # the port may have moved
     credentials_file.write_text(json.dumps(credentials))
     env = dict(os.environ, MINIO_ROOT_USER=credentials["access_key"],
                MINIO_ROOT_PASSWORD=credentials["secret_key"], MINIO_BROWSER="off", MINIO_UPDATE="off")
@@ -274,11 +301,18 @@ def start_minio(layout: c.Layout) -> None:
 def down(state: Path, purge: bool) -> None:
     layout = load_layout(state)
     if layout.pids.exists():
-        stop(layout, "node-agent", grace=60)
-        kill_leftover_pod_processes(layout)
+        if layout.node == "real":
+            import real_node
+            real_node.stop(layout, stop)
+        else:
+            stop(layout, "node-agent", grace=60)
+            kill_leftover_pod_processes(layout)
         for name in reversed(START_ORDER[:-1]):
             stop(layout, name, grace=15)
     if purge:
+        if layout.node == "real":
+            import real_node
+            real_node.unmount_under(state)
         subprocess.run(["rm", "-rf", str(state)], check=True)
         log.info("state removed", extra={"state": str(state)})
     log.info("cluster down")
@@ -286,7 +320,7 @@ def down(state: Path, purge: bool) -> None:
 
 def status(state: Path) -> int:
     layout = load_layout(state)
-    running = {name: pid_alive(layout.pids / f"{name}.pid") for name in START_ORDER}
+    running = {name: pid_alive(layout.pids / f"{name}.pid") for name in components_of(layout)}
     print(json.dumps({"components": running, "server": layout.server_url,
                       "kubeconfig": str(layout.admin_kubeconfig)}, indent=2))
     return 0 if all(running.values()) else 1

@@ -43,6 +43,10 @@ class Layout:
     ports: Ports
     node_name: str = NODE_NAME
     extra: dict = field(default_factory=dict)
+    # "agent" (node_agent/) or "real" (kubelet + containerd: real_node.py). Pods of a real node live in
+    # their own network namespaces: they reach the API server and MinIO at host_ip, not loopback.
+    node: str = "agent"
+    host_ip: str = "127.0.0.1"
 
     @property
     def pki(self) -> Path:
@@ -70,7 +74,8 @@ class Layout:
         return f"https://127.0.0.1:{self.ports.apiserver}"
 
     def to_json(self) -> str:
-        return json.dumps({"ports": asdict(self.ports), "node_name": self.node_name}, indent=2)
+        return json.dumps({"ports": asdict(self.ports), "node_name": self.node_name, "node": self.node},
+                          indent=2)
 
 
 def kubeconfig(layout: Layout, identity: ClientIdentity) -> dict:
@@ -105,10 +110,17 @@ def etcd_command(layout: Layout) -> list[str]:
 
 def apiserver_command(layout: Layout) -> list[str]:
     pki = layout.pki
+    if layout.node == "real":
+        # Pods reach it through the `kubernetes` Service (kube-proxy) at the host's address: serve
+        # there too, advertise it, and let the API server keep that Service's endpoints.
+        network = ["--bind-address=0.0.0.0", f"--advertise-address={layout.host_ip}"]
+    else:
+        # The only endpoint would be a loopback address, which Endpoints validation refuses.
+        network = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"]
     return [
         str(layout.k8s_bin / "kube-apiserver"),
         f"--etcd-servers=http://127.0.0.1:{layout.ports.etcd_client}",
-        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+        *network,
         f"--secure-port={layout.ports.apiserver}",
         f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
         f"--client-ca-file={pki / 'ca.crt'}",
@@ -121,8 +133,6 @@ def apiserver_command(layout: Layout) -> list[str]:
         "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
-        # The only endpoint would be a loopback address, which Endpoints validation refuses.
-        "--endpoint-reconciler-type=none",
         "--allow-privileged=true", "--profiling=false", "--v=1",
     ]
 
@@ -158,7 +168,7 @@ def scheduler_command(layout: Layout) -> list[str]:
 
 def minio_command(layout: Layout, minio_bin: str, console_port: int) -> list[str]:
     # Flags before the data dir: MinIO's CLI stops reading flags at the first argument.
-    return [minio_bin, "server", "--quiet", "--address", f"127.0.0.1:{layout.ports.minio}",
+    return [minio_bin, "server", "--quiet", "--address", f"{layout.host_ip}:{layout.ports.minio}",
             "--console-address", f"127.0.0.1:{console_port}", str(layout.state / "minio-data")]
 
 

@@ -61,11 +61,14 @@ def _sign(pki: Path, stem: str, subject: str, extensions: str) -> None:
     ext.unlink()
 
 
-def ensure_serving_cert(pki: Path, stem: str, common_name: str) -> None:
-    """A serving certificate valid for the names and addresses clients use on this machine."""
+def ensure_serving_cert(pki: Path, stem: str, common_name: str, extra_ips: tuple[str, ...] = (),
+                        extra_dns: tuple[str, ...] = ()) -> None:
+    """A serving certificate valid for the names and addresses clients use on this machine (plus the
+    host's address and the node's name for the real node: real_node.ensure_certs)."""
     alt_names = ",".join([
         "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
         "DNS:kubernetes.default.svc.cluster.local", "IP:127.0.0.1", "IP:10.96.0.1",
+        *(f"DNS:{name}" for name in extra_dns), *(f"IP:{ip}" for ip in extra_ips),
     ])
     _sign(pki, stem, _subject(common_name), (
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
