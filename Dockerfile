@@ -46,6 +46,13 @@ RUN python3 -m venv /opt/sparkpoint/venv \
  && /opt/sparkpoint/venv/bin/pip install --quiet --no-index --no-deps /wheels/self/*.whl \
  && /opt/sparkpoint/venv/bin/pip uninstall --quiet --yes pip setuptools
 
+# --- Spark's Kafka connector: the pinned set `spark-kafka` of jars.lock, each jar checked by sha256 --
+FROM ${BASE} AS connector-jars
+ARG PIP_CERT
+COPY jars.lock scripts/fetch_jars.py /src/
+RUN if [ -n "$PIP_CERT" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi \
+ && python3 /src/fetch_jars.py spark-kafka --lock /src/jars.lock --dest /opt/sparkpoint/jars
+
 # --- common to both final images -----------------------------------------------------------------
 FROM ${BASE} AS common
 ARG VERSION=0.1.0
@@ -92,6 +99,7 @@ RUN apt-get update \
  && dpkg-query -W -f '${Version}\n' openjdk-17-jre-headless > /opt/sparkpoint/jre-version \
  && ln -s "$(dirname "$(dirname "$(readlink -f /usr/bin/java)")")" /usr/lib/jvm/java-17
 COPY --from=runtime-venv /opt/sparkpoint/venv /opt/sparkpoint/venv
+COPY --from=connector-jars /opt/sparkpoint/jars /opt/sparkpoint/jars
 # Spark's image layout on top of the pip-installed pyspark: SPARK_HOME's bin, sbin and jars are
 # the wheel's own; work-dir is the (writable) working directory.
 RUN pyspark_dir="$(find /opt/sparkpoint/venv/lib -maxdepth 3 -type d -name pyspark -path '*site-packages*')" \
@@ -100,8 +108,10 @@ RUN pyspark_dir="$(find /opt/sparkpoint/venv/lib -maxdepth 3 -type d -name pyspa
  && chown 185:185 /opt/spark/work-dir /var/lib/sparkpoint
 # USER: a user name for Python under any uid; the JVM gets one from nss_wrapper (libnss-wrapper
 # above), set up by the runtime before Spark starts (runtime/spark/identity.py, docs/image.md).
+# SPARKPOINT_SPARK_JARS_DIR: the runtime adds these jars to spark.jars (runtime/spark/session.py).
 ENV JAVA_HOME=/usr/lib/jvm/java-17 \
     SPARK_HOME=/opt/spark \
+    SPARKPOINT_SPARK_JARS_DIR=/opt/sparkpoint/jars \
     USER=sparkpoint
 WORKDIR /opt/spark/work-dir
 USER 185:185

@@ -11,10 +11,11 @@ export SPARKPOINT_CACHE := $(CACHE)
 # $(MAKE) even under `make -n`, so a dry run of `test` would run the whole test suite.
 SUBMAKE = $(MAKE) --no-print-directory
 
-.PHONY: help venv minio java helm prometheus lint test test-full test-unit crd demo bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full chaos monitor operator clean image test-image
+.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full chaos monitor operator clean image test-image
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
+	@echo "make demo-kafka   the same for the Kafka example against a local broker"
 	@echo "make test    set up everything and run the tests (what CI runs: slow scenarios in sample)"
 	@echo "make test-unit   the pure tests only (no MinIO, Java or cluster): the edit-test loop"
 	@echo "make test-full   the same with every slow scenario (store outages, all operator e2e scenarios)"
@@ -41,6 +42,10 @@ minio:
 
 java:
 	@scripts/ensure-java.sh
+
+# The Kafka broker's and Spark's Kafka connector's pinned jars (jars.lock), fetched once into the cache.
+kafka:
+	@python3 scripts/fetch_jars.py kafka >/dev/null && python3 scripts/fetch_jars.py spark-kafka >/dev/null
 
 helm:
 	@scripts/ensure-helm.sh
@@ -85,7 +90,7 @@ test-unit: venv
 # all of them cached; the chart tests, which need helm, wait for it on its lock), then the image
 # tests run, then the e2e suite on the local cluster, which is stopped again whatever the outcome.
 # SPARKPOINT_REQUIRE_IMAGES=1: a missing image fails the image tests instead of skipping them.
-test: venv minio java prometheus lint
+test: venv minio java kafka prometheus lint
 	@mkdir -p e2e/local/.state
 	@{ scripts/ensure-helm.sh && e2e/local/build.sh && scripts/ensure-prometheus-server.sh; } >e2e/local/.state/build.log 2>&1 & build=$$!; \
 	  scripts/build-image.sh >e2e/local/.state/image.log 2>&1 & image=$$!; \
@@ -115,6 +120,10 @@ test-image: venv minio java image
 # --- user-facing ---------------------------------------------------------------------------------
 demo: venv java
 	$(PY) -m harness.demo
+
+# The Kafka example killed and restored against a failure-free run (a local broker, no cluster).
+demo-kafka: venv java kafka
+	$(PY) -m harness.kafka_demo
 
 bench: venv minio java
 	$(PY) bench/run_all.py
@@ -167,7 +176,7 @@ chaos: venv minio
 	  export "$${line#export }"; $(PY) e2e/chaos.py
 
 test-full:
-	@SPARKPOINT_MODEL_STEPS=100000 $(SUBMAKE) test TIER=full
+	@SPARKPOINT_MODEL_STEPS=100000 SPARKPOINT_KAFKA_OUTAGE_SECONDS=60 $(SUBMAKE) test TIER=full
 
 # Every e2e test including the slow operator scenarios (@pytest.mark.slow: each runs a real Spark
 # job through restarts, minutes each on two cores).

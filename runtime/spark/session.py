@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from sparkpoint.runtime.config import SparkSection
 
@@ -32,7 +33,23 @@ def session_conf(spark: SparkSection) -> dict[str, str]:
         "spark.sql.adaptive.enabled": "false",  # AQE is disabled for streaming anyway; avoid the warning
     }
     conf.update(spark.conf)
+    jars = extra_jars()
+    if jars:  # the user's spark.jars stay; the runtime's connectors come after them
+        conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), *jars]))
     return conf
+
+
+def extra_jars() -> list[str]:
+    """The jars in $SPARKPOINT_SPARK_JARS_DIR: connectors pyspark does not ship (Kafka's), baked into
+    the runtime image there and fetched locally by `scripts/fetch_jars.py spark-kafka`. A missing dir
+    is an error, not a job that later fails to find its source."""
+    folder = os.environ.get("SPARKPOINT_SPARK_JARS_DIR")
+    if not folder:
+        return []
+    path = Path(folder)
+    if not path.is_dir():
+        raise ValueError(f"SPARKPOINT_SPARK_JARS_DIR={folder} is not a directory")
+    return sorted(str(jar) for jar in path.glob("*.jar"))
 
 
 def build_session(spark: SparkSection, app_name: str):  # -> pyspark.sql.SparkSession

@@ -79,3 +79,14 @@ def test_hadolint_passes_and_would_catch_a_bad_dockerfile(tmp_path):
     bad.write_text("FROM debian:latest\nRUN apt-get install gcc\n")
     flagged = subprocess.run([hadolint, str(bad)], capture_output=True, text=True)
     assert flagged.returncode != 0 and "DL3007" in flagged.stdout
+
+
+def test_runtime_gets_the_pinned_connector_jars_and_points_the_runtime_at_them():
+    by_name = stages()
+    fetch = by_name["connector-jars"]
+    assert "fetch_jars.py spark-kafka --lock /src/jars.lock --dest /opt/sparkpoint/jars" in fetch
+    assert "COPY --from=connector-jars /opt/sparkpoint/jars /opt/sparkpoint/jars" in by_name["runtime"]
+    assert "SPARKPOINT_SPARK_JARS_DIR=/opt/sparkpoint/jars" in by_name["runtime"]
+    assert "jars" not in by_name["operator"]
+    hashed = (ROOT / "scripts" / "build-image.sh").read_text()
+    assert "jars.lock scripts/fetch_jars.py" in hashed  # a changed pin rebuilds the image

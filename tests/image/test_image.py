@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 import yaml
@@ -45,6 +46,14 @@ def test_runtime_image_has_java_17_and_spark_layout(runtime_image):
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "/opt/spark/work-dir"]
     assert runtime_image.run(["python3", "-m", "pip", "--version"]).returncode != 0
+
+
+def test_runtime_image_has_the_pinned_kafka_connector(runtime_image):
+    r = runtime_image.run(["sh", "-c", 'ls "$SPARKPOINT_SPARK_JARS_DIR"'])
+    assert r.returncode == 0, r.stderr
+    lock = (Path(__file__).resolve().parents[2] / "jars.lock").read_text().splitlines()
+    wanted = {line.split()[2].rsplit("/", 1)[1] for line in lock if line.startswith("spark-kafka-")}
+    assert len(wanted) == 4 and set(r.stdout.split()) == wanted
 
 
 @pytest.mark.parametrize("fixture", ["operator_image", "runtime_image"])
