@@ -41,6 +41,7 @@ from .step import (  # noqa: F401  (spec_key, backoff_seconds, DRAIN_GRACE: used
     Step,
     backoff_seconds,
     drain_then_remove,
+    is_spec,
     point_tag,
     spec_key,
 )
@@ -251,7 +252,7 @@ def _attempt_running(run: Step) -> None:
     if run.st.phase == "Pending":
         if roll_back_if_late(run, pod):
             return
-        if (tr.attempt_spec or spec_key(run.spec)) != spec_key(run.spec):
+        if tr.attempt_spec is not None and not is_spec(tr.attempt_spec, run.spec):
             replace_pending(run)  # an edit fixes what keeps this attempt from starting (image, resources)
             return
         if not pod.ready:
@@ -263,7 +264,7 @@ def _attempt_running(run: Step) -> None:
         run.set_phase("Running", "Running", f"attempt {run.attempt} is ready")
     if tr.stable_spec is None:
         mark_stable(run)
-    if tr.stable_spec != spec_key(run.spec):
+    if not is_spec(tr.stable_spec, run.spec):
         begin_upgrade(run, pod)
         return
     _report_restore(run)

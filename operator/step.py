@@ -19,7 +19,11 @@ SAVEPOINTS_SHOWN = 20
 POLL = 2.0  # requeue while waiting for a pod to come or go
 SAVEPOINT_LISTING_WAIT = 30.0  # beyond DRAIN_GRACE: how long a drain's savepoint may take to be listed
 # Spec sections whose change needs a new pod (an upgrade); the rest is read by the operator only.
-_NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout")
+# upgradeMode says how to upgrade, so changing it alone needs no new pod.
+_NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout", "upgradeMode")
+# Keys an operator wrote before upgradeMode joined _NOT_UPGRADES hashed it too; they are still
+# recognised (is_spec), or upgrading the operator would restart every job.
+_LEGACY_HASHED = ("upgradeMode",)
 
 
 # spec_key per live JobSpec object: a job's loop decides on the same parsed spec round after round
@@ -31,13 +35,25 @@ def spec_key(spec: JobSpec) -> str:
     known = _spec_keys.get(id(spec))
     if known is not None and known[0]() is spec:
         return known[1]
-    doc = spec.model_dump(by_alias=True, mode="json")
-    for name in _NOT_UPGRADES:
-        doc.pop(name, None)
-    key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+    key = _hash_without(spec, _NOT_UPGRADES)
     spec_id = id(spec)
     _spec_keys[spec_id] = (weakref.ref(spec, lambda _: _spec_keys.pop(spec_id, None)), key)
     return key
+
+
+def _hash_without(spec: JobSpec, sections: tuple[str, ...]) -> str:
+    doc = spec.model_dump(by_alias=True, mode="json")
+    for name in sections:
+        doc.pop(name, None)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def is_spec(stored: str | None, spec: JobSpec) -> bool:
+    """A spec key from status names this spec (as this operator or an earlier one computed it)."""
+    if stored is None:
+        return False
+    return stored == spec_key(spec) or stored == _hash_without(
+        spec, tuple(n for n in _NOT_UPGRADES if n not in _LEGACY_HASHED))
 
 
 # Why a pod was lost without the job failing: these restart at once and spend no restart budget
@@ -60,7 +76,7 @@ def effective_spec(spec: JobSpec, tracking: Tracking) -> JobSpec:
     """The CR's spec, or after a rolled-back upgrade (while the CR still holds the rejected spec)
     the last stable one; the sections that need no new pod always follow the CR."""
     stable = tracking.stable_spec_doc
-    if not stable or tracking.rejected_spec != spec_key(spec):
+    if not stable or not is_spec(tracking.rejected_spec, spec):
         return spec
     current = spec.model_dump(by_alias=True, mode="json")
     doc = dict(stable, **{name: current[name] for name in _NOT_UPGRADES if name in current})
@@ -124,7 +140,7 @@ class Step:
             return
         upgrade = self.tr.upgrade
         if upgrade is None and self.tr.upgrade_deadline is None and self.tr.stable_spec_doc \
-                and self.tr.stable_spec not in (None, spec_key(self.spec)):
+                and self.tr.stable_spec is not None and not is_spec(self.tr.stable_spec, self.spec):
             # The spec changed while a rollback drained (no upgrade began for it): on trial all the same,
             # rolling back to the point the stable spec was to restore.
             upgrade = UpgradeInFlight(rollback_point=self.tr.next_point)

@@ -273,3 +273,28 @@ def test_a_runtime_that_exits_under_policy_never_fails_though_the_gc_sidecar_kee
     d = decide(observe(running(stableSpec=spec_key(never)), [pod(exit_code=2, ready=False)], spec=never))
     assert d.status["phase"] == "Failed" and "exit 2" in d.status["lastFailure"]["message"]
     assert [a.name for a in d.of(DeletePod)] == ["job-1"]
+
+
+# --- upgradeMode says how to upgrade: changing it alone is no upgrade ----------------------------------
+def test_an_upgrade_mode_edit_alone_does_not_restart_the_job():
+    old = make_spec(upgradeMode="savepoint")
+    st = running(stableSpec=spec_key(old), stableSpecDoc=stable_doc(old), attemptSpec=spec_key(old))
+    d = decide(observe(st, [pod()], runtime=RUNTIME, spec=make_spec(upgradeMode="last-checkpoint"), generation=2))
+    assert d.status["phase"] == "Running" and not d.of(StopRuntime) and not d.of(DeletePod)
+
+
+def test_spec_keys_an_earlier_operator_wrote_still_name_the_running_spec():
+    """Earlier operators hashed upgradeMode into the key: their status must not read as a spec change
+    (an operator upgrade would restart every job)."""
+    import hashlib
+    import json
+
+    spec = make_spec()
+    doc = spec.model_dump(by_alias=True, mode="json")
+    for name in ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout"):
+        doc.pop(name, None)
+    legacy = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+    assert legacy != spec_key(spec)
+    st = running(stableSpec=legacy, stableSpecDoc=stable_doc(spec), attemptSpec=legacy)
+    d = decide(observe(st, [pod()], runtime=RUNTIME, spec=spec))
+    assert d.status["phase"] == "Running" and not d.of(StopRuntime) and not d.of(DeletePod)
