@@ -55,6 +55,14 @@ def pod_logs(core: client.CoreV1Api, namespace: str, pod: str, container: str = 
     return "\n".join(f"--- {f.name}\n{f.read_text(errors='replace')}" for f in files) or "(no logs)"
 
 
+def real_node(core: client.CoreV1Api) -> bool:
+    """Whether pods run in containers (a kubelet with a CRI runtime: NODE=real, kind), not as host
+    processes of the local node agent (which reports the runtime local-process://)."""
+    nodes = core.list_node().items
+    return bool(nodes) and not any(
+        (n.status.node_info.container_runtime_version or "").startswith("local-process://") for n in nodes)
+
+
 def container_status(pod: client.V1Pod, name: str = "main"):
     for status in pod.status.container_statuses or []:
         if status.name == name:

@@ -137,14 +137,20 @@ build_node() {
   (cd "$out/src" && go build -trimpath -ldflags "-s -w" -o "$work/layer/pause" .) >&2
   tar -C "$work/layer" --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$work/layer.tar" pause
   layer_sha=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
-  printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":["/pause"],"User":"65535:65535"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
-    "$layer_sha" >"$work/config.json"
-  config_sha=$(sha256sum "$work/config.json" | cut -d' ' -f1)
-  mv "$work/config.json" "$work/$config_sha.json"
-  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["layer.tar"]}]' "$config_sha" "$PAUSE_IMAGE" \
-    >"$work/manifest.json"
+  # Two images on that layer: the pause image (uid 65535) and root-probe, the same binary with no
+  # USER (root), for the e2e test that the kubelet refuses runAsNonRoot with a root image.
+  local manifest="" name user configs=()
+  for name in "$PAUSE_IMAGE" "docker.io/sparkpoint/root-probe:$PAUSE_IMAGE_VERSION"; do
+    user=$([ "$name" = "$PAUSE_IMAGE" ] && echo ',"User":"65535:65535"' || true)
+    printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":["/pause"]%s},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+      "$user" "$layer_sha" >"$work/config.json"
+    config_sha=$(sha256sum "$work/config.json" | cut -d' ' -f1)
+    mv "$work/config.json" "$work/$config_sha.json"; configs+=("$config_sha.json")
+    manifest+="${manifest:+,}{\"Config\":\"$config_sha.json\",\"RepoTags\":[\"$name\"],\"Layers\":[\"layer.tar\"]}"
+  done
+  echo "[$manifest]" >"$work/manifest.json"
   tar -C "$work" --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$out/pause.tar" \
-    manifest.json "$config_sha.json" layer.tar
+    manifest.json "${configs[@]}" layer.tar
   rm -rf "$work"
   touch "$out/.complete"
   echo "$out"

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kube_helpers import container_status, python_container
+from kube_helpers import container_status, python_container, real_node
 from minio import Minio
 
 LOCAL = Path(__file__).resolve().parents[1]
@@ -48,7 +48,15 @@ def test_cluster_up_is_idempotent_and_prints_the_export_line_last():
     assert {p.name: p.read_text() for p in (STATE / "pids").glob("*.pid")} == pids_before, "a component restarted"
 
 
-def test_pods_get_loopback_addresses_and_their_output_is_kept(core, namespace, pods):
+@pytest.fixture
+def agent_node(core):
+    """The node agent's own rules (loopback pod IPs, POD_IP, its log dir, the image-name rule); the real
+    node's counterparts are in e2e/test_real_node.py."""
+    if real_node(core):
+        pytest.skip("node agent behaviour; this cluster runs a real kubelet (NODE=real)")
+
+
+def test_pods_get_loopback_addresses_and_their_output_is_kept(core, namespace, pods, agent_node):
     pods.create("hello", [python_container("import os; print('hello from', os.environ['POD_IP'])")],
                 restart_policy="Never")
     pod = pods.wait_phase("hello", "Succeeded")
@@ -74,7 +82,7 @@ def test_minio_beside_the_cluster_serves_s3():
     assert s3.get_object(bucket, "probe").read() == b"ok"
 
 
-def test_image_without_command_runs_the_virtualenv_entry_point(core, namespace, pods):
+def test_image_without_command_runs_the_virtualenv_entry_point(core, namespace, pods, agent_node):
     from kubernetes import client
     pods.create("rule", [client.V1Container(name="main", image="ghcr.io/example/sparkpoint:1.0", args=["--help"])],
                 restart_policy="Never")
