@@ -62,6 +62,7 @@ class Store:
     checkpoints: list[Chk] = field(default_factory=list)
     savepoints: list[dict[str, Any]] = field(default_factory=list)  # oldest first; "lineage" is ours
     next_num: int = 1
+    records: list[str] = field(default_factory=list)  # lineage/ records: points applied, oldest first
 
     def readable(self) -> list[Chk]:
         return [c for c in self.checkpoints if c.readable]
@@ -206,18 +207,19 @@ class World:
         pod.lineage, point = outcome
         pod.latest, pod.up = point if isinstance(point, Chk) else None, True
 
-    def restore(self, pod: Pod) -> tuple[str | None, Any] | None:
+    def restore(self, pod: Pod, record: bool = True) -> tuple[str | None, Any] | None:
         """recovery.plan_restore for a new pod (no hot dir): (its lineage tag, the point restored:
-        a Chk, a savepoint's dict or None for none), None: exit 3 (pod.failed_points says why)."""
+        a Chk, a savepoint's dict or None for none), None: exit 3 (pod.failed_points says why).
+        "Applied already" is the newest lineage record's word (recovery.applied); applying a point
+        records it first. `record=False`: a probe that changes nothing."""
         store, tag = self.stores[pod.url], tag_of(pod.restore_from)
-        newest = store.checkpoints[-1] if store.checkpoints else None
-        if tag and not (newest and newest.readable and newest.lineage == tag):
-            if tag.startswith("fresh:"):
-                return tag, None
-            point = store.find(tag)
-            if point is None:
+        if tag and not (store.records and store.records[-1] == tag):
+            point = None if tag.startswith("fresh:") else store.find(tag)
+            if point is None and not tag.startswith("fresh:"):
                 pod.failed_points = (tag,)
                 return None
+            if record:
+                store.records.append(tag)
             return tag, point
         if not store.checkpoints:
             return tag, None

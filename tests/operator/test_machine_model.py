@@ -50,7 +50,7 @@ def check_create(w: World, action, spec) -> None:  # type: ignore[no-untyped-def
                              f"failure naming it (lastFailure: {w.status.get('lastFailure')})")
     # What the runtime will restore (restoreFrom is a lineage marker once a checkpoint descends from it).
     failed = set(w.failed_points)
-    outcome = w.restore(Pod("probe", action.attempt, spec, rf, store_url(spec)))
+    outcome = w.restore(Pod("probe", action.attempt, spec, rf, store_url(spec)), record=False)
     w.failed_points = failed
     point = outcome and outcome[1]
     good = [c for c in store.readable() if f"checkpoint:{c.id}" not in w.failed_points]
