@@ -90,7 +90,7 @@ def ensure(name: str, dest: Path | None = None, lock: Path = ROOT / "jars.lock")
     marker.write_text(wanted)
     if fetched:
         print(f"fetched {set_name}: {len(jars)} jars, {fetched / 2**20:.1f} MiB in "
-              f"{time.monotonic() - started:.1f} s into {dest} (first run on this machine only)", file=sys.stderr)
+              f"{time.monotonic() - started:.1f} s into {dest} (later runs reuse it)", file=sys.stderr)
     return dest
 
 
