@@ -17,7 +17,9 @@ from harness.kafka_server import KafkaServer, produce
 from harness.runtime_job import committed, wait_until
 from tests.conftest import TEST_BUCKET
 
-pytestmark = [pytest.mark.spark, pytest.mark.minio]
+# Each test starts Spark two or three times (plus the reference run for the first one to ask for it):
+# minutes on two shared cores, so more room than the suite-wide 600 s; every wait inside is bounded.
+pytestmark = [pytest.mark.spark, pytest.mark.minio, pytest.mark.timeout(1200)]
 # The broker outage: 25 s by default (CI's tier), a minute in make test-full (its recipe sets it).
 OUTAGE_SECONDS = float(os.environ.get("SPARKPOINT_KAFKA_OUTAGE_SECONDS", "25"))
 
