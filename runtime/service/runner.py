@@ -186,7 +186,8 @@ class JobRuntime:
                               key_columns=sink_spec.key_columns, incarnation=uid)
         else:
             sink = TransactionalSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
-                                     staged_budget_bytes=staged_budget_bytes(), incarnation=uid)
+                                     staged_budget_bytes=staged_budget_bytes(), incarnation=uid,
+                                     fmt=sink_spec.format)
         # Continue the restored point's output history (a savepoint continues its source checkpoint's).
         m = r.manifest
         sink.resume((m.source_checkpoint or m.id) if m else None, m.extra if m else None,

@@ -1,13 +1,14 @@
 """Exactly-once output on the object store, committed together with checkpoints (docs/design.md §6).
 
-Layout under `<job>/outputs/<path>/`:
+Layout under `<job>/outputs/<path>/` (keys.py):
 
-  staging/attempt-<A>/batch-<B>.jsonl   rows of batch B as run by attempt A (JSON lines)
+  staging/attempt-<A>/batch-<B>-<run>/part-<i>.parquet   files of batch B, uploaded by attempt A
   _commits/<checkpoint-id>.json         a commit entry (see lineage.py for the fields)
   _commits/continue-a<A>.json           attempt A continues a history from an older point
 
-Protocol: each micro-batch stages its rows on local disk (the journal, next to the hot dir), so a
-store outage never blocks or fails a batch. A checkpoint covering batches up to C names the staged
+Protocol: Spark's executors write each micro-batch as files on local disk (batch_files.py; the
+journal, next to the hot dir), so a store outage never blocks or fails a batch and the driver never
+holds the rows. A checkpoint covering batches up to C names the staged
 files of batches (P, C] (P: the last published batch) and its predecessor entry in its manifest's
 `extra.sink`; its asynchronous phase uploads those files, then writes the manifest, then the commit
 entry (a conditional put). An entry names the incarnation (the StreamingJob's uid) and attempt that
@@ -33,19 +34,26 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from sparkpoint.runtime.checkpoint.fence import check_fence
 from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
-from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, outputs_prefix
+from sparkpoint.runtime.store.layout import CHECKPOINT_ID, outputs_prefix
 
+from .batch_files import write_batch_files
 from .journal import SinkJournal
-from .lineage import continuation_id, follow_chain, head_checkpoint, head_entry
-from .rows import collect_rows, decode_rows, encode_rows
+from .keys import batch_dir_key, commit_key, commits_prefix, file_keys, sink_root
+from .lineage import continuation_id, head_checkpoint
+from .reader import committed_entries, current_head, read_committed
+
+__all__ = ["CommitEntryConflict", "SinkStopped", "TransactionalSink", "commit_key", "commits_prefix",
+           "committed_entries", "current_head", "read_committed", "sink_root", "staged_budget_bytes"]
 
 log = logging.getLogger("sparkpoint.sink")
 
@@ -77,18 +85,6 @@ class CommitEntryConflict(Exception):
     the same name whose checkpoints were deleted but not its output): never treated as published."""
 
 
-def sink_root(job: JobRef, path: str) -> str:
-    return f"{outputs_prefix(job)}{path.strip('/')}"
-
-
-def commits_prefix(job: JobRef, path: str) -> str:
-    return f"{sink_root(job, path)}/_commits/"
-
-
-def commit_key(job: JobRef, path: str, entry_id: str) -> str:
-    return f"{commits_prefix(job, path)}{entry_id}.json"
-
-
 def _number(entry_id: str | None) -> int:
     m = CHECKPOINT_ID.match(entry_id or "")
     return int(m.group(1)) if m else -1
@@ -98,8 +94,10 @@ class TransactionalSink:
     kind = "transactional"
 
     def __init__(self, store: ObjectStore, job: JobRef, *, attempt: int, path: str, journal: SinkJournal,
-                 staged_budget_bytes: int = DEFAULT_STAGED_BUDGET_BYTES, incarnation: str | None = None):
+                 staged_budget_bytes: int = DEFAULT_STAGED_BUDGET_BYTES, incarnation: str | None = None,
+                 fmt: str = "parquet", write_files: Callable[[Any, Path, str], int] = write_batch_files):
         self.store, self.job, self.attempt, self.path, self.journal = store, job, attempt, path, journal
+        self.fmt, self.write_files = fmt, write_files  # write_files: Spark's executors write the batch
         self.incarnation = incarnation  # the StreamingJob's uid: which job of this name writes
         self.staged_budget_bytes = staged_budget_bytes
         self.published_through = -1  # highest batch the history's head entry covers
@@ -109,20 +107,22 @@ class TransactionalSink:
         self._cond = threading.Condition()
         self._uploaded: dict[str, int] = {}  # staged keys in the store -> batch
 
-    def staging_key(self, batch_id: int) -> str:
-        return f"{sink_root(self.job, self.path)}/staging/attempt-{self.attempt}/batch-{batch_id:09d}.jsonl"
-
     # --- per batch (Spark's foreachBatch thread): local disk only ------------------------------
     def write_batch(self, df: Any, batch_id: int) -> int:
-        """Stage the rows locally (not visible to readers yet); returns the row count."""
-        rows = collect_rows(df)
-        if not rows:
-            self.journal.drop(batch_id)  # a re-run that emits nothing must not publish the old run's rows
-            return 0
-        data = encode_rows(rows)
-        self._wait_for_budget(len(data))
-        self.journal.stage(batch_id, self.staging_key(batch_id), data, len(rows))
-        return len(rows)
+        """Stage the batch's files locally (not visible to readers yet); returns the row count."""
+        run, written = self.journal.new_run(batch_id)
+        try:
+            rows = self.write_files(df, written, self.fmt)
+            if not rows:
+                self.journal.drop(batch_id)  # a re-run that emits nothing must not publish the old run's rows
+                return 0
+            # The files exist before the budget is checked (their size is known only now): at most
+            # one batch beyond the budget sits on disk while it waits.
+            self._wait_for_budget(sum(p.stat().st_size for p in written.iterdir() if p.name.startswith("part-")))
+            self.journal.stage(batch_id, run, written, self.fmt, rows)
+            return rows
+        finally:
+            shutil.rmtree(written, ignore_errors=True)  # left only if staging did not adopt it
 
     def staged_bytes(self) -> int:
         return self.journal.staged_bytes()
@@ -153,7 +153,10 @@ class TransactionalSink:
         """Sync phase: what a checkpoint at committed batch `up_to_batch` must publish."""
         with self._cond:
             after, previous = self.published_through, self.head
-        files = self.journal.entries(after, up_to_batch)
+        files = [{"batch": e["batch"], "rows": e["rows"], "format": e["format"],
+                  "keys": [f"{batch_dir_key(self.job, self.path, self.attempt, e['batch'], e['run'])}{n}"
+                           for n in e["names"]]}
+                 for e in self.journal.entries(after, up_to_batch)]
         sink = {"kind": self.kind, "path": self.path, "attempt": self.attempt, "previous": previous,
                 "afterBatch": after, "upToBatch": up_to_batch, "files": files}
         if self.incarnation:
@@ -161,24 +164,20 @@ class TransactionalSink:
         return {"sink": sink}
 
     def upload_staged(self, extra: dict[str, Any]) -> None:
-        """Async phase, before the manifest: put the checkpoint's staged files in the store."""
+        """Async phase, before the manifest: put the checkpoint's staged files in the store (streamed
+        from disk; a checkpoint may carry gigabytes)."""
         for f in (extra.get("sink") or {}).get("files", []):
-            key = f["key"]
-            if key in self._uploaded:
-                continue
-            entry = self.journal.entry(f["batch"])
-            try:
-                data = self.journal.data_path(f["batch"]).read_bytes() if entry and entry["key"] == key else None
-            except FileNotFoundError:
-                data = None
-            if data is None:
-                # Published (and forgotten) by an overlapping checkpoint, which uploaded it first.
-                if self.store.exists(key):
-                    self._uploaded[key] = f["batch"]
+            for key in file_keys(f):
+                if key in self._uploaded:
                     continue
-                raise FileNotFoundError(f"staged rows of batch {f['batch']} ({key}) are neither local nor stored")
-            self.store.put_bytes(key, data)
-            self._uploaded[key] = f["batch"]
+                folder, name = key.rstrip("/").rsplit("/", 2)[-2:]
+                local = self.journal.part_path(f["batch"], folder.rsplit("-", 1)[-1], name)
+                if local is not None:
+                    self.store.put_file(key, str(local))
+                elif not self.store.exists(key):
+                    raise FileNotFoundError(f"staged output of batch {f['batch']} ({key}) is neither local nor stored")
+                # else: published (and forgotten) by an overlapping checkpoint, which uploaded it first
+                self._uploaded[key] = f["batch"]
 
     def publish(self, checkpoint_id: str, extra: dict[str, Any]) -> bool:
         """Write the commit entry of a completed checkpoint; idempotent. False if it already existed
@@ -235,7 +234,7 @@ class TransactionalSink:
         if self.store.exists(commit_key(self.job, path, checkpoint_id)):
             return None
         previous, files = restored.get("previous"), restored.get("files", [])
-        if not all(self.store.exists(f["key"]) for f in files):
+        if not all(self.store.exists(k) for f in files for k in file_keys(f)):
             return "deleted"
         if previous is not None:
             return None if self.store.exists(commit_key(self.job, path, previous)) else "deleted"
@@ -297,41 +296,3 @@ class TransactionalSink:
             log.info("output continues an older point", extra={
                 "continues": self.head, "superseded_head": head_checkpoint(current),
                 "up_to_batch": self.published_through})
-
-
-# --- readers ----------------------------------------------------------------------------------------
-def _entry_ids(store: ObjectStore, job: JobRef, path: str) -> list[str]:
-    return [id_from_json_key(o.key) for o in store.list(commits_prefix(job, path)) if o.key.endswith(".json")]
-
-
-def _loader(store: ObjectStore, job: JobRef, path: str):  # type: ignore[no-untyped-def]
-    def load(entry_id: str) -> dict[str, Any] | None:
-        try:
-            return json.loads(store.get_bytes(commit_key(job, path, entry_id)))
-        except ObjectNotFoundError:
-            return None
-    return load
-
-
-def current_head(store: ObjectStore, job: JobRef, path: str) -> dict[str, Any] | None:
-    return head_entry(_entry_ids(store, job, path), _loader(store, job, path))
-
-
-def committed_entries(store: ObjectStore, job: JobRef, path: str) -> list[dict[str, Any]]:
-    """The commit entries of the history readers see, oldest first."""
-    ids = _entry_ids(store, job, path)
-    load = _loader(store, job, path)
-    return follow_chain(head_entry(ids, load), ids, load)
-
-
-def read_committed(store: ObjectStore, job: JobRef, path: str = "default") -> list[dict[str, Any]]:
-    """Every committed output row, in batch order: what a reader of the sink sees."""
-    rows: list[dict[str, Any]] = []
-    seen_batches: set[int] = set()
-    for entry in committed_entries(store, job, path):
-        for f in entry["files"]:
-            if f["batch"] in seen_batches:
-                continue  # entries from before lineage could overlap (maxConcurrent > 1)
-            seen_batches.add(f["batch"])
-            rows.extend(decode_rows(store.get_bytes(f["key"])))
-    return rows

@@ -15,7 +15,8 @@ from sparkpoint.runtime.sink.upsert import read_upserted
 
 
 class FakeBatch:
-    """Just enough of a DataFrame for the sinks: collect() and columns."""
+    """Just enough of a DataFrame for the sinks: collect() and columns (the upsert and console
+    sinks), and rows for fake_write_files (the transactional sink's stand-in for Spark's executors)."""
 
     def __init__(self, rows):
         self.rows, self.columns = rows, sorted({k for r in rows for k in r})
@@ -27,8 +28,26 @@ class FakeBatch:
         return [Row(r) for r in self.rows]
 
 
+def fake_write_files(df: FakeBatch, directory: Path, fmt: str) -> int:
+    """What Spark's executors do for the transactional sink (batch_files.py), without Spark: part
+    files under `directory` plus Spark's _SUCCESS marker; two parts when there are rows to split."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True)
+    (directory / "_SUCCESS").write_bytes(b"")
+    half = (len(df.rows) + 1) // 2
+    for i, rows in enumerate(r for r in (df.rows[:half], df.rows[half:]) if r):
+        name = f"part-{i:05d}-0f0f-c000"
+        if fmt == "parquet":
+            pq.write_table(pa.Table.from_pylist(rows), directory / f"{name}.snappy.parquet")
+        else:
+            (directory / f"{name}.json").write_bytes(encode_rows(rows))
+    return len(df.rows)
+
+
 def _sink(store, job, tmp_path: Path, attempt: int) -> TransactionalSink:
-    return TransactionalSink(store, job, attempt=attempt, path="default",
+    return TransactionalSink(store, job, attempt=attempt, path="default", write_files=fake_write_files,
                              journal=SinkJournal(tmp_path / f"journal-{attempt}"))
 
 
@@ -48,7 +67,7 @@ def test_staged_rows_are_invisible_until_published(store, job, tmp_path):
     assert read_committed(store, job) == []
     extra = sink.manifest_extra(up_to_batch=2)
     assert [f["batch"] for f in extra["sink"]["files"]] == [0, 1, 2]
-    assert not store.exists(extra["sink"]["files"][0]["key"])  # staged on local disk only
+    assert not any(store.exists(k) for k in extra["sink"]["files"][0]["keys"])  # staged on local disk only
     sink.upload_staged(extra)
     assert sink.publish("chk-000001", extra) is True
     assert sink.publish("chk-000001", extra) is False  # idempotent re-publish after a crash

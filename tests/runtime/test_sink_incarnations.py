@@ -37,7 +37,7 @@ from sparkpoint.runtime.store.layout import (
     savepoints_prefix,
 )
 
-from .test_sink import FakeBatch
+from .test_sink import FakeBatch, fake_write_files
 
 
 class Incarnation:
@@ -50,7 +50,8 @@ class Incarnation:
         self.hot.mkdir()
         self.writer = CheckpointWriter(store, job, attempt=attempt, job_uid=uid, reuse_window_seconds=0)
         self.sink = TransactionalSink(store, job, attempt=attempt, path="default", incarnation=uid,
-                                      journal=SinkJournal(tmp_path / f"journal-{uid}-{attempt}"))
+                                      journal=SinkJournal(tmp_path / f"journal-{uid}-{attempt}"),
+                                      write_files=fake_write_files)
 
     def start(self, restore: str = "latest") -> None:
         """restore: 'latest' (the runtime's default), 'fresh' (restoreFrom.fresh) or a savepoint name."""

@@ -24,7 +24,7 @@ from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.transactional import TransactionalSink, read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 
-from .test_sink import FakeBatch
+from .test_sink import FakeBatch, fake_write_files
 
 ACTIONS = st.one_of(
     st.tuples(st.just("batch"), st.integers(0, 3)),  # a batch of 0-3 values (0: an empty batch)
@@ -58,7 +58,8 @@ class Model:
 
     def new_attempt(self, journal: SinkJournal) -> TransactionalSink:
         return TransactionalSink(self.store, self.job, attempt=write_fence(self.store, self.job),
-                                 path="default", journal=journal, incarnation=f"uid-{self.uid}")
+                                 path="default", journal=journal, incarnation=f"uid-{self.uid}",
+                                 write_files=fake_write_files)
 
     def restore(self, pick: int) -> None:
         self.pods += 1

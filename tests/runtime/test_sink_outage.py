@@ -26,7 +26,7 @@ from sparkpoint.runtime.sink.transactional import (
 from sparkpoint.runtime.store.base import StoreUnreachableError
 from sparkpoint.runtime.store.s3 import S3Store
 
-from .test_sink import FakeBatch
+from .test_sink import FakeBatch, fake_write_files
 
 
 def _rows(values):
@@ -40,7 +40,7 @@ def _dead_store() -> S3Store:
 
 def test_batches_stage_while_the_store_is_down_and_the_next_checkpoint_covers_them(store, job, tmp_path):
     sink = TransactionalSink(store, job, attempt=write_fence(store, job), path="default",
-                             journal=SinkJournal(tmp_path / "journal"))
+                             journal=SinkJournal(tmp_path / "journal"), write_files=fake_write_files)
     sink.store = _dead_store()  # the outage starts
     for b in range(5):
         sink.write_batch(_rows([2 * b, 2 * b + 1]), b)  # never touches the store
@@ -60,7 +60,8 @@ def test_batches_stage_while_the_store_is_down_and_the_next_checkpoint_covers_th
 def test_staging_over_budget_waits_for_a_publish_and_drops_nothing(store, job, tmp_path):
     one_batch = len(b'{"v": 0}\n') * 10
     sink = TransactionalSink(store, job, attempt=write_fence(store, job), path="default",
-                             journal=SinkJournal(tmp_path / "journal"), staged_budget_bytes=one_batch + 5)
+                             journal=SinkJournal(tmp_path / "journal"), staged_budget_bytes=one_batch + 5,
+                             fmt="jsonl", write_files=fake_write_files)
     sink.write_batch(_rows(range(0, 10)), 0)
     blocked = threading.Thread(target=sink.write_batch, args=(_rows(range(10, 20)), 1), daemon=True)
     blocked.start()
@@ -89,7 +90,8 @@ def test_staging_over_budget_waits_for_a_publish_and_drops_nothing(store, job, t
 def test_a_batch_over_budget_asks_for_the_checkpoint_that_frees_it(store, job, tmp_path):
     one_batch = len(b'{"v": 0}\n') * 10
     sink = TransactionalSink(store, job, attempt=write_fence(store, job), path="default",
-                             journal=SinkJournal(tmp_path / "journal"), staged_budget_bytes=one_batch + 5)
+                             journal=SinkJournal(tmp_path / "journal"), staged_budget_bytes=one_batch + 5,
+                             fmt="jsonl", write_files=fake_write_files)
     asked = []
 
     def checkpoint() -> None:  # what the runner's coordinator does, on its own thread

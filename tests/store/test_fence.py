@@ -116,14 +116,14 @@ def test_fenced_writer_never_publishes_after_a_newer_claim(store, job, tmp_path:
 def test_only_the_newest_of_concurrent_starters_publishes_sink_output(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from sparkpoint.runtime.sink.journal import SinkJournal
     from sparkpoint.runtime.sink.transactional import TransactionalSink, read_committed
-    from tests.runtime.test_sink import FakeBatch
+    from tests.runtime.test_sink import FakeBatch, fake_write_files
 
     attempts = _race(STARTERS, lambda i: write_fence(store, job))
     newest = max(attempts)
 
     def publish(i: int):  # type: ignore[no-untyped-def]
         sink = TransactionalSink(store, job, attempt=attempts[i], path="default",
-                                 journal=SinkJournal(tmp_path / f"journal-{i}"))
+                                 journal=SinkJournal(tmp_path / f"journal-{i}"), write_files=fake_write_files)
         sink.write_batch(FakeBatch([{"attempt": attempts[i]}]), 0)
         try:
             extra = sink.manifest_extra(0)
