@@ -1,7 +1,7 @@
 """`sparkpoint-operator` / `python -m sparkpoint.operator`: run the operator.
 
   sparkpoint-operator [--namespace NS ... | --all-namespaces] [--metrics-port 9100] [--upgrade-timeout 5m]
-                      [--job-service-account NAME]
+                      [--job-service-account NAME] [--driver-service-account NAME]
 
 Talks to the API server of $KUBECONFIG (or the in-cluster service account). Replicas peer
 through kopf's peering object `sparkpoint`: the one with the highest priority works, the others
@@ -38,6 +38,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--job-service-account", default=None, metavar="NAME",
                    help="ServiceAccount of the job pods (it must exist in each job's namespace; "
                         "default: the namespace's `default`)")
+    p.add_argument("--driver-service-account", default=None, metavar="NAME",
+                   help="ServiceAccount of the pods of spark.master k8s jobs, whose driver starts executor pods "
+                        "(it must exist in each such job's namespace with the RBAC Spark's backend needs; "
+                        "default: the namespace's `default`)")
     p.add_argument("--priority", type=int, default=None, help="peering priority (default: random)")
     p.add_argument("--standalone", action="store_true", help="no peering (a single replica)")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -72,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         peering_name=None if args.standalone else PEERING_NAME,
         priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
         memo=kopf.Memo(metrics_port=args.metrics_port, namespaces=None if args.all_namespaces else args.namespace,
-                       upgrade_timeout=args.upgrade_timeout, job_service_account=args.job_service_account),
+                       upgrade_timeout=args.upgrade_timeout, job_service_account=args.job_service_account,
+                       driver_service_account=args.driver_service_account),
     )
     return 0
 

@@ -31,6 +31,13 @@ JOB_FILE = f"{CONFIG_DIR}/job.json"
 # credentials (required), the S3 endpoint (used when spec.checkpoint.storage.endpoint is not set:
 # what a manifest says wins) and AWS_REGION (optional). They reach the containers as env vars only.
 ENDPOINT_KEY = ENDPOINT_ENV
+# spark.master k8s: the driver's fixed ports and what it reads from its pod's environment
+# (runtime/spark/executors.py, which the operator may not import; a test keeps them equal).
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+POD_NAME_ENV = "SPARKPOINT_POD_NAME"
+ATTEMPT_ENV = "SPARKPOINT_ATTEMPT"
+HOT_VOLUME_PATH_ENV = "SPARKPOINT_HOT_VOLUME_PATH"
 
 
 @dataclass(frozen=True)
@@ -160,13 +167,23 @@ def _store_url(job: JobRef, spec: JobSpec) -> str:
     return storage.url if storage else f"file://{HOT_DIR}/store"
 
 
-def runtime_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
+def work_dir(job: JobRef, spec: JobSpec, attempt: int) -> str:
+    """The runtime's work dir (the hot dir and what freezes it). On the pod's emptyDir it is the
+    same for every attempt; on a shared checkpoint.hotVolume each attempt gets its own directory,
+    so an old attempt's executor that outlives its driver can never write into the new attempt's
+    checkpoint, and jobs (or a job re-created under the same name) sharing one claim never meet."""
+    if spec.checkpoint.hot_volume is None:
+        return f"{HOT_DIR}/work"
+    return f"{HOT_DIR}/{job.namespace}/{job.name}/{job.uid}/attempt-{attempt}"
+
+
+def runtime_container(job: JobRef, spec: JobSpec, attempt: int = 1) -> dict[str, Any]:
     probe = {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10, "failureThreshold": 6}
     return {
         "name": "runtime",
         "image": spec.image,
         "command": ["sparkpoint", "run", JOB_FILE, "--namespace", job.namespace, "--name", job.name,
-                    "--work-dir", f"{HOT_DIR}/work", "--port", str(CONTROL_PORT),
+                    "--work-dir", work_dir(job, spec, attempt), "--port", str(CONTROL_PORT),
                     "--metrics-port", str(METRICS_PORT),
                     "--external-triggers"],  # the operator triggers; the runtime's timer is its fallback
         "env": [*_common_env(job, spec), {"name": "SPARKPOINT_CONTROL_TOKEN_FILE", "value": CONTROL_TOKEN_FILE},
@@ -205,8 +222,29 @@ def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | None = None) -> dict[str, Any]:
-    containers = [runtime_container(job, spec)]
+def hot_volume_source(spec: JobSpec) -> dict[str, Any]:
+    """The hot dir's volume: the pod's own emptyDir, or checkpoint.hotVolume, which the driver and
+    its executors mount at the same path (Spark hands executors absolute checkpoint paths)."""
+    hot = spec.checkpoint.hot_volume
+    return hot.volume_source() if hot else {"emptyDir": {}}
+
+
+def _as_driver(container: dict[str, Any], attempt: int) -> None:
+    """spark.master k8s: the runtime is Spark's driver in client mode. Executors connect to its pod
+    IP on fixed ports; Spark names the executors after this pod and owns them through it."""
+    container["ports"] += [{"name": "spark-driver", "containerPort": DRIVER_PORT},
+                           {"name": "spark-blocks", "containerPort": BLOCK_MANAGER_PORT}]
+    container["env"] += [{"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                         {"name": ATTEMPT_ENV, "value": str(attempt)},
+                         {"name": HOT_VOLUME_PATH_ENV, "value": HOT_DIR}]
+
+
+def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | None = None,
+              driver_service_account: str | None = None) -> dict[str, Any]:
+    containers = [runtime_container(job, spec, attempt)]
+    driver = spec.spark.master == "k8s"
+    if driver:
+        _as_driver(containers[0], attempt)
     if spec.gc.enabled:
         containers.append(gc_container(job, spec))
     meta = _meta(job, pod_name(job, attempt))
@@ -219,7 +257,7 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
         "terminationGracePeriodSeconds": 60,
         "containers": containers,
         "securityContext": pod_security_context(),
-        "volumes": [{"name": "hot", "emptyDir": {}},
+        "volumes": [{"name": "hot", **hot_volume_source(spec)},
                     {"name": "job", "configMap": {"name": config_map_name(job)}},
                     {"name": "control-token", "secret": {"secretName": control_token_secret_name(job),
                                                          "defaultMode": 0o440}},
@@ -227,7 +265,11 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
     }
     if spec.gc.enabled:
         pod_spec["volumes"].append({"name": "gc-tmp", "emptyDir": {"sizeLimit": "256Mi"}})
-    if service_account:  # scale-out: the driver starts executor pods with this account's token
+    if driver:  # Spark's backend starts, watches and deletes executor pods with this account's token
+        if driver_service_account:
+            pod_spec["serviceAccountName"] = driver_service_account
+        pod_spec["automountServiceAccountToken"] = True
+    elif service_account:
         pod_spec["serviceAccountName"] = service_account
     else:  # the runtime and the GC talk to no Kubernetes API: no token in the pod
         pod_spec["automountServiceAccountToken"] = False

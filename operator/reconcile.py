@@ -108,10 +108,11 @@ def refusal_message(exc: ApiException) -> str:
 class Reconciler:
     def __init__(self, kube: Kube, client: RuntimeClient, metrics: OperatorMetrics, post_event: EventFn,
                  clock: Callable[[], float] = time.time, upgrade_timeout: float = 300.0,
-                 job_service_account: str | None = None):
+                 job_service_account: str | None = None, driver_service_account: str | None = None):
         self.kube, self.client, self.metrics, self.post_event, self.clock = kube, client, metrics, post_event, clock
         self.upgrade_timeout = upgrade_timeout
         self.job_service_account = job_service_account
+        self.driver_service_account = driver_service_account  # pods of spark.master k8s jobs
         self.store = StoreFacts(kube, clock)
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
         self._writers: dict[tuple[str, str], StatusWriter] = {}
@@ -312,7 +313,8 @@ class Reconciler:
                                                         exists=attempt > 1),
                              self.kube.create(builders.build_control_token_secret(job, control_token.new_token())),
                              self.kube.create(builders.build_service(job)))
-        await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account))
+        await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account,
+                                                  self.driver_service_account))
 
     def _amend_tracking(self, meta: JobMeta, decision: Decision, **changes: Any) -> StatusWriter:
         """What an action learnt, written into the decided status's tracking (snake_case fields;

@@ -58,6 +58,13 @@ RESERVED_CONF = {
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled":
         "set spec.spark.changelogCheckpointing instead",
     "spark.sql.streaming.checkpointLocation": "the runtime keeps the query's checkpoint in its hot dir",
+    # With master k8s the runtime is the driver in client mode and owns how executors reach it.
+    "spark.executor.instances": "set spec.spark.executors.instances instead",
+    "spark.executor.cores": "set spec.spark.executors.cores instead",
+    "spark.executor.memory": "set spec.spark.executors.memory instead",
+    "spark.driver.host": "the runtime sets its pod IP",
+    "spark.kubernetes.container.image": "set spec.image instead",
+    "spark.kubernetes.executor.podTemplateFile": "the runtime writes the executors' pod template",
 }
 
 
@@ -121,6 +128,19 @@ def _reserved_conf_rules() -> list[dict[str, str]]:
     return [cel(f"!('{key}' in self)", f"{key} is set by Sparkpoint: {why}") for key, why in RESERVED_CONF.items()]
 
 
+class ExecutorsSpec(SpecModel):
+    # Executor pods started by Spark's Kubernetes backend (spark.master: k8s), each running the
+    # job's image with this many task slots and this JVM heap (Spark adds its memory overhead).
+    instances: Annotated[int, Field(ge=1, le=1000)] = 2
+    cores: Annotated[int, Field(ge=1, le=64)] = 1
+    memory: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN),
+                      *quantity_at_least(MIN_MEMORY)] = "1Gi"
+
+
+EXECUTORS_NEED_K8S = "executors needs master: k8s (local masters run every task in the driver)"
+K8S_NEEDS_EXECUTORS = "master k8s needs executors (instances, cores, memory)"
+
+
 class SparkSection(SpecModel):
     master: Annotated[str, StringConstraints(pattern=MASTER_PATTERN)] = "local[2]"
     conf: Annotated[dict[str, str], Field(json_schema_extra={"x-kubernetes-validations": _reserved_conf_rules()})] \
@@ -129,6 +149,19 @@ class SparkSection(SpecModel):
     state_store: Literal["rocksdb", "hdfs"] = "rocksdb"
     changelog_checkpointing: bool = True
     shuffle_partitions: Annotated[int, Field(ge=1, le=10000)] = 4
+    executors: ExecutorsSpec | None = None
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        cel("!has(self.executors) || (has(self.master) && self.master == 'k8s')", EXECUTORS_NEED_K8S, ".executors"),
+        cel("!has(self.master) || self.master != 'k8s' || has(self.executors)", K8S_NEEDS_EXECUTORS, ".master")]})
+
+    @model_validator(mode="after")
+    def _executors_with_k8s(self) -> SparkSection:
+        if self.executors is not None and self.master != "k8s":
+            raise ValueError(EXECUTORS_NEED_K8S)
+        if self.master == "k8s" and self.executors is None:
+            raise ValueError(K8S_NEEDS_EXECUTORS)
+        return self
 
     @field_validator("conf")
     @classmethod
@@ -153,6 +186,40 @@ class StorageSpec(SpecModel):
     secret_ref: SecretRef | None = None
 
 
+class ClaimSource(SpecModel):
+    claim_name: Annotated[str, StringConstraints(pattern=SUBDOMAIN_PATTERN, max_length=253)]
+
+
+class HostPathSource(SpecModel):
+    path: Annotated[str, StringConstraints(pattern=r"^/.*$", max_length=4096)]
+    type: Literal["Directory", "DirectoryOrCreate"] = "Directory"
+
+
+HOT_VOLUME_ONE_SOURCE = "set exactly one of persistentVolumeClaim and hostPath"
+
+
+class HotVolume(SpecModel):
+    """Where the hot dir lives when executors share it (Kubernetes volume sources, as in a pod):
+    a ReadWriteMany claim in production; hostPath on a one-node test cluster (Pod Security
+    `restricted` refuses hostPath). Each attempt works in its own subdirectory (docs/design.md §9)."""
+
+    persistent_volume_claim: ClaimSource | None = None
+    host_path: HostPathSource | None = None
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        cel("has(self.persistentVolumeClaim) != has(self.hostPath)", HOT_VOLUME_ONE_SOURCE)]})
+
+    @model_validator(mode="after")
+    def _one_source(self) -> HotVolume:
+        if (self.persistent_volume_claim is None) == (self.host_path is None):
+            raise ValueError(HOT_VOLUME_ONE_SOURCE)
+        return self
+
+    def volume_source(self) -> dict[str, Any]:
+        """The pod's volume entry without its name: {"persistentVolumeClaim": {...}} or {"hostPath": {...}}."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
 class CheckpointSection(SpecModel):
     interval: duration_at_least("1s") = "30s"
     timeout: duration_at_least("1s") = "10m"
@@ -161,6 +228,7 @@ class CheckpointSection(SpecModel):
     max_concurrent: Annotated[int, Field(ge=1, le=16)] = 1
     storage: StorageSpec | None = None
     local_recovery: bool = True
+    hot_volume: HotVolume | None = None
 
 
 class SavepointSection(SpecModel):
@@ -239,6 +307,8 @@ class GcSection(SpecModel):
     secret_ref: SecretRef | None = None
 
 
+EXECUTORS_NEED_HOT_VOLUME = ("spark.executors needs checkpoint.hotVolume: executors write the query's state "
+                             "files into the checkpoint directory, which the driver must see to checkpoint it")
 GC_SECRET_MESSAGE = "gc.secretRef needs an s3:// checkpoint.storage.url (its credential is for that store)"
 
 
@@ -265,12 +335,20 @@ class JobSpec(SpecModel):
         "fieldPath": ".gc.pendingTimeout"}, {
         "rule": "!has(self.gc) || !has(self.gc.secretRef) || (has(self.checkpoint) && "
                 "has(self.checkpoint.storage) && self.checkpoint.storage.url.startsWith('s3://'))",
-        "message": GC_SECRET_MESSAGE, "fieldPath": ".gc.secretRef"}]})
+        "message": GC_SECRET_MESSAGE, "fieldPath": ".gc.secretRef"}, cel(
+        "!has(self.spark) || !has(self.spark.executors) || (has(self.checkpoint) && has(self.checkpoint.hotVolume))",
+        EXECUTORS_NEED_HOT_VOLUME, ".spark.executors")]})
 
     @model_validator(mode="after")
     def _pending_outlives_checkpoint(self) -> JobSpec:
         if parse_duration(self.gc.pending_timeout) <= parse_duration(self.checkpoint.timeout):
             raise ValueError("gc.pendingTimeout must be longer than checkpoint.timeout")
+        return self
+
+    @model_validator(mode="after")
+    def _executors_share_the_hot_dir(self) -> JobSpec:
+        if self.spark.executors is not None and self.checkpoint.hot_volume is None:
+            raise ValueError(EXECUTORS_NEED_HOT_VOLUME)
         return self
 
     @model_validator(mode="after")

@@ -37,7 +37,8 @@ IMAGE_PATTERN = (r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?
 CPU_PATTERN = r"^([0-9]{1,4}(\.[0-9]{1,3})?|[0-9]{1,7}m)$"
 MEMORY_PATTERN = r"^[0-9]{1,7}(\.[0-9]{1,3})?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
 MIN_MEMORY = "512Mi"  # a JVM driver beside the Python runtime does not start in less
-# What the runtime can run: a local driver with N or all cores, or (coming) Spark on Kubernetes.
+# What the runtime can run: a local driver with N or all cores, or the driver of executor pods that
+# Spark's Kubernetes backend starts (k8s, with spec.spark.executors).
 MASTER_PATTERN = r"^(local(\[([1-9][0-9]{0,3}|\*)\])?|k8s)$"
 ENDPOINT_PATTERN = r"^https?://[^\s/?#]+/?$"
 _SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"

@@ -223,7 +223,13 @@ class JobRuntime:
         if self.stop_event.is_set():  # stopped while restoring: nothing ran, nothing to checkpoint
             self.phase = "stopped"
             return EXIT_OK
-        self.spark = spark = build_session(spec.spark, f"sparkpoint-{self.job.namespace}-{self.job.name}")
+        cluster_conf = None
+        if spec.spark.master == "k8s":  # this pod is the driver of executor pods (docs/design.md §9)
+            from sparkpoint.runtime.spark.executors import prepare_driver
+
+            cluster_conf = prepare_driver(spec, self.job.namespace, self.job.name, self.work_dir, os.environ)
+        self.spark = spark = build_session(spec.spark, f"sparkpoint-{self.job.namespace}-{self.job.name}",
+                                           cluster_conf)
         if self.opts.handle_signals:
             install_signal_handlers(self)  # again: SparkContext replaces the SIGINT handler
         df = build_stream(func, spark, spec.job.args, spec.job.entrypoint)

@@ -52,12 +52,16 @@ def extra_jars() -> list[str]:
     return sorted(str(jar) for jar in path.glob("*.jar"))
 
 
-def build_session(spark: SparkSection, app_name: str):  # -> pyspark.sql.SparkSession
+def build_session(spark: SparkSection, app_name: str,
+                  cluster_conf: dict[str, str] | None = None):  # -> pyspark.sql.SparkSession
+    """cluster_conf: the driver's settings for master k8s (executors.prepare_driver), its master
+    URL included."""
     from pyspark.sql import SparkSession  # imported lazily: the CLI validates specs without a JVM
 
     ensure_user_identity()  # before the JVM starts: it needs a user name for this uid
-    builder = SparkSession.builder.master(spark.master).appName(app_name)
-    for key, value in session_conf(spark).items():
+    conf = {**session_conf(spark), **(cluster_conf or {})}
+    builder = SparkSession.builder.master(conf.pop("spark.master", spark.master)).appName(app_name)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("SPARKPOINT_SPARK_LOG_LEVEL", "ERROR"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import RELEASE_NS, ROOT
+from conftest import RELEASE_NS, ROOT, Rendered
 
 # (apiGroup, resource) -> verbs: the whole grant in a namespace the operator manages.
 NAMESPACED = {
@@ -30,6 +30,11 @@ DISCOVERY = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "wa
              ("", "namespaces"): {"list", "watch"}}
 
 
+def operator_objects(objs: Rendered) -> Rendered:
+    """Without the drivers' account and Role (tested on their own below)."""
+    return Rendered(o for o in objs if o["metadata"]["name"] != "sparkpoint-driver")
+
+
 def grants(role: dict) -> dict[tuple[str, str], set[str]]:
     out: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
@@ -43,7 +48,7 @@ def grants(role: dict) -> dict[tuple[str, str], set[str]]:
 
 
 def test_cluster_wide_install_grants_exactly_the_operator_rules(render) -> None:
-    objs = render()
+    objs = operator_objects(render())
     assert not objs.of("Role") and not objs.of("RoleBinding")
     role, binding = objs.one("ClusterRole"), objs.one("ClusterRoleBinding")
     assert grants(role) == NAMESPACED | CLUSTER_ONLY
@@ -56,7 +61,7 @@ def test_cluster_wide_install_grants_exactly_the_operator_rules(render) -> None:
 
 @pytest.mark.parametrize("discovery", [True, False])
 def test_namespaced_install_writes_only_in_the_watched_namespaces(render, discovery) -> None:
-    objs = render(watchNamespaces=["team-a", "team-b"], rbac={"clusterDiscovery": discovery})
+    objs = operator_objects(render(watchNamespaces=["team-a", "team-b"], rbac={"clusterDiscovery": discovery}))
     for ns in ("team-a", "team-b"):
         role, binding = objs.one("Role", ns), objs.one("RoleBinding", ns)
         assert grants(role) == NAMESPACED
@@ -103,3 +108,35 @@ def test_every_kubernetes_call_of_the_operator_is_granted() -> None:
     granted = NAMESPACED | CLUSTER_ONLY
     missing = sorted(n for n in needed if n[2] not in granted.get(n[:2], set()))
     assert not missing, f"operator calls without an RBAC rule in charts/sparkpoint/templates/rbac.yaml: {missing}"
+
+
+# What Spark's Kubernetes backend calls from a spark.master k8s driver (issue 26), and nothing else.
+DRIVER = {
+    ("", "pods"): {"get", "list", "watch", "create", "delete", "deletecollection", "patch"},
+    ("", "configmaps"): {"get", "list", "create", "delete", "deletecollection"},
+    ("", "services"): {"get", "list", "create", "delete", "deletecollection"},
+    ("", "persistentvolumeclaims"): {"get", "list", "create", "delete", "deletecollection"},
+}
+
+
+@pytest.mark.parametrize("namespaces", [None, ["team-a", "team-b"]])
+def test_the_driver_account_gets_exactly_what_sparks_backend_uses_in_each_job_namespace(render, namespaces) -> None:
+    objs = render(**({"watchNamespaces": namespaces} if namespaces else {}))
+    for ns in namespaces or [RELEASE_NS]:
+        account = next(o for o in objs.of("ServiceAccount", ns) if o["metadata"]["name"] == "sparkpoint-driver")
+        assert account.get("automountServiceAccountToken") is not False  # its pods need the token
+        role = next(o for o in objs.of("Role", ns) if o["metadata"]["name"] == "sparkpoint-driver")
+        assert grants(role) == DRIVER
+        binding = next(o for o in objs.of("RoleBinding", ns) if o["metadata"]["name"] == "sparkpoint-driver")
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                      "name": "sparkpoint-driver"}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "sparkpoint-driver", "namespace": ns}]
+    args = objs.one("Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--driver-service-account=sparkpoint-driver" in args
+
+
+def test_no_driver_account_when_disabled(render) -> None:
+    objs = render(driverServiceAccount={"create": False, "name": ""})
+    assert not [o for o in objs if o["metadata"]["name"] == "sparkpoint-driver"]
+    assert not any(a.startswith("--driver-service-account") for a in
+                   objs.one("Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])

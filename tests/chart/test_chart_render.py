@@ -40,7 +40,7 @@ def test_operator_deployment_is_hardened_and_probed(render) -> None:
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert mounts == {"tmp": "/tmp"} and "emptyDir" in volumes["tmp"]
     accounts = {o["metadata"]["name"]: o for o in objs.of("ServiceAccount", RELEASE_NS)}
-    assert set(accounts) == {spec["serviceAccountName"], "sparkpoint-runtime"}
+    assert set(accounts) == {spec["serviceAccountName"], "sparkpoint-runtime", "sparkpoint-driver"}
     assert accounts["sparkpoint-runtime"]["automountServiceAccountToken"] is False
     svc = objs.one("Service", RELEASE_NS)
     assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9100, "targetPort": "metrics", "protocol": "TCP"}]
@@ -55,8 +55,8 @@ def test_namespaced_operator_watches_exactly_the_given_namespaces(render) -> Non
     assert "--job-service-account=sparkpoint-runtime" in operator_container(objs)["args"]
     assert not [a for a in operator_container(render())["args"] if a.startswith("--job-service-account")]
     for ns in NAMESPACES:
-        sa = objs.one("ServiceAccount", ns)
-        assert sa["metadata"]["name"] == "sparkpoint-runtime" and sa["automountServiceAccountToken"] is False
+        sa = next(o for o in objs.of("ServiceAccount", ns) if o["metadata"]["name"] == "sparkpoint-runtime")
+        assert sa["automountServiceAccountToken"] is False
 
 
 def test_standby_replica_peers_instead_of_running_standalone(render) -> None:
@@ -96,7 +96,11 @@ def test_network_policy_limits_the_control_port_to_the_operator(render) -> None:
         policy = objs.one("NetworkPolicy", ns)["spec"]
         assert policy["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "sparkpoint",
                                                         "app.kubernetes.io/component": "runtime"}
-        control, scrape = policy["ingress"]
+        control, executors, scrape = policy["ingress"]
+        # spark.master k8s: the namespace's executors reach their driver's two Spark ports, nothing else
+        assert [p["port"] for p in executors["ports"]] == [7078, 7079]
+        assert executors["from"] == [{"podSelector": {"matchLabels": {
+            "app.kubernetes.io/name": "sparkpoint", "app.kubernetes.io/component": "executor"}}}]
         assert [p["port"] for p in control["ports"]] == [8080]
         peer = control["from"][0]
         assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": RELEASE_NS}

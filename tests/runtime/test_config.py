@@ -133,7 +133,9 @@ def test_nonsense_a_new_user_could_apply_is_refused_naming_the_field(spec, expec
 
 @pytest.mark.parametrize("spec", [
     _spec_with(spark={"master": "local"}), _spec_with(spark={"master": "local[*]"}),
-    _spec_with(spark={"master": "local[16]"}), _spec_with(spark={"master": "k8s"}),
+    _spec_with(spark={"master": "local[16]"}),
+    _spec_with(spark={"master": "k8s", "executors": {"instances": 2}},
+               checkpoint={"hotVolume": {"persistentVolumeClaim": {"claimName": "hot"}}}),
     _spec_with(image="ghcr.io/org/sparkpoint:1.2"), _spec_with(image="localhost:5000/team/job_x:v1.0-rc1"),
     _spec_with(image="sparkpoint@sha256:" + "a" * 64), _spec_with(image="my-registry.example.com/a/b__c"),
     _spec_with(spark={"resources": {"cpu": "500m", "memory": "512Mi"}}),

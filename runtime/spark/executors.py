@@ -1,0 +1,143 @@
+"""The driver side of `spark.master: k8s`: the runtime's pod is Spark's driver in client mode and
+Spark's Kubernetes backend starts the executor pods (docs/design.md §9).
+
+Pure functions turn the spec and what the operator put in the driver pod's environment into Spark
+settings and the executors' pod template; `prepare_driver` writes the template and returns the
+settings. The runtime talks to no Kubernetes API itself: Spark's backend does, with the driver
+pod's ServiceAccount token (the chart grants it exactly what the backend calls).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkpoint.runtime.config import API_GROUP, HotVolume, JobSpec
+from sparkpoint.runtime.spec_rules import parse_quantity
+
+# Fixed, so the driver pod can declare them and a NetworkPolicy can open them to its executors
+# (Spark's own defaults would be random ports). Executors connect to the driver's pod IP.
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+EXECUTOR_CONTAINER = "executor"
+# The runtime image's uid (operator/builders.py RUN_AS_USER): executors pass Pod Security
+# `restricted` like the driver.
+RUN_AS_USER = 185
+TMP_DIR = "/tmp"
+TEMPLATE_FILE = "executor-pod-template.json"
+
+# What the operator sets in a k8s driver pod besides POD_IP (operator/builders.py).
+POD_NAME_ENV = "SPARKPOINT_POD_NAME"
+ATTEMPT_ENV = "SPARKPOINT_ATTEMPT"
+HOT_VOLUME_PATH_ENV = "SPARKPOINT_HOT_VOLUME_PATH"
+
+
+@dataclass(frozen=True)
+class DriverPod:
+    namespace: str
+    job: str
+    attempt: str
+    pod_name: str
+    pod_ip: str
+    api_server: str  # https://host:port of the in-cluster API server
+    hot_mount: str  # where checkpoint.hotVolume is mounted, in the driver and in every executor
+
+
+def driver_from_env(env: Mapping[str, str], namespace: str, job: str) -> DriverPod:
+    """The driver's facts from its pod's environment; a missing one is named (the runtime was not
+    started by the operator, or not in a pod)."""
+    names = [POD_NAME_ENV, "POD_IP", ATTEMPT_ENV, HOT_VOLUME_PATH_ENV, "KUBERNETES_SERVICE_HOST",
+             "KUBERNETES_SERVICE_PORT"]
+    missing = [name for name in names if not env.get(name)]
+    if missing:
+        raise ValueError(f"spark.master k8s runs in a pod started by the operator; missing {', '.join(missing)}")
+    host = env["KUBERNETES_SERVICE_HOST"]
+    host = f"[{host}]" if ":" in host else host  # an IPv6 service address
+    return DriverPod(namespace=namespace, job=job, attempt=env[ATTEMPT_ENV], pod_name=env[POD_NAME_ENV],
+                     pod_ip=env["POD_IP"], api_server=f"https://{host}:{env['KUBERNETES_SERVICE_PORT']}",
+                     hot_mount=env[HOT_VOLUME_PATH_ENV])
+
+
+def executor_labels(driver: DriverPod) -> dict[str, str]:
+    """Spark adds spark-role=executor and its own ids; these let the operator, the plugin and
+    kubectl find a job's executors by attempt. The component is not `runtime`, so the job's
+    Service and the operator's pod index (both select component=runtime) never see them."""
+    return {"app.kubernetes.io/name": "sparkpoint", "app.kubernetes.io/instance": driver.job,
+            "app.kubernetes.io/component": "executor", f"{API_GROUP}/job": driver.job,
+            f"{API_GROUP}/attempt": driver.attempt}
+
+
+def spark_memory(quantity: str) -> str:
+    """A Kubernetes quantity as Spark reads memory (whole MiB: Spark's units are binary)."""
+    return f"{int(parse_quantity(quantity)) // 2**20}m"
+
+
+def driver_conf(spec: JobSpec, driver: DriverPod, template_path: str) -> dict[str, str]:
+    executors = spec.spark.executors
+    if executors is None:  # the spec model refuses master k8s without executors
+        raise ValueError("spark.master k8s needs spark.executors")
+    conf = {
+        "spark.master": f"k8s://{driver.api_server}",
+        "spark.submit.deployMode": "client",
+        "spark.kubernetes.namespace": driver.namespace,
+        # Executors get an owner reference to this pod: deleting the driver (a lost or replaced
+        # attempt) makes the garbage collector delete its executors.
+        "spark.kubernetes.driver.pod.name": driver.pod_name,
+        "spark.kubernetes.executor.podNamePrefix": driver.pod_name,  # <job>-<attempt>-exec-<n>
+        "spark.kubernetes.container.image": spec.image,
+        "spark.kubernetes.executor.podTemplateFile": template_path,
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+        "spark.driver.host": driver.pod_ip,
+        "spark.driver.bindAddress": driver.pod_ip,
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.blockManager.port": str(BLOCK_MANAGER_PORT),
+        "spark.executor.instances": str(executors.instances),
+        "spark.executor.cores": str(executors.cores),
+        "spark.executor.memory": spark_memory(executors.memory),
+    }
+    conf.update({f"spark.kubernetes.executor.label.{k}": v for k, v in executor_labels(driver).items()})
+    return conf
+
+
+def executor_pod_template(driver: DriverPod, hot_volume: HotVolume) -> dict[str, Any]:
+    """What Spark's backend builds every executor pod on: the restricted security context of the
+    driver's pod, /tmp as an emptyDir under a read-only root (also the working directory, where an
+    executor fetches the job's jars and files), and the hot volume at the driver's mount path, since
+    Spark hands executors absolute paths into the checkpoint location."""
+    container_security = {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
+                          "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                          "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": executor_labels(driver)},
+        "spec": {
+            "automountServiceAccountToken": False,  # executors call no Kubernetes API
+            "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
+                                "fsGroup": RUN_AS_USER, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": EXECUTOR_CONTAINER,
+                "workingDir": TMP_DIR,
+                "env": [{"name": "HOME", "value": TMP_DIR}],
+                "securityContext": container_security,
+                "volumeMounts": [{"name": "tmp", "mountPath": TMP_DIR},
+                                 {"name": "hot", "mountPath": driver.hot_mount}],
+            }],
+            "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "hot", **hot_volume.volume_source()}],
+        },
+    }
+
+
+def prepare_driver(spec: JobSpec, namespace: str, job: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """Write the executors' pod template into the work dir and return the driver's Spark settings."""
+    driver = driver_from_env(env, namespace, job)
+    hot_volume = spec.checkpoint.hot_volume
+    if hot_volume is None:  # the spec model refuses executors without one
+        raise ValueError("spark.executors needs checkpoint.hotVolume")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    path = work_dir / TEMPLATE_FILE
+    path.write_text(json.dumps(executor_pod_template(driver, hot_volume), indent=2))  # JSON is YAML
+    return driver_conf(spec, driver, str(path))
