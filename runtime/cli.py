@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "sparkpoint.runtime.cli_restore",
     "sparkpoint.runtime.cli_savepoint",
     "sparkpoint.runtime.cli_gc",
+    "sparkpoint.runtime.cli_output",
     "sparkpoint.runtime.cli_run",
     "sparkpoint.runtime.cli_executor",
 ]
