@@ -192,6 +192,7 @@ def proxy_config(layout: Layout, ports: NodePorts) -> dict:
         "hostnameOverride": layout.node_name,
         "clusterCIDR": POD_CIDR,
         "bindAddress": "0.0.0.0",
+        "nodePortAddresses": ["primary"],  # NodePorts on the node's own address, not on every local one
         "healthzBindAddress": f"127.0.0.1:{ports.proxy_healthz}",
         "metricsBindAddress": f"127.0.0.1:{ports.proxy_metrics}",
         # Leave the host's conntrack table size alone (a shared machine).

@@ -108,11 +108,18 @@ def write_configs(layout: c.Layout, paths: nc.NodePaths, ports: nc.NodePorts) ->
     for directory in (paths.containerd_root, paths.containerd_state, paths.cni_conf_dir, paths.kubelet_dir,
                       paths.pod_logs, paths.imported):
         directory.mkdir(parents=True, exist_ok=True)
-    paths.containerd_config.write_text(nc.containerd_config(paths, pause_dir(layout)[1]))
-    (paths.cni_conf_dir / "10-sparkpoint.conflist").write_text(json.dumps(nc.cni_conflist(paths), indent=2))
+    write_if_changed(paths.containerd_config, nc.containerd_config(paths, pause_dir(layout)[1]))
+    write_if_changed(paths.cni_conf_dir / "10-sparkpoint.conflist", json.dumps(nc.cni_conflist(paths), indent=2))
     # JSON is YAML: the kubelet and kube-proxy read these as YAML.
-    paths.kubelet_config.write_text(json.dumps(nc.kubelet_config(layout, paths, ports), indent=2))
-    paths.proxy_config.write_text(json.dumps(nc.proxy_config(layout, ports), indent=2))
+    write_if_changed(paths.kubelet_config, json.dumps(nc.kubelet_config(layout, paths, ports), indent=2))
+    write_if_changed(paths.proxy_config, json.dumps(nc.proxy_config(layout, ports), indent=2))
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """kube-proxy exits when its config file is written ("content of the proxy server's configuration
+    file was updated"), so an idempotent `up` must leave unchanged files alone."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
 
 
 def grant_apiserver_kubelet_access(layout: c.Layout) -> None:
