@@ -51,7 +51,12 @@ def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
     crashes = run.tr.upgrade_crash_loop
     run.tr.clear("upgrade_deadline", "rollback_point", "fresh_start", "restore_target", "next_point",
                  "upgrade_crash_loop")
-    if point.newest_in is None:  # (else the stable spec's own store: its runtime restores the newest there)
+    users = run.spec.restore_from
+    if users is not None and run.lineage_point() == users:
+        # The user named a point during the trial that no attempt has applied yet: the stable spec
+        # starts from it (lineage_point), not from a point chosen over it.
+        point = Point.of(users) or point
+    elif point.newest_in is None:  # (else the stable spec's own store: its runtime restores the newest there)
         run.choose_point("next_point", point)
     refused = run.st.phase == "Recovering"
     why = (f"restarted {crashes} times before it was Ready" if crashes

@@ -381,6 +381,8 @@ class World:
                 self.gc_pins = set(ids)
             case m.Emit():
                 self.events.append((self.step, action))
+                if action.reason in ("UpgradeRolledBack", "UpgradeRejected"):
+                    self.rollback_step = self.step  # reported by Event (lastFailure may be a later failure's)
 
     def delete_pod(self, name: str, force: bool) -> None:
         if (pod := self.pods.get(name)) is None:

@@ -430,6 +430,18 @@ FOUND["restoreFrom named while a resumed attempt is Pending and replaced: the su
     ("operator_round", {}), ("edit_image", {"image": IMAGES[1]}), ("edit_restore_from", {"i": 0, "kind": "checkpoint"}),
     ("world_goes_quiet", {})]
 
+FOUND["a restoreFrom named during a trial whose pods are refused: the rollback starts empty over it"] = [
+    ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("edit_image", {"image": IMAGES[1]}),
+    ("pod_deleted_externally", {"i": 0}), ("operator_rounds", {"n": 4}), ("terminations_finish", {}),
+    ("api_server_refuses_pod_creates", {"refuse": True}), ("operator_round", {}),
+    ("edit_restore_from", {"i": 0, "kind": "missing"}), ("operator_rounds", {"n": 6}), ("world_progresses", {"n": 7}),
+    ("api_server_refuses_pod_creates", {"refuse": False}), ("edit_restore_from", {"i": 0, "kind": "none"}),
+    ("edit_restore_from", {"i": 0, "kind": "missing"}), ("world_progresses", {"n": 1})]
+FOUND["the rejected spec re-applied while the runtime restarts in place: reported by Event"] = [
+    ("world_progresses", {"n": 5}), ("edit_image", {"image": IMAGES[2]}), ("world_goes_quiet", {}),
+    ("edit_storage_url", {"i": 1}), ("runtime_crashes", {"code": 137, "i": 0}), ("edit_storage_url", {"i": 0}),
+    ("world_goes_quiet", {})]
+
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
