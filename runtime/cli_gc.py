@@ -1,4 +1,7 @@
-"""`sparkpoint gc --retain N --grace DURATION [--once] [--dry-run]`; without --once, the sidecar loop."""
+"""`sparkpoint gc --retain N --grace DURATION [--once] [--dry-run]`; without --once, the sidecar loop.
+
+Each pass collects checkpoint data first, then the sinks' output garbage (sink/output_gc.py), which
+keeps what the checkpoints the first part left still need."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import threading
 
 from sparkpoint.runtime.checkpoint import gc_pass
 from sparkpoint.runtime.checkpoint.gc_loop import PinsFile, record, run_loop
+from sparkpoint.runtime.sink.output_gc import output_gc_pass
 
 from .cli_common import add_common, duration, emit, human_bytes, open_from_args
 
@@ -33,10 +37,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_gc)
 
 
-def _summary(r) -> dict:  # type: ignore[no-untyped-def]
+def _summary(r, out) -> dict:  # type: ignore[no-untyped-def]
     d = r.to_dict()
     d["deleted_manifests"] = list(r.deleted_manifests)
+    d["output"] = out.to_dict()
     return d
+
+
+def _output_text(out) -> str:  # type: ignore[no-untyped-def]
+    return (f"; output: {len(out.deleted_entries)} entries, {out.deleted_files} files "
+            f"({human_bytes(out.deleted_bytes)}), live {human_bytes(out.live_bytes)}")
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
@@ -46,10 +56,12 @@ def cmd_gc(args: argparse.Namespace) -> int:
     if args.once:
         r = gc_pass(store, job, pins=[*args.pin, *PinsFile(args.pins_file)()], **options)
         record(job, r)
-        emit(args, _summary(r), lambda: (
+        out = output_gc_pass(store, job, grace_seconds=args.grace, dry_run=args.dry_run)
+        emit(args, _summary(r, out), lambda: (
             f"{'would delete' if r.dry_run else 'deleted'} {len(r.deleted_manifests)} manifests, "
             f"{r.deleted_objects} objects ({human_bytes(r.deleted_bytes)}); kept {len(r.kept_checkpoints)} "
-            f"checkpoints, live {human_bytes(r.live_bytes)}, orphan {human_bytes(r.orphan_bytes)}"))
+            f"checkpoints, live {human_bytes(r.live_bytes)}, orphan {human_bytes(r.orphan_bytes)}"
+            + _output_text(out)))
         return 0
     if args.metrics_port:
         from prometheus_client import start_http_server
@@ -68,8 +80,11 @@ def cmd_gc(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     def report(r) -> None:  # type: ignore[no-untyped-def]
-        print(json.dumps(_summary(r)) if args.json else
-              f"gc: deleted {r.deleted_objects} objects ({human_bytes(r.deleted_bytes)})", flush=True)
+        # Inside the loop's error handling: a failed output pass is logged and counted like a failed pass.
+        out = output_gc_pass(store, job, grace_seconds=args.grace, dry_run=args.dry_run)
+        print(json.dumps(_summary(r, out)) if args.json else
+              f"gc: deleted {r.deleted_objects} objects ({human_bytes(r.deleted_bytes)})" + _output_text(out),
+              flush=True)
     run_loop(store, job, interval_seconds=args.interval, stop=stop, on_result=report,
              pins=lambda: [*args.pin, *pins_file()], **options)
     return 0

@@ -53,7 +53,7 @@ def split_ids(entry_ids: list[str]) -> tuple[list[tuple[int, str]], list[tuple[i
     return sorted(checkpoints), sorted(continuations)
 
 
-def head_entry(entry_ids: list[str], load: Callable[[str], dict[str, Any]]) -> dict[str, Any] | None:
+def head_entry(entry_ids: list[str], load: Callable[[str], dict[str, Any] | None]) -> dict[str, Any] | None:
     """The entry a reader starts from (a checkpoint entry or a continuation), or None if there is none."""
     checkpoints, continuations = split_ids(entry_ids)
     newest = load(checkpoints[-1][1]) if checkpoints else None

@@ -26,14 +26,15 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from sparkpoint.runtime.checkpoint.fence import check_fence
-from sparkpoint.runtime.store import JobRef, ObjectStore
+from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import StoreUnreachableError
 
+from .keys import sink_root
 from .rows import collect_rows, decode_rows, encode_rows
-from .transactional import sink_root
 
 log = logging.getLogger("sparkpoint.sink")
 _FILE = re.compile(r"/batch-(\d+)(?:-a(\d+))?\.jsonl$")  # files from before attempts count as attempt 0
@@ -112,14 +113,21 @@ def visible_files(files: list[tuple[int, int, str]], restores: list[tuple[int, i
     return [best[b][1] for b in sorted(best)]
 
 
-def read_upserted(store: ObjectStore, job: JobRef, path: str, key_columns: list[str]) -> dict[str, dict]:
-    """The current table: key -> latest row."""
+def upsert_files(store: ObjectStore, listed: Iterable[ObjectInfo]) -> tuple[list[tuple[int, int, str]],
+                                                                          list[tuple[int, int]]]:
+    """(batch, attempt, key) files and (attempt, afterBatch) restores among listed upserts/ keys."""
     files, restores = [], []
-    for o in store.list(f"{sink_root(job, path)}/upserts/"):
+    for o in listed:
         if m := _FILE.search(o.key):
             files.append((int(m.group(1)), int(m.group(2) or 0), o.key))
         elif m := _RESTORE.search(o.key):
             restores.append((int(m.group(1)), int(json.loads(store.get_bytes(o.key))["afterBatch"])))
+    return files, restores
+
+
+def read_upserted(store: ObjectStore, job: JobRef, path: str, key_columns: list[str]) -> dict[str, dict]:
+    """The current table: key -> latest row."""
+    files, restores = upsert_files(store, store.list(f"{sink_root(job, path)}/upserts/"))
     table: dict[str, dict] = {}
     for key in visible_files(files, restores):
         for row in decode_rows(store.get_bytes(key)):

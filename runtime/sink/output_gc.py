@@ -1,0 +1,177 @@
+"""Collecting the sinks' output garbage, run by the GC sidecar after its checkpoint pass (docs/design.md §7).
+
+What grows without it: staged files of crashed or fenced attempts and of checkpoints that failed
+after uploading, batches a restore re-ran (the abandoned history's entries and files), and upsert
+files a newer attempt superseded. What must stay, under the rules checkpoint objects follow:
+
+- every entry and file of the history readers see (from the head back, lineage.py);
+- for every checkpoint manifest still in the store and every savepoint: the files its `extra.sink`
+  names (a crash between manifest and entry publishes them at restore) and the chain its entry
+  continues (a restore of it makes that chain the history readers see);
+- everything staged by the newest attempt or a newer one (its checkpoints upload before their
+  manifests exist, and it names only its own staging folder, keys.batch_dir_key), and everything
+  younger than the grace period;
+- everything at all while a savepoint is being copied (its source checkpoint may leave retention
+  during the copy, while the savepoint manifest, which names the same files, is not written yet).
+
+Entries are deleted before files, so a crash in between leaves plain orphans for the next pass.
+Deleting an entry that no needed chain contains never changes the head readers pick: the head is the
+newest checkpoint entry or a newer attempt's continuation, and both are in the head's own chain.
+A chain that cannot be followed (a missing or cyclic entry) stops the pass for that path: nothing
+of it is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
+from sparkpoint.runtime.checkpoint.fence import read_fence
+from sparkpoint.runtime.checkpoint.savepoint import list_savepoints
+from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
+from sparkpoint.runtime.store.base import ObjectNotFoundError
+from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pending_prefix
+
+from .keys import commit_key, file_keys, staged_attempt
+from .lineage import OutputLineageError, continuation_id, follow_chain, head_entry
+from .upsert import upsert_files, visible_files
+
+log = logging.getLogger("sparkpoint.gc")
+_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|staging|upserts)/")
+
+
+@dataclass
+class OutputGcResult:
+    deleted_entries: list[str] = field(default_factory=list)  # "<path>:<entry id>"
+    deleted_files: int = 0
+    deleted_bytes: int = 0
+    live_files: int = 0
+    live_bytes: int = 0
+    kept_young_or_newest: int = 0  # unreferenced, but younger than the grace or the newest attempt's
+    skipped_paths: list[str] = field(default_factory=list)  # a broken chain: nothing deleted there
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry_run: bool = False,
+                   clock: Callable[[], float] = time.time) -> OutputGcResult:
+    result = OutputGcResult(dry_run=dry_run)
+    now = clock()
+    if any(id_from_json_key(o.key).startswith("sp-") for o in store.list(pending_prefix(job))):
+        log.info("output gc skipped: a savepoint is being copied", extra={"job": str(job)})
+        return result
+    newest_attempt = read_fence(store, job)
+    manifests = _sink_sections(store, job)  # read after the fence: a newer attempt's are spared by it
+    by_path: dict[str, dict[str, list[ObjectInfo]]] = {}
+    root = outputs_prefix(job)
+    for info in store.list(root):
+        if m := _AREA.match(info.key[len(root):]):
+            by_path.setdefault(m["path"], {}).setdefault(m["area"], []).append(info)
+    for path, areas in sorted(by_path.items()):
+        try:
+            needed_entries, needed_files = _needed(store, job, path, areas.get("_commits", []), manifests)
+        except (OutputLineageError, ValueError) as exc:
+            log.error("output gc skipped a path: its history cannot be followed",
+                      extra={"job": str(job), "path": path, "error": str(exc)})
+            result.skipped_paths.append(path)
+            continue
+        if upserts := areas.get("upserts"):
+            needed_files |= _visible_upserts(store, upserts)
+
+        def collectable(info: ObjectInfo) -> bool:
+            attempt = staged_attempt(info.key) if "/staging/" in info.key else _upsert_attempt(info.key)
+            young = info.last_modified >= now - grace_seconds
+            if young or (attempt is not None and attempt >= newest_attempt):
+                result.kept_young_or_newest += 1
+                return False
+            return True
+
+        for info in areas.get("_commits", []):
+            entry_id = id_from_json_key(info.key)
+            if info.key.endswith(".json") and entry_id not in needed_entries and collectable(info):
+                if not dry_run:
+                    store.delete(info.key)
+                result.deleted_entries.append(f"{path}:{entry_id}")
+        for info in [*areas.get("staging", []), *areas.get("upserts", [])]:
+            if info.key in needed_files or "/_restores/" in info.key:
+                result.live_files += 1
+                result.live_bytes += info.size
+            elif collectable(info):
+                if not dry_run:
+                    store.delete(info.key)
+                result.deleted_files += 1
+                result.deleted_bytes += info.size
+    log.info("output gc pass", extra={"job": str(job), "deleted_entries": len(result.deleted_entries),
+                                      "deleted_files": result.deleted_files, "deleted_bytes": result.deleted_bytes,
+                                      "dry_run": dry_run})
+    return result
+
+
+def _sink_sections(store: ObjectStore, job: JobRef) -> list[tuple[str, dict[str, Any]]]:
+    """(entry id, extra.sink) of every checkpoint manifest in the store and every savepoint."""
+    out = []
+    for cid in list_checkpoint_ids(store, job):
+        try:
+            manifest = load_manifest(store, job, cid)
+        except ObjectNotFoundError:
+            continue  # deleted by the checkpoint pass meanwhile: no longer restorable
+        if sink := (manifest.extra or {}).get("sink"):
+            out.append((manifest.id, sink))
+    for savepoint in list_savepoints(store, job):
+        if sink := (savepoint.extra or {}).get("sink"):
+            out.append((savepoint.source_checkpoint or savepoint.id, sink))
+    return out
+
+
+def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo],
+            manifests: list[tuple[str, dict[str, Any]]]) -> tuple[set[str], set[str]]:
+    """The entry ids and file keys of `path` that readers or a restore of a kept point need."""
+    ids = [id_from_json_key(o.key) for o in commits if o.key.endswith(".json")]
+
+    def load(entry_id: str) -> dict[str, Any] | None:
+        try:
+            return json.loads(store.get_bytes(commit_key(job, path, entry_id)))
+        except ObjectNotFoundError:
+            return None
+
+    entries: set[str] = set()
+    files: set[str] = set()
+
+    def keep_chain(head: dict[str, Any] | None) -> None:
+        if head is not None and head.get("kind") == "continuation":
+            entries.add(continuation_id(int(head["attempt"])))
+        for doc in follow_chain(head, ids, load):
+            entries.add(doc["checkpoint"])
+            files.update(k for f in doc.get("files", []) for k in file_keys(f))
+
+    keep_chain(head_entry(ids, load))
+    for entry_id, sink in manifests:
+        if sink.get("path", "default").strip("/") != path:
+            continue
+        entries.add(entry_id)
+        files.update(k for f in sink.get("files", []) for k in file_keys(f))
+        if sink.get("previous") is not None:
+            keep_chain(load(sink["previous"]) or _missing(sink["previous"]))
+    return entries, files
+
+
+def _missing(entry_id: str) -> dict[str, Any]:
+    raise OutputLineageError(f"commit entry {entry_id} named by a kept checkpoint is missing")
+
+
+def _visible_upserts(store: ObjectStore, infos: list[ObjectInfo]) -> set[str]:
+    files, restores = upsert_files(store, infos)
+    return set(visible_files(files, restores))
+
+
+def _upsert_attempt(key: str) -> int | None:
+    m = re.search(r"-a(\d+)\.jsonl$", key)
+    return int(m.group(1)) if m else None
