@@ -39,13 +39,13 @@ def topic(kafka_server, kafka_spark) -> str:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, kafka_server, topic, minio_server, connector_jars):  # type: ignore[no-untyped-def]
-    """A failure-free run over the whole topic: its output and its pod (for the batch offsets)."""
+    """The output of a failure-free run over the whole topic (checked against the oracle)."""
     with runs_on_minio(tmp_path_factory.mktemp("kafka-reference"), KafkaJob(kafka_server.bootstrap, topic),
                        minio_server, connector_jars) as runs:
         runs.finish(runs.start())
     out = runs.output()
     assert out == runs.job.expected_rows(), "the failure-free run differs from the oracle"
-    return out, runs.pod
+    return out
 
 
 @pytest.mark.slow
@@ -60,13 +60,15 @@ def test_offsets_resume_after_local_and_remote_restore(tmp_path, kafka_server, t
         p, remote = runs.restart(p, wipe=True)
         assert remote.get("restore") == "remote"
         runs.finish(p)
-    assert runs.output() == reference[0]
+    assert runs.output() == reference
 
 
 @pytest.mark.slow
 @pytest.mark.ci_sample
-def test_remote_restore_recuts_batches_and_output_is_unchanged(tmp_path, kafka_server, topic, reference,
-                                                               minio_server, connector_jars):
+def test_remote_restore_recuts_batches_and_output_is_unchanged(tmp_path, kafka_server, topic, minio_server,
+                                                               connector_jars):
+    """Compared with the oracle, which the reference run above equals: CI runs this test alone and
+    saves that run (about a minute)."""
     with runs_on_minio(tmp_path, KafkaJob(kafka_server.bootstrap, topic), minio_server, connector_jars) as runs:
         p = runs.start()
         runs.wait_for(p, batches=3, checkpoints=1)
@@ -74,9 +76,10 @@ def test_remote_restore_recuts_batches_and_output_is_unchanged(tmp_path, kafka_s
         p, remote = runs.restart(p, wipe=True, max_offsets_per_trigger=400)
         assert remote.get("restore") == "remote"
         runs.finish(p)
-    assert runs.output() == reference[0]
+    assert runs.output() == runs.job.expected_rows()
     after = remote["batch"] + 1
-    assert batch_offsets(runs.pod, after) != batch_offsets(reference[1], after), "the batches were not re-cut"
+    sizes = [sum((batch_offsets(runs.pod, b) or {}).values()) for b in (after - 1, after)]
+    assert sizes[1] - sizes[0] > 150, f"batch {after} was not cut anew (offsets {sizes})"
 
 
 @pytest.mark.slow
