@@ -97,8 +97,10 @@ class RuntimeProcess:
     """`sparkpoint run` in its own process group (so SIGKILL takes the Spark JVM down with it)."""
 
     def __init__(self, job_file: Path, work_dir: Path, log_path: Path, *, until_batch: int | None,
-                 env: dict[str, str] | None = None, port: int = 0, full_upload: bool = False):
+                 env: dict[str, str] | None = None, port: int = 0, full_upload: bool = False,
+                 extra_args: tuple[str, ...] = ()):
         self.job_file, self.work_dir, self.log_path = job_file, work_dir, log_path
+        self.extra_args = extra_args  # more `sparkpoint run` flags (e.g. a longer --grace)
         self.until_batch, self.env, self.port = until_batch, env or {}, port
         self.full_upload = full_upload  # the benchmarks' non-incremental baseline (sparkpoint run --full-upload)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -111,6 +113,7 @@ class RuntimeProcess:
             cmd += ["--until-batch", str(self.until_batch)]
         if self.full_upload:
             cmd.append("--full-upload")
+        cmd += self.extra_args
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child owns it)
         self.started = time.monotonic()
