@@ -79,6 +79,7 @@ class LineageFacts:
     """Which restore points the store shows applied (facts only; `plan_restore` judges them)."""
 
     recorded: str | None = None  # the point of the newest lineage record (None: no record)
+    recorded_attempt: int | None = None  # the attempt that wrote it (that application of the point)
     records_problem: str | None = None  # the lineage records could not be listed
     newest_readable: str | None = None  # restoredFrom of the newest manifest that reads, if not the latest
 
@@ -90,6 +91,9 @@ class RestorePlan:
     reason: str = ""
     explicit: bool = False  # a restoreFrom not applied yet: no fallback to another point
     lineage_tag: str | None = None  # only points descending from this restoreFrom may be used
+    # ...and written since its newest application: a point applied twice (a savepoint restored
+    # again after the history moved on) has checkpoints of the earlier run that carry the same tag.
+    lineage_since: int | None = None
     skipped: tuple[Fallback, ...] = ()  # points ruled out before trying (a failed start)
 
     @property
@@ -241,7 +245,9 @@ def plan_restore(*, restore_from: RestoreFrom | None, checkpoint_ids: list[str],
                            skipped=tuple(skipped))
     if tag:
         why = f"{why}; restoreFrom {tag} applied ({evidence}): keeping to its history"
-    return RestorePlan("remote", tuple(candidates), reason=why, lineage_tag=tag, skipped=tuple(skipped))
+    since = lineage.recorded_attempt if tag and lineage.recorded == tag else None
+    return RestorePlan("remote", tuple(candidates), reason=why, lineage_tag=tag, skipped=tuple(skipped),
+                       lineage_since=since)
 
 
 def savepoint_names(store: ObjectStore, job: JobRef) -> list[str]:
@@ -270,8 +276,9 @@ def read_lineage(store: ObjectStore, job: JobRef, ids: list[str], latest_problem
     try:
         records = sorted(r for r in (lineage_record_of(o.key) for o in store.list(lineage_prefix(job))) if r)
         recorded, problem = (records[-1][1] if records else None), None
+        since = records[-1][0] if records else None
     except StoreError as exc:
-        recorded, problem = None, f"{lineage_prefix(job)}: {exc}"
+        recorded, problem, since = None, f"{lineage_prefix(job)}: {exc}", None
     newest_readable = None
     for cid in reversed(ids[:-1] if latest_problem else []):
         try:
@@ -279,7 +286,8 @@ def read_lineage(store: ObjectStore, job: JobRef, ids: list[str], latest_problem
             break
         except StoreError:
             continue  # the restore reports it, if it gets that far
-    return LineageFacts(recorded, problem, newest_readable)
+    return LineageFacts(recorded=recorded, recorded_attempt=since, records_problem=problem,
+                        newest_readable=newest_readable)
 
 
 def record_applied(store: ObjectStore, job: JobRef, attempt: int, tag: str) -> None:
@@ -367,8 +375,9 @@ def _restore_point(store: ObjectStore, job: JobRef, hot_dir: Path, point: Restor
     savepoint = point.id if point.kind == "savepoint" else None
     if plan.lineage_tag and not plan.explicit and point.tag != plan.lineage_tag:
         manifest, _ = choose_manifest(store, job, checkpoint_id=checkpoint_id, savepoint=savepoint)
-        if manifest.extra.get("restoredFrom") != plan.lineage_tag:
+        earlier_run = plan.lineage_since is not None and manifest.attempt < plan.lineage_since
+        if manifest.extra.get("restoredFrom") != plan.lineage_tag or earlier_run:
             log.info("restore point predates restoreFrom; skipped",
-                     extra={"point": point.tag, "restoreFrom": plan.lineage_tag})
+                     extra={"point": point.tag, "restoreFrom": plan.lineage_tag, "earlierRun": earlier_run})
             return None
     return restore(store, job, hot_dir, checkpoint_id=checkpoint_id, savepoint=savepoint).manifest

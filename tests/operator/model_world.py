@@ -49,6 +49,7 @@ class Chk:
     num: int
     at: float
     lineage: str | None  # the restoredFrom tag its manifest carries
+    attempt: int = 0  # the attempt that wrote it
     readable: bool = True
 
     id = property(lambda self: f"chk-{self.num:06d}")
@@ -62,7 +63,7 @@ class Store:
     checkpoints: list[Chk] = field(default_factory=list)
     savepoints: list[dict[str, Any]] = field(default_factory=list)  # oldest first; "lineage" is ours
     next_num: int = 1
-    records: list[str] = field(default_factory=list)  # lineage/ records: points applied, oldest first
+    records: list[tuple[int, str]] = field(default_factory=list)  # lineage/ records: (attempt, point), oldest first
 
     def readable(self) -> list[Chk]:
         return [c for c in self.checkpoints if c.readable]
@@ -127,6 +128,9 @@ class World:
         self.failures: list[float] = []  # times of the job's own failures (crash, exit 3, restart)
         self.failed_points: set[str] = set()  # restore tags the runtime could not restore (exit 3)
         self.user_point: tuple[str | None, int] | None = None  # (tag, step set) until applied
+        # restoreFrom as the last operator round saw it, and user_point then: edits between two rounds
+        # that end on the value the operator saw are invisible to it (it sees one CR, not a history)
+        self.round_point: tuple[str | None, tuple[str | None, int] | None] = (None, None)
         self.operator_point_step = -1  # last drain / upgrade / rollback the operator began
         self.drain_savepoint: tuple[str, str] | None = None  # (name, url) taken by a drain, not yet used
         self.upgrade_edit_step, self.rollback_step = 0, -1  # last edit needing a new pod; rollback reported
@@ -151,7 +155,8 @@ class World:
         if spec_key(self.spec) != spec_key(before):
             self.upgrade_edit_step = self.step
         if (tag := tag_of(self.spec.restore_from)) != tag_of(before.restore_from):
-            self.user_point = (tag, self.step) if tag else None
+            seen, then = self.round_point
+            self.user_point = then if tag == seen else (tag, self.step) if tag else None
 
     # --- what the operator observes -------------------------------------------------------------------
     def current(self, seen: list[Pod] | None = None) -> Pod | None:
@@ -184,7 +189,7 @@ class World:
         spec = self.spec  # reconcile lists the store of the spec the job runs (after a rollback, the stable one's)
         store = self.stores[effective_spec(spec, parse_status(self.status).tracking).checkpoint.storage.url]
         listed = [c.fact() for c in store.checkpoints[-10:] if c.readable]
-        saved = [{k: v for k, v in s.items() if k != "lineage"} for s in store.savepoints][-20:]
+        saved = [{k: v for k, v in s.items() if k not in ("lineage", "attempt")} for s in store.savepoints][-20:]
         return m.Observed(spec=spec, generation=self.generation, status=copy.deepcopy(self.status),
                         pods=[p.obs() for p in self.seen], now=self.now, name=NAME,
                         runtime=self.fetch_runtime(), store_checkpoints=listed,
@@ -213,13 +218,13 @@ class World:
         "Applied already" is the newest lineage record's word (recovery.applied); applying a point
         records it first. `record=False`: a probe that changes nothing."""
         store, tag = self.stores[pod.url], tag_of(pod.restore_from)
-        if tag and not (store.records and store.records[-1] == tag):
+        if tag and not (store.records and store.records[-1][1] == tag):
             point = None if tag.startswith("fresh:") else store.find(tag)
             if point is None and not tag.startswith("fresh:"):
                 pod.failed_points = (tag,)
                 return None
             if record:
-                store.records.append(tag)
+                store.records.append((pod.attempt, tag))
             return tag, point
         if not store.checkpoints:
             return tag, None
@@ -231,8 +236,10 @@ class World:
                 failed.append(ptag)
                 continue
             lineage = point.lineage if isinstance(point, Chk) else point["lineage"]
-            if tag and ptag != tag and lineage != tag:
-                continue  # predates the applied restoreFrom
+            written = point.attempt if isinstance(point, Chk) else point["attempt"]
+            since = store.records[-1][0] if store.records and store.records[-1][1] == tag else 0
+            if tag and ptag != tag and (lineage != tag or written < since):
+                continue  # predates the applied restoreFrom (or its newest application)
             return (tag if ptag == tag else lineage), point
         pod.failed_points = tuple(failed)
         return None
@@ -265,7 +272,7 @@ class World:
         if not pod.up:
             return None
         store = self.stores[pod.url]
-        chk = Chk(store.next_num, self.now, pod.lineage)
+        chk = Chk(store.next_num, self.now, pod.lineage, pod.attempt)
         store.next_num += 1
         store.checkpoints.append(chk)
         pod.latest = chk
@@ -273,7 +280,7 @@ class World:
             pod.requests.append({"id": chk.id, "requestId": request, "status": "completed"})
         if savepoint and savepoint not in {s["name"] for s in store.savepoints}:
             store.savepoints.append({"name": savepoint, "checkpoint": chk.id, "batch": chk.num, "bytes": 1,
-                                     "completedAt": iso(self.now), "lineage": pod.lineage})
+                                     "completedAt": iso(self.now), "lineage": pod.lineage, "attempt": pod.attempt})
             pod.requests.append({"savepoint": savepoint, "kind": "savepoint", "status": "completed"})
         return chk
 
@@ -305,6 +312,12 @@ class World:
 
     # --- one operator round (reconcile.reconcile) ------------------------------------------------------
     def operator_round(self) -> Any:
+        try:
+            return self._operator_round()
+        finally:
+            self.round_point = (tag_of(self.spec.restore_from), self.user_point)
+
+    def _operator_round(self) -> Any:
         self.step += 1
         if self.deleting:
             self.finalize()

@@ -442,6 +442,12 @@ FOUND["the rejected spec re-applied while the runtime restarts in place: reporte
     ("edit_storage_url", {"i": 1}), ("runtime_crashes", {"code": 137, "i": 0}), ("edit_storage_url", {"i": 0}),
     ("world_goes_quiet", {})]
 
+FOUND["a savepoint named again after the history moved on: a new pod resumed its first application's checkpoint"] = [
+    ("edit_job_args", {"n": 1}), ("world_goes_quiet", {}), ("edit_job_args", {"n": 2}), ("world_goes_quiet", {}),
+    ("edit_restart_policy", {"policy": "Never"}), ("edit_job_args", {"n": 1}), ("world_goes_quiet", {}),
+    ("edit_image", {"image": IMAGES[2]}), ("world_goes_quiet", {}), ("edit_restore_from", {"i": 5, "kind": "savepoint"}),
+    ("edit_image", {"image": IMAGES[0]}), ("world_goes_quiet", {}), ("node_lost", {"i": 0}), ("world_goes_quiet", {})]
+
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [

@@ -201,6 +201,27 @@ def test_applied_savepoint_is_not_restored_again_when_the_newest_manifest_is_unr
     assert [f.to_json().get("checkpoint") for f in out.fallbacks] == [c2.id]
 
 
+def test_a_savepoint_applied_again_does_not_resume_the_history_of_its_earlier_application(store, job, tmp_path):
+    """Found by the machine model: a savepoint restored a second time (the user named it again after
+    the history moved on) must not make a new pod resume a checkpoint its first application wrote;
+    that checkpoint carries the same lineage tag but is the abandoned timeline."""
+    base = checkpoint_of(store, job, tmp_path, 3, write_fence(store, job))
+    create_savepoint(store, job, "sp-one", base.id)
+    sp = RestoreFrom(savepoint="sp-one")
+    first = write_fence(store, job)
+    out = start(store, job, tmp_path / "pod1", first, restore_from=sp)
+    old_run = checkpoint_pod(store, job, tmp_path / "pod1", first, 5, out.lineage)  # first application's
+    other = RestoreFrom(checkpoint=base.id)  # the history moves on from another point
+    moved = write_fence(store, job)
+    out = start(store, job, tmp_path / "pod2", moved, restore_from=other)
+    checkpoint_pod(store, job, tmp_path / "pod2", moved, 7, out.lineage)
+    again = write_fence(store, job)  # sp-one named again: applied anew, no checkpoint of it yet
+    out = start(store, job, tmp_path / "pod3", again, restore_from=sp)
+    assert (out.source, out.manifest.id, out.batch_id) == ("remote", "sp-one", 3)
+    out = start(store, job, tmp_path / "pod4", write_fence(store, job), restore_from=sp)  # its pod is lost
+    assert (out.source, out.manifest.id, out.batch_id) == ("remote", "sp-one", 3), \
+        f"resumed {out.manifest.id}, a checkpoint of the first application ({old_run.id})"
+
 class LineageRecordsDown:
     """The job's store, except that listing the lineage records fails (an outage of that one call)."""
 
