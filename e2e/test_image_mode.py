@@ -29,9 +29,22 @@ def require_image(image: str) -> None:
 
 
 def container_pid(pod, name: str) -> int:
+    """A host pid of the container: the node agent's id names it; on a real node (containerd) it is a
+    process whose cgroup path holds the container id (cgroupfs)."""
     status = next(c for c in pod.status.container_statuses if c.name == name)
-    assert status.container_id and status.container_id.startswith("sparkpoint://"), status
-    return int(status.container_id.rsplit("/", 1)[1])
+    runtime, ident = (status.container_id or "").split("://", 1)
+    if runtime == "sparkpoint":
+        return int(ident.rsplit("/", 1)[1])
+    assert runtime == "containerd", status
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and ident in (proc / "cgroup").read_text():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    assert pids, f"no process in the cgroup of {status.container_id}"
+    return min(pids)
 
 
 def proc_ids(pid: int) -> tuple[int, int]:

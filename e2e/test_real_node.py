@@ -11,7 +11,7 @@ import ipaddress
 from pathlib import Path
 
 import pytest
-from kube_helpers import container_status, pod_logs, python_container, real_node
+from kube_helpers import container_status, pod_logs, python_container, real_node, wait_for
 from kubernetes import client
 
 VERSIONS = Path(__file__).resolve().parents[1] / "versions.env"
@@ -92,3 +92,28 @@ def test_memory_limit_is_enforced_by_an_oom_kill(core, namespace, pods):
     pod = pods.wait_phase("oom", "Failed")
     assert terminated(pod).reason == "OOMKilled"
     assert terminated(pod).exit_code == 137
+
+
+def test_job_pod_over_its_memory_limit_is_oom_killed_and_restarted(api_client, core, namespace, operator,
+                                                                   store_env):
+    """A Spark driver (local mode, pyspark's default 1g heap) in a 512Mi container: the kernel kills it,
+    the kubelet reports OOMKilled, the operator counts the restart and the job keeps going. The operator
+    records it as any crash (ContainerRestarted with the exit code): it does not read the reason."""
+    from operator_jobs import Jobs
+
+    jobs = Jobs(api_client, namespace, store_env)
+    # The smallest memory the CRD allows, and batches whose rows the console sink collects into Python.
+    jobs.create("hungry", **{"spark.resources": {"cpu": "100m", "memory": "512Mi"},
+                             "job.args": {"rows_per_batch": 200000, "keys": 200000},
+                             "restart": {"maxRestarts": 20, "backoff": "1s", "maxBackoff": "5s"}})
+
+    def oom_killed_and_counted():
+        st = jobs.status("hungry")
+        pod = core.read_namespaced_pod(st["pod"], namespace) if st.get("pod") else None
+        last = pod and container_status(pod, "runtime") and container_status(pod, "runtime").last_state
+        killed = last and last.terminated and last.terminated.reason == "OOMKilled"
+        return st if killed and st.get("restarts", 0) >= 1 else None
+
+    st = wait_for("the runtime OOM-killed and the restart counted", oom_killed_and_counted, timeout=300,
+                  interval=2.0)
+    assert st["lastFailure"]["reason"] == "ContainerRestarted", st["lastFailure"]
