@@ -325,7 +325,10 @@ def _restore_failed(run: Step, pod: PodObs) -> None:
                    "by another point: repair the store or change spec.restoreFrom")
         run.st.restarts += 1
         # The named point failed, not the spec it came with: no rollback of an upgrade on trial may
-        # replace it later (the next attempt, after an edit, is on trial again).
+        # replace it later; the next attempt, after an edit, is on trial again, with the same point
+        # to roll back to.
+        if tr.upgrade_deadline is not None:
+            tr.upgrade = UpgradeInFlight(rollback_point=tr.rollback_point)
         tr.clear("upgrade_deadline", "rollback_point", "upgrade_crash_loop")
         run.fail_for_good("RestoreFailed", message, "RestoreFailed", message)
         return

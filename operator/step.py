@@ -143,7 +143,8 @@ class Step:
                 and self.tr.stable_spec is not None and not is_spec(self.tr.stable_spec, self.spec):
             # The spec changed while a rollback drained (no upgrade began for it): on trial all the same,
             # rolling back to the point the stable spec was to restore.
-            upgrade = UpgradeInFlight(rollback_point=self.tr.next_point)
+            drained = Point(savepoint=self.tr.restore_target) if self.tr.restore_target else None
+            upgrade = UpgradeInFlight(rollback_point=self.tr.next_point or drained)
         rollback = (upgrade.rollback_point or self.stable_newest_point()) if upgrade is not None else None
         self.tr.clear("upgrade", "fresh_start", "restore_target", "create_failed", "next_point", "chosen_over")
         self.st.clear("next_attempt_at")

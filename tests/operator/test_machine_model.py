@@ -448,6 +448,17 @@ FOUND["a savepoint named again after the history moved on: a new pod resumed its
     ("edit_image", {"image": IMAGES[2]}), ("world_goes_quiet", {}), ("edit_restore_from", {"i": 5, "kind": "savepoint"}),
     ("edit_image", {"image": IMAGES[0]}), ("world_goes_quiet", {}), ("node_lost", {"i": 0}), ("world_goes_quiet", {})]
 
+FOUND["resumed onto another storage URL whose pods are refused: the rollback skips the suspend savepoint"] = [
+    ("world_progresses", {"n": 7}), ("suspend_or_resume", {"state": "suspended"}), ("world_goes_quiet", {}),
+    ("api_server_refuses_pod_creates", {"refuse": True}), ("edit_storage_url", {"i": 1}), ("world_progresses", {"n": 5}),
+    ("time_passes", {"seconds": 60.0}), ("suspend_or_resume", {"state": "running"}), ("world_progresses", {"n": 6}),
+    ("world_goes_quiet", {})]
+FOUND["a failed restoreFrom that came with a storage move: the later rollback lost the drain's savepoint"] = [
+    ("savepoint_nonce", {}), ("world_progresses", {"n": 3}), ("edit_restore_from", {"i": 0, "kind": "savepoint"}),
+    ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("api_server_refuses_pod_creates", {"refuse": True}),
+    ("edit_restore_from", {"i": 0, "kind": "none"}), ("world_progresses", {"n": 1}), ("time_passes", {"seconds": 60.0}),
+    ("world_goes_quiet", {})]
+
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
