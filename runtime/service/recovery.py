@@ -80,6 +80,9 @@ class LineageFacts:
 
     recorded: str | None = None  # the point of the newest lineage record (None: no record)
     recorded_attempt: int | None = None  # the attempt that wrote it (that application of the point)
+    # The newest record was written by another incarnation of the job's name (deleted with
+    # gc.onDelete retain and created again): this StreamingJob has applied nothing yet.
+    foreign: str | None = None
     records_problem: str | None = None  # the lineage records could not be listed
     newest_readable: str | None = None  # restoredFrom of the newest manifest that reads, if not the latest
 
@@ -181,6 +184,8 @@ def applied(tag: str, *, latest: Manifest | None, latest_problem: str | None, li
     """Pure: whether restore point `tag` was applied already, and the evidence; None: nothing tells."""
     if local.lineage == tag and local.attempt is not None and attempt == local.attempt + 1:
         return True, f"the previous attempt ({local.attempt}) ran its history from this hot dir"
+    if lineage.foreign is not None:
+        return False, f"the newest lineage record is an earlier job's of this name (incarnation {lineage.foreign})"
     if lineage.records_problem is None and lineage.recorded is not None:
         # Written before anything of a point's history is durable: the newest one is the lineage.
         return lineage.recorded == tag, f"the newest lineage record names {lineage.recorded}"
@@ -270,14 +275,20 @@ def _latest(store: ObjectStore, job: JobRef, ids: list[str]) -> tuple[Manifest |
         return None, f"{ids[-1]}: {exc}"
 
 
-def read_lineage(store: ObjectStore, job: JobRef, ids: list[str], latest_problem: str | None) -> LineageFacts:
+def read_lineage(store: ObjectStore, job: JobRef, ids: list[str], latest_problem: str | None,
+                 incarnation: str | None = None) -> LineageFacts:
     """The lineage records (a failed listing is a fact too), and with an unreadable latest manifest
     the lineage of the newest one that reads."""
+    foreign = None
     try:
         records = sorted(r for r in (lineage_record_of(o.key) for o in store.list(lineage_prefix(job))) if r)
         recorded, problem = (records[-1][1] if records else None), None
         since = records[-1][0] if records else None
-    except StoreError as exc:
+        if records and incarnation:
+            body = json.loads(store.get_bytes(lineage_record_key(job, *records[-1])))
+            if body.get("incarnation") not in (None, incarnation):  # (records before 2026-11 name none)
+                foreign = str(body["incarnation"])
+    except (StoreError, ValueError) as exc:
         recorded, problem, since = None, f"{lineage_prefix(job)}: {exc}", None
     newest_readable = None
     for cid in reversed(ids[:-1] if latest_problem else []):
@@ -287,24 +298,26 @@ def read_lineage(store: ObjectStore, job: JobRef, ids: list[str], latest_problem
         except StoreError:
             continue  # the restore reports it, if it gets that far
     return LineageFacts(recorded=recorded, recorded_attempt=since, records_problem=problem,
-                        newest_readable=newest_readable)
+                        newest_readable=newest_readable, foreign=foreign)
 
 
-def record_applied(store: ObjectStore, job: JobRef, attempt: int, tag: str) -> None:
+def record_applied(store: ObjectStore, job: JobRef, attempt: int, tag: str, incarnation: str | None = None) -> None:
     """The durable fact that `attempt` applied `tag`: written before its query runs, so before any
     checkpoint or output of that history exists. Never deleted by GC."""
-    body = {"restoreFrom": tag, "attempt": attempt, "appliedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    body = {"restoreFrom": tag, "attempt": attempt, "appliedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **({"incarnation": incarnation} if incarnation else {})}
     store.put_if_absent(lineage_record_key(job, attempt, tag), json.dumps(body).encode())
 
 
 def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_dir: Path, hot_dir: Path,
-                     restore_from: RestoreFrom | None, local_recovery: bool, attempt: int) -> RestoreOutcome:
+                     restore_from: RestoreFrom | None, local_recovery: bool, attempt: int,
+                     incarnation: str | None = None) -> RestoreOutcome:
     """Prepare the hot dir; raises RestoreError (loudly) when no usable restore point is left, and
     LineageUnknownError (hot dir untouched) when whether restoreFrom was applied cannot be read."""
     started = time.perf_counter()
     ids = list_checkpoint_ids(store, job)
     latest, latest_problem = _latest(store, job, ids)
-    facts = read_lineage(store, job, ids, latest_problem) if restore_tag(restore_from) else LineageFacts()
+    facts = read_lineage(store, job, ids, latest_problem, incarnation) if restore_tag(restore_from) else LineageFacts()
     local = inspect_local(work_dir, hot_dir, job, store_url)
     plan = plan_restore(restore_from=restore_from, checkpoint_ids=ids, savepoints=savepoint_names(store, job),
                         latest=latest, latest_problem=latest_problem, local_recovery=local_recovery,
@@ -322,8 +335,9 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
     def take_over(checkpoint: str | None, tag: str | None) -> dict[str, str]:
         """Record the applied restoreFrom (unless the store shows it already), then claim the hot dir."""
         wanted = restore_tag(restore_from)
-        if wanted and tag == wanted and (plan.explicit or (facts.records_problem is None and facts.recorded != tag)):
-            record_applied(store, job, attempt, tag)
+        if wanted and tag == wanted and (plan.explicit or (facts.records_problem is None and facts.recorded != tag)
+                                          or facts.foreign is not None):
+            record_applied(store, job, attempt, tag, incarnation)
         claim(work_dir, job, store_url, attempt=attempt, checkpoint=checkpoint, failed_starts=local.failed_starts,
               lineage=tag)
         return {"restoredFrom": tag} if tag else {}

@@ -156,7 +156,8 @@ class JobRuntime:
             self.restore = restore_on_start(
                 store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
                 hot_dir=self.hot_dir, restore_from=spec.restore_from,
-                local_recovery=spec.checkpoint.local_recovery, attempt=self.attempt)
+                local_recovery=spec.checkpoint.local_recovery, attempt=self.attempt,
+                incarnation=self.opts.job_uid or _job_uid(self.job))
             self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
             for fallback in self.restore.fallbacks:
                 self.metrics.restore_fallbacks.labels(fallback.reason).inc()

@@ -63,7 +63,7 @@ class Store:
     checkpoints: list[Chk] = field(default_factory=list)
     savepoints: list[dict[str, Any]] = field(default_factory=list)  # oldest first; "lineage" is ours
     next_num: int = 1
-    records: list[tuple[int, str]] = field(default_factory=list)  # lineage/ records: (attempt, point), oldest first
+    records: list[tuple[int, str, int]] = field(default_factory=list)  # lineage/: (fence, point, incarnation)
 
     def readable(self) -> list[Chk]:
         return [c for c in self.checkpoints if c.readable]
@@ -91,6 +91,8 @@ class Pod:
     last_exit_code: int | None = None
     restart_count = 0
     lineage: str | None = None  # the restoredFrom tag its checkpoints carry
+    fence: int = 0  # the runtime's attempt number (the store's fence: it grows across incarnations)
+    incarnation: int = 0  # which StreamingJob of the name created it
     latest: Chk | None = None
     draining: dict[str, Any] | None = None
     deleting_since: float | None = None
@@ -121,6 +123,8 @@ class World:
 
     # --- the CR --------------------------------------------------------------------------------------
     def new_cr(self, doc: dict[str, Any]) -> None:
+        self.incarnation = getattr(self, "incarnation", -1) + 1
+        self.fence = getattr(self, "fence", 0)
         self.doc, self.generation, self.status, self.deleting = doc, 1, {}, False
         self.pods: dict[str, Pod] = {}
         self.refuse_creates, self.refused, self.refuse_since, self.fail_writes = False, 0, 0.0, 0
@@ -218,13 +222,15 @@ class World:
         "Applied already" is the newest lineage record's word (recovery.applied); applying a point
         records it first. `record=False`: a probe that changes nothing."""
         store, tag = self.stores[pod.url], tag_of(pod.restore_from)
-        if tag and not (store.records and store.records[-1][1] == tag):
+        newest = store.records[-1] if store.records else None
+        mine = newest is not None and newest[1] == tag and newest[2] == pod.incarnation
+        if tag and not mine:
             point = None if tag.startswith("fresh:") else store.find(tag)
             if point is None and not tag.startswith("fresh:"):
                 pod.failed_points = (tag,)
                 return None
             if record:
-                store.records.append((pod.attempt, tag))
+                store.records.append((pod.fence, tag, pod.incarnation))
             return tag, point
         if not store.checkpoints:
             return tag, None
@@ -237,7 +243,7 @@ class World:
                 continue
             lineage = point.lineage if isinstance(point, Chk) else point["lineage"]
             written = point.attempt if isinstance(point, Chk) else point["attempt"]
-            since = store.records[-1][0] if store.records and store.records[-1][1] == tag else 0
+            since = newest[0] if mine and newest else 0
             if tag and ptag != tag and (lineage != tag or written < since):
                 continue  # predates the applied restoreFrom (or its newest application)
             return (tag if ptag == tag else lineage), point
@@ -272,7 +278,7 @@ class World:
         if not pod.up:
             return None
         store = self.stores[pod.url]
-        chk = Chk(store.next_num, self.now, pod.lineage, pod.attempt)
+        chk = Chk(store.next_num, self.now, pod.lineage, pod.fence)
         store.next_num += 1
         store.checkpoints.append(chk)
         pod.latest = chk
@@ -280,7 +286,7 @@ class World:
             pod.requests.append({"id": chk.id, "requestId": request, "status": "completed"})
         if savepoint and savepoint not in {s["name"] for s in store.savepoints}:
             store.savepoints.append({"name": savepoint, "checkpoint": chk.id, "batch": chk.num, "bytes": 1,
-                                     "completedAt": iso(self.now), "lineage": pod.lineage, "attempt": pod.attempt})
+                                     "completedAt": iso(self.now), "lineage": pod.lineage, "attempt": pod.fence})
             pod.requests.append({"savepoint": savepoint, "kind": "savepoint", "status": "completed"})
         return chk
 
@@ -424,7 +430,9 @@ class World:
         spec = action.spec or self.spec
         if self.check_create:
             self.check_create(self, action, spec)
-        self.pods[name] = Pod(name, action.attempt, spec, action.restore_from, spec.checkpoint.storage.url)
+        self.fence += 1
+        self.pods[name] = Pod(name, action.attempt, spec, action.restore_from, spec.checkpoint.storage.url,
+                              fence=self.fence, incarnation=self.incarnation)
         self.gc_pins = set((self.status.get("tracking") or {}).get("gcPins", []))  # the attempt's ConfigMap
         if self.user_point and tag_of(action.restore_from) == self.user_point[0]:
             self.user_point = None

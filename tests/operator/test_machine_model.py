@@ -50,7 +50,8 @@ def check_create(w: World, action, spec) -> None:  # type: ignore[no-untyped-def
                              f"failure naming it (lastFailure: {w.status.get('lastFailure')})")
     # What the runtime will restore (restoreFrom is a lineage marker once a checkpoint descends from it).
     failed = set(w.failed_points)
-    outcome = w.restore(Pod("probe", action.attempt, spec, rf, store_url(spec)), record=False)
+    probe = Pod("probe", action.attempt, spec, rf, store_url(spec), fence=w.fence + 1, incarnation=w.incarnation)
+    outcome = w.restore(probe, record=False)
     w.failed_points = failed
     point = outcome and outcome[1]
     good = [c for c in store.readable() if f"checkpoint:{c.id}" not in w.failed_points]
@@ -457,6 +458,11 @@ FOUND["a failed restoreFrom that came with a storage move: the later rollback lo
     ("savepoint_nonce", {}), ("world_progresses", {"n": 3}), ("edit_restore_from", {"i": 0, "kind": "savepoint"}),
     ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("api_server_refuses_pod_creates", {"refuse": True}),
     ("edit_restore_from", {"i": 0, "kind": "none"}), ("world_progresses", {"n": 1}), ("time_passes", {"seconds": 60.0}),
+    ("world_goes_quiet", {})]
+
+FOUND["created again with restoreFrom a savepoint the earlier job applied: the earlier job's record said applied"] = [
+    ("world_progresses", {"n": 8}), ("edit_job_args", {"n": 3}), ("world_progresses", {"n": 7}), ("delete_job", {}),
+    ("world_goes_quiet", {}), ("edit_restore_from", {"i": 4, "kind": "savepoint"}), ("delete_job", {}),
     ("world_goes_quiet", {})]
 
 

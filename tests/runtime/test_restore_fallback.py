@@ -222,6 +222,27 @@ def test_a_savepoint_applied_again_does_not_resume_the_history_of_its_earlier_ap
     assert (out.source, out.manifest.id, out.batch_id) == ("remote", "sp-one", 3), \
         f"resumed {out.manifest.id}, a checkpoint of the first application ({old_run.id})"
 
+def test_a_job_created_again_applies_its_restore_from_though_an_earlier_job_of_the_name_did(store, job, tmp_path):
+    """Found by the machine model: with gc.onDelete retain, a StreamingJob created again under its name
+    with restoreFrom naming a savepoint the earlier job once applied must apply it, not take the
+    earlier job's lineage record as 'applied already' and resume that job's newest checkpoint."""
+    base = checkpoint_of(store, job, tmp_path, 3, write_fence(store, job))
+    create_savepoint(store, job, "sp-one", base.id)
+    sp, first = RestoreFrom(savepoint="sp-one"), write_fence(store, job)
+    out = restore_on_start(store=store, job=job, store_url=store.url, work_dir=tmp_path / "pod1",
+                           hot_dir=tmp_path / "pod1" / "hot", restore_from=sp, local_recovery=True, attempt=first,
+                           incarnation="uid-old")
+    checkpoint_pod(store, job, tmp_path / "pod1", first, 8, out.lineage)  # the earlier job ran on
+    out = restore_on_start(store=store, job=job, store_url=store.url, work_dir=tmp_path / "pod2",
+                           hot_dir=tmp_path / "pod2" / "hot", restore_from=sp, local_recovery=True,
+                           attempt=write_fence(store, job), incarnation="uid-new")
+    assert (out.source, out.manifest.id, out.batch_id) == ("remote", "sp-one", 3)
+    # ...and the new job's next pod keeps to its own application (its record names its incarnation)
+    out = restore_on_start(store=store, job=job, store_url=store.url, work_dir=tmp_path / "pod3",
+                           hot_dir=tmp_path / "pod3" / "hot", restore_from=sp, local_recovery=True,
+                           attempt=write_fence(store, job), incarnation="uid-new")
+    assert (out.source, out.manifest.id) == ("remote", "sp-one")
+
 class LineageRecordsDown:
     """The job's store, except that listing the lineage records fails (an outage of that one call)."""
 
