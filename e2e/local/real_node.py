@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -25,8 +26,14 @@ import pki
 log = logging.getLogger("cluster")
 COMPONENTS = ["containerd", "kubelet", "kube-proxy"]
 # buildah images (`make image`) imported into containerd, and the extra names each gets there: the
-# e2e suite's default image (kube_helpers.E2E_IMAGE, operator_jobs) is the runtime image.
+# e2e suite's default image (kube_helpers.E2E_IMAGE, operator_jobs) and the image the example names
+# (examples/streamingjob.yaml, applied unchanged) are the runtime image.
 IMAGES = {"sparkpoint/operator:dev": [], "sparkpoint/runtime:dev": ["sparkpoint:e2e"]}
+
+
+def runtime_aliases(repo: Path) -> list[str]:
+    example = (repo / "examples" / "streamingjob.yaml").read_text()
+    return IMAGES["sparkpoint/runtime:dev"] + re.findall(r"^\s*image:\s*[\"']?([^\s\"']+)", example, re.M)
 
 
 def host_ip() -> str:
@@ -155,7 +162,8 @@ def import_images(layout: c.Layout, paths: nc.NodePaths) -> None:
     if not marker.exists() or marker.read_text() != pause_image:
         _import_archive(paths, directory / "pause.tar")
         marker.write_text(pause_image)
-    for name, aliases in IMAGES.items():
+    for name in IMAGES:
+        aliases = runtime_aliases(layout.repo) if name == "sparkpoint/runtime:dev" else IMAGES[name]
         found = subprocess.run(["buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}",
                                 f"localhost/{name}"], capture_output=True, text=True)
         if found.returncode != 0:
@@ -163,20 +171,26 @@ def import_images(layout: c.Layout, paths: nc.NodePaths) -> None:
             continue
         image_id = found.stdout.strip()
         marker = paths.imported / name.replace("/", "_")
-        if marker.exists() and marker.read_text() == image_id:
-            continue
-        archive = paths.root / "import.tar"
-        archive.unlink(missing_ok=True)
-        log.info("importing image into containerd", extra={"image": name, "id": image_id[:12]})
-        run(["buildah", "push", "--quiet", f"localhost/{name}", f"docker-archive:{archive}:docker.io/{name}"])
-        try:
-            _import_archive(paths, archive)
-        finally:
+        if not marker.exists() or marker.read_text() != image_id:
+            archive = paths.root / "import.tar"
             archive.unlink(missing_ok=True)
-        for alias in aliases:
-            full = alias if "/" in alias else f"docker.io/library/{alias}"
-            run(nc.ctr(paths, "images", "tag", "--force", f"docker.io/{name}", full))
-        marker.write_text(image_id)
+            log.info("importing image into containerd", extra={"image": name, "id": image_id[:12]})
+            run(["buildah", "push", "--quiet", f"localhost/{name}", f"docker-archive:{archive}:docker.io/{name}"])
+            try:
+                _import_archive(paths, archive)
+            finally:
+                archive.unlink(missing_ok=True)
+            marker.write_text(image_id)
+        for alias in aliases:  # every time: cheap, and an alias added since the import applies at once
+            run(nc.ctr(paths, "images", "tag", "--force", f"docker.io/{name}", qualified(alias)))
+
+
+def qualified(image: str) -> str:
+    """The name containerd's CRI looks an image up by: docker.io/library/x:t for x:t, as Docker does."""
+    first, _, rest = image.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return image
+    return f"docker.io/{image}" if rest else f"docker.io/library/{image}"
 
 
 # --- start and stop -------------------------------------------------------------------------------
@@ -204,6 +218,18 @@ def start(layout: c.Layout, start_component: StartFn, wait_for: WaitFn, free_por
     import_images(layout, paths)
     start_component(layout, "kubelet", nc.kubelet_command(layout, paths, binaries, layout.host_ip))
     start_component(layout, "kube-proxy", nc.proxy_command(paths, binaries))
+    # The Node's Ready condition outlives a restarted kubelet by the lease grace period: wait for the
+    # kubelet itself, so that `up` returns with a node that runs pods.
+    wait_for("the kubelet's healthz", lambda: _healthy(f"http://127.0.0.1:{ports.kubelet_healthz}/healthz"),
+             60, layout, "kubelet")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
 
 
 def stop(layout: c.Layout, stop_component: Callable[..., None]) -> None:
