@@ -32,6 +32,8 @@ import components as c  # noqa: E402
 import pki  # noqa: E402
 from jsonlog import setup_logging  # noqa: E402
 
+from harness.polling import WaitTimeout, wait_until  # noqa: E402  (the checkout is on the path: make venv)
+
 log = logging.getLogger("cluster")
 REPO = HERE.parent.parent
 START_ORDER = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "minio", "node-agent"]
@@ -194,17 +196,18 @@ def api_get(layout: c.Layout, path: str) -> tuple[int, bytes]:
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float, layout: c.Layout, component: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
+    """harness.polling's wait, ending early (with the component's last log lines) if it exits."""
+    def give_up() -> None:
         if component and not component_running(layout, component):
             log_file = layout.logs / f"{component}.log"
             tail = log_file.read_text(errors="replace").splitlines()[-15:] if log_file.exists() else []
             raise SystemExit(f"{component} exited while waiting for {what}; last lines of {log_file}:\n"
                              + "\n".join(tail))
-        time.sleep(0.25)
-    raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}; logs in {layout.logs}")
+
+    try:
+        wait_until(check, timeout, what, give_up=give_up)
+    except WaitTimeout:
+        raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}; logs in {layout.logs}") from None
 
 
 def node_ready(layout: c.Layout) -> bool:
