@@ -191,6 +191,7 @@ class Tracking(StatusModel):
     rejected_generation: int | None = None  # the generation a rollback (or its report) was for
     upgrade: UpgradeInFlight | None = None
     upgrade_deadline: float | None = None
+    trial_since: float | None = None  # when the new spec's first attempt of the trial was created
     upgrade_crash_loop: int | None = None
     rollback_point: Point | None = None
     # deletion (deletion.py writes these with its own patches)

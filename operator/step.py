@@ -162,7 +162,7 @@ class Step:
         self.set_phase("Pending", "AttemptCreated", f"attempt {self.attempt}"
                        + (f" restoring from {self.tr.restore_from.document()}" if self.tr.restore_from else ""))
         if upgrade is not None:
-            self.tr.upgrade_deadline = self.now + self.upgrade_timeout()
+            self.tr.upgrade_deadline, self.tr.trial_since = self.now + self.upgrade_timeout(), self.now
             # What a rollback goes back to: the stable spec's own newest point (its drain's savepoint,
             # else its newest checkpoint in its own storage), never the new spec's state.
             self.tr.rollback_point = rollback
@@ -315,6 +315,17 @@ class Step:
     def newest_checkpoint_point(self) -> Point | None:
         known = self.known_checkpoints()
         return Point(checkpoint=known[-1].id) if known else None
+
+    def newest_before_trial(self) -> Point | None:
+        """A rollback point for a trial that began knowing none (the store's newest manifest was
+        unreadable then): the newest checkpoint now known that completed before the trial's first
+        attempt was created, so the stable spec's own state, not the new spec's."""
+        since, bad = self.tr.trial_since, self.bad_points()
+        if since is None or (self.tr.attempt_storage or self.storage_url()) != self.storage_url():
+            return None
+        older = [f for f in self.known_checkpoints() if f"checkpoint:{f.id}" not in bad
+                 and (cp.parse_time(f.completed_at) or since + 1) <= since]
+        return Point(checkpoint=older[-1].id) if older else None
 
     def stable_newest_point(self) -> Point | None:
         """The newest checkpoint of the attempt being upgraded. After a storage URL change, status

@@ -47,7 +47,7 @@ def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
         return False
     run.tr.rejected_spec, run.tr.drain = spec_key(run.obs.spec), Drain(at=run.now - DRAIN_GRACE)
     run.tr.rejected_generation = run.obs.generation
-    point = run.tr.rollback_point or Point(fresh=f"rollback-{run.attempt}")
+    point = run.tr.rollback_point or run.newest_before_trial() or Point(fresh=f"rollback-{run.attempt}")
     crashes = run.tr.upgrade_crash_loop
     run.tr.clear("upgrade_deadline", "rollback_point", "fresh_start", "restore_target", "next_point",
                  "upgrade_crash_loop")

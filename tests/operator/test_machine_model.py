@@ -465,6 +465,12 @@ FOUND["created again with restoreFrom a savepoint the earlier job applied: the e
     ("world_goes_quiet", {}), ("edit_restore_from", {"i": 4, "kind": "savepoint"}), ("delete_job", {}),
     ("world_goes_quiet", {})]
 
+FOUND["a trial begun while the newest manifest was unreadable: its rollback started empty over a readable checkpoint"] = [
+    ("savepoint_nonce", {}), ("world_goes_quiet", {}), ("node_lost", {"i": 0}),
+    ("api_server_refuses_pod_creates", {"refuse": True}), ("edit_job_args", {"n": 1}), ("newest_manifest_unreadable", {}),
+    ("world_progresses", {"n": 4}), ("manifests_readable_again", {}), ("world_progresses", {"n": 6}),
+    ("world_goes_quiet", {})]
+
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
