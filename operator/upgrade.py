@@ -47,7 +47,7 @@ def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
         return False
     run.tr.rejected_spec, run.tr.drain = spec_key(run.obs.spec), Drain(at=run.now - DRAIN_GRACE)
     run.tr.rejected_generation = run.obs.generation
-    point = run.tr.rollback_point or run.newest_before_trial() or Point(fresh=f"rollback-{run.attempt}")
+    point = later_of(run.tr.rollback_point, run.newest_before_trial()) or Point(fresh=f"rollback-{run.attempt}")
     crashes = run.tr.upgrade_crash_loop
     run.tr.clear("upgrade_deadline", "rollback_point", "fresh_start", "restore_target", "next_point",
                  "upgrade_crash_loop")
@@ -70,6 +70,16 @@ def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
     drain_then_remove(run)
     run.requeue(POLL)
     return True
+
+
+def later_of(chosen: Point | None, before_trial: Point | None) -> Point | None:
+    """The rollback point chosen when the trial began, unless a checkpoint completed before the
+    trial is newer: the store's newest manifest may have been unreadable when the trial began."""
+    if before_trial is None or chosen is not None and not chosen.checkpoint:
+        return chosen  # (a drain's savepoint is the stable spec's last word)
+    if chosen is None or cp.number(before_trial.checkpoint or "") > cp.number(chosen.checkpoint or ""):
+        return before_trial
+    return chosen
 
 
 def roll_back_unstarted(run: Step) -> bool:

@@ -470,6 +470,11 @@ FOUND["a trial begun while the newest manifest was unreadable: its rollback star
     ("api_server_refuses_pod_creates", {"refuse": True}), ("edit_job_args", {"n": 1}), ("newest_manifest_unreadable", {}),
     ("world_progresses", {"n": 4}), ("manifests_readable_again", {}), ("world_progresses", {"n": 6}),
     ("world_goes_quiet", {})]
+FOUND["the same after a re-created job: the rollback point chosen then was older than the unreadable newest"] = [
+    ("savepoint_nonce", {}), ("world_progresses", {"n": 4}), ("delete_job", {}), ("world_goes_quiet", {}),
+    ("node_lost", {"i": 0}), ("api_server_refuses_pod_creates", {"refuse": True}), ("edit_job_args", {"n": 1}),
+    ("newest_manifest_unreadable", {}), ("world_progresses", {"n": 4}), ("manifests_readable_again", {}),
+    ("world_progresses", {"n": 6}), ("world_goes_quiet", {})]
 
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.

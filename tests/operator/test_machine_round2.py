@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from test_machine import RUNTIME, SPEC, T0, make_spec, observe, pod, running
 
+from sparkpoint.operator.checkpoints import iso
 from sparkpoint.operator.machine import decide, spec_key
 from sparkpoint.operator.model import CheckpointFact, CreateAttempt, DeletePod, Emit, PodObs, StopRuntime
 from sparkpoint.operator.step import stable_doc
 
 
-def facts(*numbers: int) -> list[CheckpointFact]:
-    return [CheckpointFact(f"chk-{n:06d}", n, f"2026-01-01T00:00:{n:02d}Z") for n in numbers]
+def facts(*numbers: int, at: float | None = None) -> list[CheckpointFact]:
+    """Checkpoints completed long before T0, or at `at` (the last one only)."""
+    made = [CheckpointFact(f"chk-{n:06d}", n, f"2026-01-01T00:00:{n:02d}Z") for n in numbers]
+    if at is not None:
+        made[-1] = CheckpointFact(made[-1].id, made[-1].batch, iso(at))
+    return made
 
 
 def after_backoff(status: dict) -> dict:
@@ -86,13 +91,30 @@ def test_rolling_back_a_stateless_upgrade_restores_the_old_specs_newest_checkpoi
     (create,) = d.of(CreateAttempt)
     assert create.restore_from.fresh == "upgrade-2"
     # attempt 2 (v2) is never Ready: roll back after the deadline
-    d = decide(observe(d.status, [pod(2, ready=False)], spec=new, generation=2, now=T0 + 400,
-                       store_checkpoints=facts(7, 8, 9)))
+    v2s = facts(7, 8, 9, at=T0 + 300)  # attempt 2 checkpointed, but was never Ready
+    d = decide(observe(d.status, [pod(2, ready=False)], spec=new, generation=2, now=T0 + 400, store_checkpoints=v2s))
     assert "UpgradeRolledBack" in reasons(d)
-    d = decide(observe(d.status, [], spec=new, generation=2, now=T0 + 410, store_checkpoints=facts(7, 8, 9)))
+    d = decide(observe(d.status, [], spec=new, generation=2, now=T0 + 410, store_checkpoints=v2s))
     (create,) = d.of(CreateAttempt)
     assert create.spec.image == "v1" and create.restore_from.checkpoint == "chk-000008"  # not empty, not v2's
 
+
+
+def test_a_trial_begun_without_a_known_checkpoint_rolls_back_to_the_newest_made_before_it():
+    """The store's newest manifest was unreadable when the trial began (no rollback point known):
+    the rollback restores the newest checkpoint completed before the trial, not empty state."""
+    old, new = (make_spec(image=image, upgradeMode="last-checkpoint") for image in ("v1", "v2"))
+    st = running(stableSpec=spec_key(old), stableSpecDoc=stable_doc(old))
+    d = decide(observe(st, [pod()], runtime=RUNTIME, spec=new, generation=2, store_checkpoints=[]))
+    d = decide(observe(d.status, [], spec=new, generation=2, now=T0 + 5, store_checkpoints=[]))
+    assert d.of(CreateAttempt)
+    readable = facts(7, 8)  # made by v1 before the trial (both older than T0)
+    d = decide(observe(d.status, [pod(2, ready=False)], spec=new, generation=2, now=T0 + 400,
+                       store_checkpoints=readable))
+    assert "UpgradeRolledBack" in reasons(d)
+    d = decide(observe(d.status, [], spec=new, generation=2, now=T0 + 410, store_checkpoints=readable))
+    (create,) = d.of(CreateAttempt)
+    assert create.spec.image == "v1" and create.restore_from.checkpoint == "chk-000008"
 
 # --- 5: resume while the suspend drain still runs ------------------------------------------------------
 def test_resuming_during_the_suspend_drain_keeps_the_savepoint_target():
