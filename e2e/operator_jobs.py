@@ -20,7 +20,7 @@ def job_spec(namespace: str, **over: Any) -> dict[str, Any]:
         "image": "sparkpoint:e2e",
         "job": {"entrypoint": "sparkpoint.examples.windowed_aggregation:build",
                 "args": {"rows_per_batch": 200, "keys": 20}, "triggerInterval": "1s"},
-        "spark": {"master": "local[1]", "resources": {"cpu": "100m", "memory": "512Mi"}, "shufflePartitions": 2},
+        "spark": {"master": "local[1]", "resources": {"cpu": "100m", "memory": "1Gi"}, "shufflePartitions": 2},
         "checkpoint": {"interval": "10s", "timeout": "2m", "retain": 3,
                        "storage": {"url": f"s3://{BUCKET}/{namespace}", "secretRef": {"name": SECRET}}},
         "restart": {"maxRestarts": 5, "backoff": "1s", "maxBackoff": "5s"},

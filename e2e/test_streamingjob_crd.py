@@ -65,7 +65,7 @@ def test_minimal_job_is_accepted_with_defaults(api_client, namespace, streamingj
     (with_fields(checkpoint={"timeout": "0s"}), "spec.checkpoint.timeout", "must be at least 1s"),
     (with_fields(spark={"resources": {"memory": "lots", "cpu": "1"}}), "spec.spark.resources.memory", "should match"),
     (with_fields(spark={"resources": {"memory": "2Gi", "cpu": "many"}}), "spec.spark.resources.cpu", "should match"),
-    (with_fields(spark={"resources": {"memory": "100Mi"}}), "spec.spark.resources.memory", "must be at least 512mi"),
+    (with_fields(spark={"resources": {"memory": "100Mi"}}), "spec.spark.resources.memory", "must be at least 1gi"),
     (with_fields(image="Not A Valid Image!!"), "spec.image", "should match"),
     (with_fields(spark={"master": "yarn"}), "spec.spark.master", "should match"),
     (with_fields(spark={"master": "local[0]"}), "spec.spark.master", "should match"),
@@ -128,7 +128,7 @@ LEAVES = {
     ("spark", "conf"): [{}, {"spark.master": "x"}, {"spark.sql.shuffle.partitions": "8"},
                         {"spark.sql.session.timeZone": "UTC"}],
     ("spark", "resources", "cpu"): ["many", "1", "0.5", "500m", "-1", "1.2345"],
-    ("spark", "resources", "memory"): ["lots", "512Mi", "511Mi", "0.5Gi", "4G", "536870912", "536870911", "1e9"],
+    ("spark", "resources", "memory"): ["lots", "512Mi", "1Gi", "1023Mi", "4G", "1073741824", "1073741823", "1e9", "1.1e9"],
     ("image",): ["Not A Valid Image!!", "sparkpoint:dev", "ghcr.io/o/i:1.2", "localhost:5000/a/b", "a:b:c", "i@sha256:x"],
 }
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec, RestoreFrom
+from sparkpoint.runtime.spark.memory import DRIVER_MEMORY_ENV, driver_memory
 from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV
 
 CONTROL_PORT = 8080
@@ -188,7 +189,9 @@ def runtime_container(job: JobRef, spec: JobSpec, attempt: int = 1) -> dict[str,
                     "--external-triggers"],  # the operator triggers; the runtime's timer is its fallback
         "env": [*_common_env(job, spec), {"name": "SPARKPOINT_CONTROL_TOKEN_FILE", "value": CONTROL_TOKEN_FILE},
                 # exit 3 names the points it could not restore there (the operator blames exactly those)
-                {"name": "SPARKPOINT_TERMINATION_LOG", "value": "/dev/termination-log"}],
+                {"name": "SPARKPOINT_TERMINATION_LOG", "value": "/dev/termination-log"},
+                # a heap the memory limit holds beside the JVM's and Python's own memory
+                {"name": DRIVER_MEMORY_ENV, "value": driver_memory(spec.spark.resources.memory)}],
         "ports": [{"name": "control", "containerPort": CONTROL_PORT},
                   {"name": "metrics", "containerPort": METRICS_PORT}],
         "resources": {"requests": {"cpu": spec.spark.resources.cpu, "memory": spec.spark.resources.memory},

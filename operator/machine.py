@@ -24,6 +24,7 @@ from .model import (
     TriggerCheckpoint,
     TriggerSavepoint,
 )
+from .oom import OOM_KILLED, oom_kill_message
 from .status import apply_conditions
 from .status_model import (
     Drain,
@@ -292,6 +293,8 @@ def _pod_lost(run: Step, pod: PodObs) -> bool:
         run.fail("NodeLost", f"pod {pod.name}'s node is not ready")
     elif RESTORE_FAILED_EXIT in (pod.exit_code, pod.last_exit_code):
         _restore_failed(run, pod)
+    elif oom := oom_kill_message(pod, run.tr.container_restarts, run.spec.spark.resources.memory):
+        run.fail(OOM_KILLED, oom)
     elif pod.phase == "Failed" or (pod.exit_code not in (None, 0) and run.spec.restart.policy == "Never"):
         # (restart.policy Never: the kubelet does not restart the runtime, and the GC sidecar keeps
         # the pod Running, so the runtime's own exit is the failure.)

@@ -31,6 +31,7 @@ class PodObs:
     restart_count: int = 0  # of the runtime container (in-place restarts by the kubelet)
     last_exit_code: int | None = None  # the runtime container's latest termination, if any
     exit_code: int | None = None  # set while the runtime container is terminated now
+    termination_reason: str | None = None  # of its newest termination: OOMKilled, Error, Completed
     reason: str | None = None  # pod-level reason, e.g. Evicted, NodeLost
     node_lost: bool = False
     deleting_since: float | None = None  # metadata.deletionTimestamp (epoch seconds)

@@ -63,6 +63,7 @@ def pod_observation(pod: dict[str, Any]) -> PodObs:
         restart_count=int(cs.get("restartCount") or 0),
         last_exit_code=(last_terminated or {}).get("exitCode"),
         exit_code=(terminated or {}).get("exitCode"),
+        termination_reason=(terminated or last.get("terminated") or {}).get("reason"),
         reason=status.get("reason"),
         node_lost=node_lost,
         deleting_since=parse_time(meta.get("deletionTimestamp")),

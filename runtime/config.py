@@ -28,6 +28,7 @@ from .spec_rules import (
     CPU_PATTERN,
     ENDPOINT_PATTERN,
     ENTRYPOINT_PATTERN,
+    EXECUTOR_MIN_MEMORY,
     IMAGE_PATTERN,
     JOB_NAME_MAX_LENGTH,
     JOB_NAME_PATTERN,
@@ -62,6 +63,8 @@ RESERVED_CONF = {
     "spark.executor.instances": "set spec.spark.executors.instances instead",
     "spark.executor.cores": "set spec.spark.executors.cores instead",
     "spark.executor.memory": "set spec.spark.executors.memory instead",
+    # A heap the container's limit cannot hold is OOM-killed: the heap is sized from the limit.
+    "spark.driver.memory": "set spec.spark.resources.memory instead (the driver heap is sized from it)",
     "spark.driver.host": "the runtime sets its pod IP",
     "spark.kubernetes.container.image": "set spec.image instead",
     "spark.kubernetes.executor.podTemplateFile": "the runtime writes the executors' pod template",
@@ -118,7 +121,8 @@ class JobSection(SpecModel):
 
 
 class Resources(SpecModel):
-    # The runtime container's request (cpu) and request and limit (memory).
+    # The runtime container's request (cpu) and request and limit (memory); the driver's JVM heap is
+    # sized from the memory (runtime/spark/memory.py: 2Gi -> 1536m).
     cpu: Annotated[str, StringConstraints(pattern=CPU_PATTERN)] = "1"
     memory: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN),
                       *quantity_at_least(MIN_MEMORY)] = "2Gi"
@@ -134,7 +138,7 @@ class ExecutorsSpec(SpecModel):
     instances: Annotated[int, Field(ge=1, le=1000)] = 2
     cores: Annotated[int, Field(ge=1, le=64)] = 1
     memory: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN),
-                      *quantity_at_least(MIN_MEMORY)] = "1Gi"
+                      *quantity_at_least(EXECUTOR_MIN_MEMORY)] = "1Gi"
 
 
 EXECUTORS_NEED_K8S = "executors needs master: k8s (local masters run every task in the driver)"

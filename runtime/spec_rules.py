@@ -36,7 +36,10 @@ IMAGE_PATTERN = (r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?
 # Kubernetes quantities, restricted to the forms that make sense for each resource.
 CPU_PATTERN = r"^([0-9]{1,4}(\.[0-9]{1,3})?|[0-9]{1,7}m)$"
 MEMORY_PATTERN = r"^[0-9]{1,7}(\.[0-9]{1,3})?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
-MIN_MEMORY = "512Mi"  # a JVM driver beside the Python runtime does not start in less
+# The runtime container: a driver heap Spark accepts (512Mi) plus the JVM's and Python's own memory
+# (runtime/spark/memory.py sizes the heap from the limit; a test keeps the two in step).
+MIN_MEMORY = "1Gi"
+EXECUTOR_MIN_MEMORY = "512Mi"  # an executor's heap (Spark adds its overhead to the pod)
 # What the runtime can run: a local driver with N or all cores, or the driver of executor pods that
 # Spark's Kubernetes backend starts (k8s, with spec.spark.executors).
 MASTER_PATTERN = r"^(local(\[([1-9][0-9]{0,3}|\*)\])?|k8s)$"

@@ -22,7 +22,7 @@ def job_spec(interval: str, backoff: str) -> dict[str, Any]:
     operator's store reads are real S3 listings."""
     spec = {
         "job": {"entrypoint": "load_bench:build"},
-        "spark": {"resources": {"cpu": "1m", "memory": "512Mi"}},  # the spec minimum; the fake node has room
+        "spark": {"resources": {"cpu": "1m", "memory": "1Gi"}},  # the spec minimum; the fake node has room
         "checkpoint": {"interval": interval, "storage": {"url": f"s3://{BUCKET}/jobs", "secretRef": {"name": SECRET}}},
         "restart": {"backoff": backoff, "maxBackoff": backoff, "maxRestarts": 1000},
         "gc": {"enabled": False},

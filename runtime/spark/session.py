@@ -8,6 +8,7 @@ from pathlib import Path
 from sparkpoint.runtime.config import SparkSection
 
 from .identity import ensure_user_identity
+from .memory import DRIVER_MEMORY_ENV
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -29,7 +30,8 @@ def session_conf(spark: SparkSection) -> dict[str, str]:
         # The price is a longer changelog replay on restore (at most 50 changelogs per partition).
         "spark.sql.streaming.stateStore.minDeltasForSnapshot": "50",
         "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
-        "spark.driver.memory": os.environ.get("SPARKPOINT_DRIVER_MEMORY", "1g"),
+        # In a pod the operator sizes the heap from the container's limit (spark/memory.py).
+        "spark.driver.memory": os.environ.get(DRIVER_MEMORY_ENV, "1g"),
         "spark.sql.adaptive.enabled": "false",  # AQE is disabled for streaming anyway; avoid the warning
     }
     conf.update(spark.conf)

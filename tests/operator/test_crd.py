@@ -215,7 +215,7 @@ def test_model_and_schema_agree_on_mutated_specs(mutations) -> None:
     (("restart", "window"), "10s", "spec.restart.window: must be at least 1m"),
     (("checkpoint", "storage", "url"), "file:///data", "spec: gc.secretRef needs an s3:// checkpoint.storage.url"),
     (("upgradeTimeout",), "5s", "spec.upgradeTimeout: must be at least 30s"),
-    (("spark", "resources", "memory"), "100Mi", "spec.spark.resources.memory: must be at least 512Mi"),
+    (("spark", "resources", "memory"), "100Mi", "spec.spark.resources.memory: must be at least 1Gi"),
     (("spark", "conf"), {"spark.sql.streaming.checkpointLocation": "/x"},
      "spec.spark.conf: spark.sql.streaming.checkpointLocation is set by Sparkpoint"),
 ])

@@ -87,7 +87,7 @@ def _spec_with(**sections) -> dict:
     (_spec_with(spark={"resources": {"memory": "lots"}}), "spec.spark.resources.memory: 'lots' is not a memory quantity"),
     (_spec_with(spark={"resources": {"cpu": "many"}}), "spec.spark.resources.cpu: 'many' is not a CPU quantity"),
     (_spec_with(spark={"resources": {"cpu": "-1"}}), "spec.spark.resources.cpu: '-1' is not a CPU quantity"),
-    (_spec_with(spark={"resources": {"memory": "100Mi"}}), "spec.spark.resources.memory: must be at least 512Mi"),
+    (_spec_with(spark={"resources": {"memory": "100Mi"}}), "spec.spark.resources.memory: must be at least 1Gi"),
     (_spec_with(spark={"resources": {"memory": "500m"}}), "spec.spark.resources.memory: '500m' is not a memory quantity"),
     (_spec_with(image="Not A Valid Image!!"), "spec.image: 'Not A Valid Image!!' is not an image reference"),
     (_spec_with(image="sparkpoint:"), "spec.image: "),
@@ -138,7 +138,7 @@ def test_nonsense_a_new_user_could_apply_is_refused_naming_the_field(spec, expec
                checkpoint={"hotVolume": {"persistentVolumeClaim": {"claimName": "hot"}}}),
     _spec_with(image="ghcr.io/org/sparkpoint:1.2"), _spec_with(image="localhost:5000/team/job_x:v1.0-rc1"),
     _spec_with(image="sparkpoint@sha256:" + "a" * 64), _spec_with(image="my-registry.example.com/a/b__c"),
-    _spec_with(spark={"resources": {"cpu": "500m", "memory": "512Mi"}}),
+    _spec_with(spark={"resources": {"cpu": "500m", "memory": "1Gi"}}),
     _spec_with(spark={"resources": {"cpu": "0.5", "memory": "1.5Gi"}}),
     _spec_with(spark={"resources": {"cpu": "2", "memory": "4G"}}),
     _spec_with(spark={"conf": {"spark.sql.session.timeZone": "UTC"}}),
@@ -164,10 +164,10 @@ def test_parse_quantity(text: str, amount: float) -> None:
 
 def test_the_memory_minimum_is_compared_exactly() -> None:
     """Quantities are Decimals (kubernetes.utils), so a bound is not blurred by float rounding."""
-    assert spec_rules.parse_quantity("0.5Gi") == spec_rules.parse_quantity("512Mi")
-    config.parse_spec(_spec_with(spark={"resources": {"memory": "0.5Gi"}}))
-    with pytest.raises(config.SpecError, match=r"spec\.spark\.resources\.memory: must be at least 512Mi \(got 511\.999Mi\)"):
-        config.parse_spec(_spec_with(spark={"resources": {"memory": "511.999Mi"}}))
+    assert spec_rules.parse_quantity("1Gi") == spec_rules.parse_quantity("1024Mi")
+    config.parse_spec(_spec_with(spark={"resources": {"memory": "1024Mi"}}))
+    with pytest.raises(config.SpecError, match=r"spec\.spark\.resources\.memory: must be at least 1Gi \(got 1023\.999Mi\)"):
+        config.parse_spec(_spec_with(spark={"resources": {"memory": "1023.999Mi"}}))
 
 
 def _manifest(name: str) -> dict:
