@@ -126,8 +126,16 @@ def write_termination_message(path: str | None, doc: dict) -> None:
 
 def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # type: ignore[no-untyped-def]
     from .checkpoint.restore import RestoreError
-    from .service.runner import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_RESTORE, JobRuntime, RunOptions
+    from .service.runner import (
+        EXIT_BAD_INPUT,
+        EXIT_FAILED,
+        EXIT_RESCALE,
+        EXIT_RESTORE,
+        JobRuntime,
+        RunOptions,
+    )
     from .spark.entrypoint import EntrypointError
+    from .spark.rescale import RescaleError
     from .store import StoreError
 
     runtime = JobRuntime(ident, spec, RunOptions(work_dir=work_dir, host=args.host, port=args.port,
@@ -146,6 +154,11 @@ def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # t
         log.error("restore failed", extra={"error": str(exc)})
         write_termination_message(os.environ.get(TERMINATION_LOG_ENV), restore_failure(exc))
         return EXIT_RESTORE
+    except RescaleError as exc:  # the operator rolls an upgrade back to the old partition count
+        print(f"sparkpoint run: {exc}", file=sys.stderr)
+        log.error("rescale failed", extra=exc.to_json())
+        write_termination_message(os.environ.get(TERMINATION_LOG_ENV), {"rescaleFailed": exc.to_json()})
+        return EXIT_RESCALE
     except StoreError as exc:
         print(f"sparkpoint run: store error: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -37,7 +37,7 @@ class Abandoned(Exception):
 class CheckpointRequest:
     request_id: str
     kind: str = "checkpoint"  # or "savepoint"
-    trigger: str = "interval"  # interval | api | stop | sink-budget
+    trigger: str = "interval"  # interval | api | stop | sink-budget | rescale
     savepoint_name: str | None = None
     created: float = field(default_factory=time.time)
     status: str = QUEUED

@@ -40,7 +40,7 @@ from .store_wait import wait_for_store
 
 log = logging.getLogger("sparkpoint.runtime")
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_RESTORE = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_RESTORE, EXIT_RESCALE = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -74,6 +74,7 @@ class JobRuntime:
         self.phase = "starting"
         self.attempt = 0
         self.restore: RestoreOutcome | None = None
+        self.rescale: Any = None  # spark.rescale.Rescale once this attempt repartitioned its state
         self.last_progress: dict[str, Any] | None = None
         self.stop_event = threading.Event()
         self.stop_request: dict[str, Any] = {}
@@ -93,7 +94,7 @@ class JobRuntime:
         return self.phase == "running" and self.query is not None and self.query.isActive
 
     def healthy(self) -> bool:
-        return self.phase in ("waiting_for_store", "starting", "restoring", "running", "draining")
+        return self.phase in ("waiting_for_store", "starting", "restoring", "rescaling", "running", "draining")
 
     def status(self) -> dict[str, Any]:
         coord = self.coordinator
@@ -103,6 +104,7 @@ class JobRuntime:
             "restore": r and {"source": r.source, "batchId": r.batch_id, "seconds": round(r.seconds, 3),
                               "checkpoint": r.manifest.id if r.manifest else None, "reason": r.reason,
                               "fallbacks": [f.to_json() for f in r.fallbacks]},
+            "rescale": self.rescale.to_json() if self.rescale else None,
             "latestCommittedBatch": self.committed_batch(),
             "lastProgress": self.last_progress,
             "latestCheckpoint": self.pipeline.latest if self.pipeline else None,
@@ -233,6 +235,7 @@ class JobRuntime:
                                            cluster_conf)
         if self.opts.handle_signals:
             install_signal_handlers(self)  # again: SparkContext replaces the SIGINT handler
+        self._rescale_state(spark)
         df = build_stream(func, spark, spec.job.args, spec.job.entrypoint)
         self.listener = install_progress_listener(spark, self._on_progress)
         r = self.restore
@@ -263,11 +266,27 @@ class JobRuntime:
         self.metrics.checkpoint_consecutive_failures.set_function(coord.consecutive_failures)
         self.metrics.sink_staged_bytes.set_function(self._staged_bytes)
         coord.start()
+        if self.rescale is not None:  # the repartitioned state is only in the hot dir: make it durable now
+            coord.request(kind="checkpoint", trigger="rescale")
         self.phase = "running"
         log.info("query running", extra={"job": str(self.job), "restore": r.source, "batch": r.batch_id,
                                          "restore_seconds": round(r.seconds, 3), "attempt": self.attempt,
                                          "fallbacks": len(r.fallbacks)})
         return self._wait_and_drain()
+
+    def _rescale_state(self, spark: Any) -> None:
+        """spark.shufflePartitions differs from what the restored state was written with: Spark
+        repartitions it before the query starts (raises RescaleError: exit 4, the start failed)."""
+        from sparkpoint.runtime.spark import rescale
+
+        target = self.spec.spark.shuffle_partitions
+        source = rescale.needed(self.hot_dir, target)
+        if source is None:
+            return
+        self.phase = "rescaling"
+        log.info("repartitioning the state", extra={"from": source, "to": target, "batch": self.committed_batch()})
+        self.rescale = done = rescale.repartition(spark, self.hot_dir, source, target)
+        log.info("state rescaled", extra=done.to_json())
 
     def _on_checkpoint_finished(self, req: Any) -> None:
         self.pipeline.on_finished(req)

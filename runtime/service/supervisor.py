@@ -19,7 +19,7 @@ from typing import Any
 from sparkpoint.runtime.config import RestartSection, parse_duration
 
 log = logging.getLogger("sparkpoint.supervisor")
-NOT_RETRIED = {2, 3}
+NOT_RETRIED = {2, 3, 4}  # bad input, no restorable point, a rescale Spark refused: a retry would do the same
 
 
 def should_restart(code: int, restarts: int, policy: RestartSection) -> bool:
