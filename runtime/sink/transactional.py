@@ -240,6 +240,9 @@ class TransactionalSink:
             return None if self.store.exists(commit_key(self.job, path, previous)) else "deleted"
         return None if files else "empty"
 
+    def _history_resumed(self) -> None:
+        """The history this attempt continues is chosen (self.head), before readers are pointed at it."""
+
     def _set_head(self, entry_id: str | None, up_to: int) -> None:
         self.head, self.published_through = entry_id, up_to
         self.journal.set_head(entry_id, up_to, self.attempt)
@@ -286,6 +289,7 @@ class TransactionalSink:
                 up_to = int(current["upToBatch"]) if current else -1
             with self._cond:
                 self._set_head(head, up_to)
+        self._history_resumed()
         if head_checkpoint(current) != self.head:
             check_fence(self.store, self.job, self.attempt)
             doc = {"kind": "continuation", "attempt": self.attempt, "previous": self.head,

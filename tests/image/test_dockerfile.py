@@ -50,7 +50,7 @@ def test_constraints_pin_every_dependency_within_its_specifier():
 def test_each_image_gets_its_own_extra():
     runtime = {Requirement(r).name for r in requirements(PYPROJECT, "runtime")}
     operator = {Requirement(r).name for r in requirements(PYPROJECT, "operator")}
-    assert runtime - operator == {"pyspark", "pyarrow"}  # pyarrow: the sink's Parquet reader
+    assert runtime - operator == {"pyspark", "pyarrow", "deltalake"}  # the sink's Parquet reader, Delta tables
     assert operator - runtime == {"kopf", "cachetools"}
     with pytest.raises(SystemExit, match="unknown image target"):
         requirements(PYPROJECT, "executor")
