@@ -91,6 +91,17 @@ class SavepointRecord(StatusModel):
     completed_at: str | None = None
 
 
+class RescaleRecord(StatusModel):
+    """A repartition of the job's state (spark.shufflePartitions changed), as its runtime reported it."""
+
+    from_partitions: int | None = Field(default=None, alias="from")
+    to: int | None = None
+    duration_seconds: float | None = None
+    attempt: int | None = None
+    batch: int | None = None  # the batch Spark's repartition wrote (it reads no input)
+    at: IsoTime | None = None  # when the operator saw it
+
+
 class Failure(StatusModel):
     """Why the latest attempt was lost (or the job failed)."""
 
@@ -226,6 +237,7 @@ class JobStatus(StatusModel):
     # How the current attempt restored, as its runtime reports it (GET /status "restore"): the
     # runtime's document, open-ended.
     restore: dict[str, Any] | None = None
+    last_rescale: RescaleRecord | None = None  # the newest repartition of the state (issue 26)
     tracking: Annotated[Tracking, _OPEN_OBJECT] = Field(default_factory=Tracking)
     conditions: list[Condition] | None = Field(default=None, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
