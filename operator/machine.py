@@ -25,6 +25,7 @@ from .model import (
     TriggerSavepoint,
 )
 from .oom import OOM_KILLED, oom_kill_message
+from .rescale import report_rescale, rescale_failed
 from .status import apply_conditions
 from .status_model import (
     Drain,
@@ -238,7 +239,7 @@ def _attempt_running(run: Step) -> None:
             run.requeue(POLL)
         return
     tr.pod_seen = True
-    if _pod_lost(run, pod):
+    if rescale_failed(run, pod) or _pod_lost(run, pod):
         return
     if _local_restarts(run, pod):
         return
@@ -269,6 +270,7 @@ def _attempt_running(run: Step) -> None:
         begin_upgrade(run, pod)
         return
     _report_restore(run)
+    report_rescale(run)
     _checkpoints(run, pod)
 
 
