@@ -1,5 +1,6 @@
 """kubectl sparkpoint list | status JOB | checkpoints JOB | savepoint JOB | restore JOB --from ID |
-suspend JOB | resume JOB | logs JOB, with kubectl's -n/--namespace, --context and -o json|yaml|wide."""
+rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB, with kubectl's
+-n/--namespace, --context and -o json|yaml|wide."""
 
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
     rs = sub.add_parser("restore", parents=[common], help="set spec.restoreFrom to a checkpoint or savepoint")
     rs.add_argument("job")
     rs.add_argument("--from", dest="source", required=True, help="chk-NNNNNN or a savepoint name")
+    rc = sub.add_parser("rescale", parents=[common],
+                        help="change spark.shufflePartitions (repartitions the state) and/or executors.instances")
+    rc.add_argument("job")
+    rc.add_argument("--partitions", type=int, help="the new spec.spark.shufflePartitions")
+    rc.add_argument("--executors", type=int, help="the new spec.spark.executors.instances (spark.master k8s)")
     lg = sub.add_parser("logs", parents=[common], help="the runtime container's log of the job's current pod")
     lg.add_argument("job")
     lg.add_argument("-f", "--follow", action="store_true")
@@ -106,6 +112,14 @@ def run(args, kube: Kube) -> int:
         phase = (job.get("status") or {}).get("phase")
         print(f"streamingjob.sparkpoint.dev/{args.job}: spec.restoreFrom = {args.source}; the next attempt "
               f"starts from it (phase now {phase})")
+    elif args.command == "rescale":
+        job = kube.patch_job(args.job, fmt.rescale_patch(args.partitions, args.executors))
+        spark = (job.get("spec") or {}).get("spark") or {}
+        phase = (job.get("status") or {}).get("phase")
+        print(f"streamingjob.sparkpoint.dev/{args.job}: spec.spark.shufflePartitions = "
+              f"{spark.get('shufflePartitions', '<default>')}, executors.instances = "
+              f"{(spark.get('executors') or {}).get('instances', '<none>')}; an upgrade per upgradeMode "
+              f"applies it (phase now {phase}; see status.lastRescale)")
     elif args.command == "savepoint":
         return _savepoint(kube, args)
     elif args.command == "logs":
@@ -128,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "restore":
             fmt.restore_patch(args.source)  # bad input fails before any call
+        if args.command == "rescale":
+            fmt.rescale_patch(args.partitions, args.executors)
         return run(args, Kube(args.context, args.namespace))
     except ConfigException as error:
         print(f"error: kubeconfig ($KUBECONFIG or ~/.kube/config): {error}", file=sys.stderr)
@@ -141,9 +157,20 @@ def main(argv: list[str] | None = None) -> int:
             what = f"streamingjob {job} in namespace {args.namespace or 'of the context'}" if job else \
                 "streamingjobs.sparkpoint.dev (is the CRD installed?)"
             print(f"error: not found: {what}", file=sys.stderr)
+        elif error.status == 422:  # the CRD's validation: its message names the field
+            print(f"error: rejected by the API server: {_api_message(error)}", file=sys.stderr)
         else:
             print(f"error: {error.reason} ({error.status})", file=sys.stderr)
         return 1
+
+
+def _api_message(error: ApiException) -> str:
+    import json
+
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except ValueError:
+        return str(error.reason)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
-from sparkpoint.runtime.config import API_GROUP, API_VERSION, NAME_PATTERN
+from sparkpoint.runtime.config import API_GROUP, API_VERSION, NAME_PATTERN, ExecutorsSpec, SparkSection
 
 CHECKPOINT_ID = re.compile(r"^chk-[0-9]{6,}$")
 OUTPUTS = ("json", "yaml", "wide")
@@ -87,6 +88,11 @@ def status_text(job: dict, now: datetime) -> str:
     restore = st.get("restore") or {}
     if restore:
         lines.append(f"Restored from:    {restore.get('source', '<none>')} {restore.get('checkpoint') or ''}".rstrip())
+    rescale = st.get("lastRescale") or {}
+    if rescale:
+        lines.append(f"Last rescale:     {rescale.get('from')} -> {rescale.get('to')} partitions in "
+                     f"{rescale.get('durationSeconds')}s (attempt {rescale.get('attempt')}, "
+                     f"{age(rescale.get('at'), now)} ago)")
     next_at = parse_time(st.get("nextAttemptAt"))
     if next_at is not None and st.get("phase") == "Recovering":
         wait = int((next_at - now).total_seconds())
@@ -132,6 +138,26 @@ def restore_patch(source: str) -> dict:
         return {"spec": {"restoreFrom": {"savepoint": source, "checkpoint": None}}}
     raise ValueError(f"--from: {source!r} is neither a checkpoint id (chk-NNNNNN) nor a savepoint name "
                      "(a DNS label: lowercase letters, digits and '-')")
+
+
+def rescale_patch(partitions: int | None, executors: int | None) -> dict:
+    """spec.spark.shufflePartitions (the state is repartitioned by the upgrade it starts) and/or
+    spec.spark.executors.instances, checked by the spec model's own bounds before any call."""
+    if partitions is None and executors is None:
+        raise ValueError("rescale: give --partitions N, --executors N, or both")
+    spark: dict[str, Any] = {}
+    try:
+        if partitions is not None:
+            SparkSection.model_validate({"shufflePartitions": partitions})
+            spark["shufflePartitions"] = partitions
+        if executors is not None:
+            ExecutorsSpec.model_validate({"instances": executors})
+            spark["executors"] = {"instances": executors}
+    except ValidationError as err:
+        first = err.errors()[0]
+        flag = "--partitions" if first["loc"][0] == "shufflePartitions" else "--executors"
+        raise ValueError(f"{flag}: {first['msg']}") from None
+    return {"spec": {"spark": spark}}
 
 
 def state_patch(state: str) -> dict:

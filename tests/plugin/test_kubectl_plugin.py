@@ -115,3 +115,49 @@ def test_flags_before_or_after_the_command(argv):
 def test_bad_restore_source_fails_before_any_api_call(capsys):
     assert cli.main(["restore", "clicks", "--from", "Not_A_Name"]) == 2
     assert "--from" in capsys.readouterr().err
+
+
+def test_rescale_patch_partitions_executors_or_both():
+    assert fmt.rescale_patch(2, None) == {"spec": {"spark": {"shufflePartitions": 2}}}
+    assert fmt.rescale_patch(None, 3) == {"spec": {"spark": {"executors": {"instances": 3}}}}
+    assert fmt.rescale_patch(6, 4) == {"spec": {"spark": {"shufflePartitions": 6, "executors": {"instances": 4}}}}
+    with pytest.raises(ValueError, match="--partitions N, --executors N"):
+        fmt.rescale_patch(None, None)
+    with pytest.raises(ValueError, match="--partitions: .*greater than or equal to 1"):
+        fmt.rescale_patch(0, None)
+    with pytest.raises(ValueError, match="--executors: .*less than or equal to 1000"):
+        fmt.rescale_patch(None, 1001)
+
+
+def test_bad_rescale_fails_before_any_api_call(capsys):
+    assert cli.main(["rescale", "clicks"]) == 2
+    assert "--partitions N" in capsys.readouterr().err
+    assert cli.main(["-n", "team", "rescale", "clicks", "--partitions", "-1"]) == 2
+    assert "--partitions" in capsys.readouterr().err
+
+
+class _PatchingKube:
+    def __init__(self):
+        self.patches: list[tuple[str, dict]] = []
+
+    def patch_job(self, name: str, patch: dict) -> dict:
+        self.patches.append((name, patch))
+        job = _job(name, phase="Upgrading")
+        job["spec"]["spark"] = {"shufflePartitions": 2, "executors": {"instances": 3}}
+        return job
+
+
+def test_rescale_patches_the_spec_and_says_what_applies_it(capsys):
+    kube = _PatchingKube()
+    args = cli._parser().parse_args(["rescale", "clicks", "--partitions", "2", "--executors", "3"])
+    assert cli.run(args, kube) == 0
+    assert kube.patches == [("clicks", {"spec": {"spark": {"shufflePartitions": 2, "executors": {"instances": 3}}}})]
+    out = capsys.readouterr().out
+    assert "shufflePartitions = 2, executors.instances = 3" in out and "phase now Upgrading" in out
+
+
+def test_status_text_shows_the_last_rescale():
+    job = _job(phase="Running", lastRescale={"from": 4, "to": 2, "durationSeconds": 1.45, "attempt": 3,
+                                             "at": "2026-11-22T11:59:00Z"})
+    assert "Last rescale:     4 -> 2 partitions in 1.45s (attempt 3, 60s ago)" in fmt.status_text(job, NOW)
+    assert "Last rescale" not in fmt.status_text(_job(phase="Running"), NOW)
