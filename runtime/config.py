@@ -78,10 +78,14 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
 
 
+DELTA_NEEDS_PARQUET = "format must be parquet when kind is delta (a Delta table's data files are Parquet)"
+
+
 class SinkSpec(SpecModel):
-    # transactional: exactly-once, published with checkpoints; upsert: per batch, idempotent by key;
+    # transactional: exactly-once, published with checkpoints; delta: the same, also committed to a
+    # Delta Lake table at outputs/<path>/ (Parquet only); upsert: per batch, idempotent by key;
     # console: development only.
-    kind: Literal["transactional", "upsert", "console"] = "transactional"
+    kind: Literal["transactional", "delta", "upsert", "console"] = "transactional"
     # Where output goes, relative to the job's store prefix (outputs/<path>/...): segments that each
     # start with a letter, digit or '_', so no '.', '..' or empty segment (stores refuse such keys).
     path: Annotated[str, StringConstraints(pattern=SINK_PATH_PATTERN)] = "default"
@@ -93,12 +97,16 @@ class SinkSpec(SpecModel):
     # The same rule for the API server (CEL), carried into the CRD by sparkpoint.operator.crd.
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
         "rule": "!has(self.kind) || self.kind != 'upsert' || (has(self.keyColumns) && size(self.keyColumns) > 0)",
-        "message": "keyColumns must name at least one column when kind is upsert"}]})
+        "message": "keyColumns must name at least one column when kind is upsert"}, {
+        "rule": "!has(self.kind) || self.kind != 'delta' || !has(self.format) || self.format == 'parquet'",
+        "message": DELTA_NEEDS_PARQUET}]})
 
     @model_validator(mode="after")
     def _upsert_needs_keys(self) -> SinkSpec:
         if self.kind == "upsert" and not self.key_columns:
             raise ValueError("keyColumns must name at least one column when kind is upsert")
+        if self.kind == "delta" and self.format != "parquet":
+            raise ValueError(DELTA_NEEDS_PARQUET)
         return self
 
 

@@ -28,6 +28,7 @@ from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
 from sparkpoint.runtime.sink.console import ConsoleSink
 from sparkpoint.runtime.sink.journal import SinkJournal
+from sparkpoint.runtime.sink.delta import DeltaSink
 from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budget_bytes
 from sparkpoint.runtime.sink.upsert import UpsertSink
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
@@ -187,6 +188,9 @@ class JobRuntime:
         if sink_spec.kind == "upsert":
             sink = UpsertSink(store, self.job, attempt=self.attempt, path=sink_spec.path,
                               key_columns=sink_spec.key_columns, incarnation=uid)
+        elif sink_spec.kind == "delta":  # also a Delta table at outputs/<path>/ (sink/delta.py)
+            sink = DeltaSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
+                             staged_budget_bytes=staged_budget_bytes(), incarnation=uid)
         else:
             sink = TransactionalSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
                                      staged_budget_bytes=staged_budget_bytes(), incarnation=uid,

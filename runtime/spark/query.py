@@ -13,7 +13,7 @@ log = logging.getLogger("sparkpoint.spark")
 
 # The sink decides what a batch means: the transactional and console sinks emit final rows
 # (append), the upsert sink emits changed keys as soon as they change (update).
-OUTPUT_MODE = {"transactional": "append", "console": "append", "upsert": "update"}
+OUTPUT_MODE = {"transactional": "append", "delta": "append", "console": "append", "upsert": "update"}
 
 
 @dataclass(frozen=True)

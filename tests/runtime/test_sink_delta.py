@@ -157,3 +157,13 @@ def test_table_holds_exactly_the_running_history(actions):
             else:
                 seen = sorted(DeltaTable(sink.location.uri).to_pyarrow_table().column("v").to_pylist())
             assert seen == list(range(model.durable)), (action, arg)
+
+
+def test_spec_kind_delta_takes_parquet_only() -> None:
+    from sparkpoint.runtime import config
+
+    job = {"entrypoint": "examples.windowed:build"}
+    assert config.parse_spec({"job": {**job, "sink": {"kind": "delta"}}}).job.sink.format == "parquet"
+    with pytest.raises(config.SpecError) as err:
+        config.parse_spec({"job": {**job, "sink": {"kind": "delta", "format": "jsonl"}}})
+    assert "spec.job.sink: format must be parquet when kind is delta" in str(err.value)
