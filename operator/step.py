@@ -294,7 +294,9 @@ class Step:
         if target and f"savepoint:{target}" not in bad and (saved is None or target in [s["name"] for s in saved]):
             return RestoreFrom(savepoint=target)
         lineage = self.lineage_point()
-        if bad and (lineage is None or point_tag(lineage) in bad):
+        users = lineage is not None and same_point(Point.of(lineage), self._spec_point())
+        # A point the user names (again) is tried, and fails naming it: never skipped for another.
+        if bad and not users and (lineage is None or point_tag(lineage) in bad):
             for fact in reversed(self.known_checkpoints()):
                 if f"checkpoint:{fact.id}" not in bad:
                     return RestoreFrom(checkpoint=fact.id)

@@ -475,6 +475,10 @@ FOUND["the same after a re-created job: the rollback point chosen then was older
     ("node_lost", {"i": 0}), ("api_server_refuses_pod_creates", {"refuse": True}), ("edit_job_args", {"n": 1}),
     ("newest_manifest_unreadable", {}), ("world_progresses", {"n": 4}), ("manifests_readable_again", {}),
     ("world_progresses", {"n": 6}), ("world_goes_quiet", {})]
+FOUND["a failed restoreFrom named again after another point was applied: skipped for the newest checkpoint"] = [
+    ("world_progresses", {"n": 8}), ("edit_restore_from", {"i": 0, "kind": "missing"}), ("pod_deleted_externally", {"i": 0}),
+    ("world_progresses", {"n": 7}), ("edit_restore_from", {"i": 8, "kind": "checkpoint"}), ("world_goes_quiet", {}),
+    ("edit_restore_from", {"i": 4, "kind": "missing"}), ("pod_deleted_externally", {"i": 0}), ("world_goes_quiet", {})]
 
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
