@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec, RestoreFrom
-from sparkpoint.runtime.spark.memory import DRIVER_MEMORY_ENV, driver_memory
+from sparkpoint.runtime.spec_rules import DRIVER_MEMORY_ENV, driver_memory
 from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV
 
 CONTROL_PORT = 8080

@@ -130,7 +130,7 @@ class JobSection(SpecModel):
 
 class Resources(SpecModel):
     # The runtime container's request (cpu) and request and limit (memory); the driver's JVM heap is
-    # sized from the memory (runtime/spark/memory.py: 2Gi -> 1536m).
+    # sized from the memory (spec_rules.driver_memory: 2Gi -> 1536m).
     cpu: Annotated[str, StringConstraints(pattern=CPU_PATTERN)] = "1"
     memory: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN),
                       *quantity_at_least(MIN_MEMORY)] = "2Gi"

@@ -37,7 +37,7 @@ IMAGE_PATTERN = (r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?
 CPU_PATTERN = r"^([0-9]{1,4}(\.[0-9]{1,3})?|[0-9]{1,7}m)$"
 MEMORY_PATTERN = r"^[0-9]{1,7}(\.[0-9]{1,3})?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
 # The runtime container: a driver heap Spark accepts (512Mi) plus the JVM's and Python's own memory
-# (runtime/spark/memory.py sizes the heap from the limit; a test keeps the two in step).
+# (driver_heap_mib below sizes the heap from the limit; a test keeps the two in step).
 MIN_MEMORY = "1Gi"
 EXECUTOR_MIN_MEMORY = "512Mi"  # an executor's heap (Spark adds its overhead to the pod)
 # What the runtime can run: a local driver with N or all cores, or the driver of executor pods that
@@ -98,6 +98,40 @@ def parse_quantity(text: str) -> Decimal:
     from kubernetes.utils import parse_quantity as kube_quantity
 
     return kube_quantity(text)
+
+
+# --- The driver's JVM heap, sized from the runtime container's memory limit (spark.resources.memory).
+# The container holds more than the heap: the JVM's own memory (metaspace, code cache, thread stacks,
+# GC structures, Netty's direct buffers), RocksDB's native memory and the Python runtime beside the
+# JVM. A heap as large as the limit is OOM-killed by the kernel (on a real node a 1g heap in a 512Mi
+# container was: e2e/README.md), so the heap is what a fixed reserve leaves, and at most a fraction
+# of the limit (the native parts grow with the job). The operator passes it as DRIVER_MEMORY_ENV.
+DRIVER_MEMORY_ENV = "SPARKPOINT_DRIVER_MEMORY"  # spark.driver.memory; unset (a local run): 1g
+MIB = 1 << 20
+# JVM non-heap (about 250 MiB for a Spark driver) plus the Python runtime (about 150 MiB), with margin.
+NON_HEAP_RESERVE_MIB = 512
+HEAP_FRACTION = Decimal("0.75")
+# Spark refuses a driver whose heap is under 1.5 times its 300 MiB reserved memory ("System memory ...
+# must be at least 471859200"); 512 MiB clears it with the JVM's own accounting (one survivor space less).
+MIN_HEAP_MIB = 512
+# The smallest container limit that leaves MIN_HEAP_MIB: MIN_MEMORY (a test keeps the two in step).
+MIN_CONTAINER_MIB = MIN_HEAP_MIB + NON_HEAP_RESERVE_MIB
+
+
+def driver_heap_mib(limit_bytes: int | Decimal) -> int:
+    """The heap in MiB for a container limited to `limit_bytes`: min(limit - reserve, 0.75 limit).
+    A limit too small for MIN_HEAP_MIB is a ValueError (the spec's minimum refuses it first)."""
+    limit_mib = Decimal(limit_bytes) / MIB
+    heap = int(min(limit_mib - NON_HEAP_RESERVE_MIB, limit_mib * HEAP_FRACTION))
+    if heap < MIN_HEAP_MIB:
+        raise ValueError(f"a memory limit of {limit_mib:.0f}Mi leaves a {heap}Mi driver heap; Spark needs "
+                         f"{MIN_HEAP_MIB}Mi, so the limit must be at least {MIN_CONTAINER_MIB}Mi")
+    return heap
+
+
+def driver_memory(limit: str) -> str:
+    """spark.driver.memory for a container limit given as a Kubernetes quantity ('2Gi' -> '1536m')."""
+    return f"{driver_heap_mib(parse_quantity(limit))}m"
 
 
 # What a value of each pattern looks like, for errors a person can act on without reading a regex.

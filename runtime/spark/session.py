@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from sparkpoint.runtime.config import SparkSection
+from sparkpoint.runtime.spec_rules import DRIVER_MEMORY_ENV
 
 from .identity import ensure_user_identity
-from .memory import DRIVER_MEMORY_ENV
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -30,7 +30,7 @@ def session_conf(spark: SparkSection) -> dict[str, str]:
         # The price is a longer changelog replay on restore (at most 50 changelogs per partition).
         "spark.sql.streaming.stateStore.minDeltasForSnapshot": "50",
         "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
-        # In a pod the operator sizes the heap from the container's limit (spark/memory.py).
+        # In a pod the operator sizes the heap from the container's limit (spec_rules.driver_memory).
         "spark.driver.memory": os.environ.get(DRIVER_MEMORY_ENV, "1g"),
         "spark.sql.adaptive.enabled": "false",  # AQE is disabled for streaming anyway; avoid the warning
     }

@@ -7,7 +7,6 @@ import pytest
 
 from sparkpoint.operator import builders
 from sparkpoint.runtime import config, spec_rules
-from sparkpoint.runtime.spark import memory
 from sparkpoint.runtime.spark.session import session_conf
 
 GI = 1 << 30
@@ -22,26 +21,26 @@ GI = 1 << 30
     ("1.5G", "918m"),  # decimal units: 1,500,000,000 bytes (1430.5Mi)
 ])
 def test_the_heap_leaves_the_reserve_and_a_quarter_of_the_limit(limit: str, heap: str) -> None:
-    assert memory.driver_memory(limit) == heap
+    assert spec_rules.driver_memory(limit) == heap
 
 
 @pytest.mark.parametrize("limit_bytes", [GI, GI + 1, 3 * GI // 2, 2 * GI, 3 * GI, 5 * GI, 64 * GI])
 def test_the_heap_never_comes_closer_to_the_limit_than_the_reserve(limit_bytes: int) -> None:
-    heap = memory.driver_heap_mib(limit_bytes) * memory.MIB
-    assert memory.MIN_HEAP_MIB * memory.MIB <= heap <= limit_bytes - memory.NON_HEAP_RESERVE_MIB * memory.MIB
+    heap = spec_rules.driver_heap_mib(limit_bytes) * spec_rules.MIB
+    assert spec_rules.MIN_HEAP_MIB * spec_rules.MIB <= heap <= limit_bytes - spec_rules.NON_HEAP_RESERVE_MIB * spec_rules.MIB
     assert heap <= limit_bytes * 3 // 4
 
 
 def test_a_limit_below_the_minimum_is_refused_naming_what_spark_needs() -> None:
     with pytest.raises(ValueError, match="leaves a 256Mi driver heap; Spark needs 512Mi, so the limit must be at least 1024Mi"):
-        memory.driver_heap_mib(768 << 20)
+        spec_rules.driver_heap_mib(768 << 20)
 
 
 def test_the_spec_minimum_is_the_smallest_limit_the_sizing_accepts() -> None:
-    """spec_rules.MIN_MEMORY (the CRD's and the model's bound) and memory.MIN_CONTAINER_MIB agree."""
+    """MIN_MEMORY (the CRD's and the model's bound) and MIN_CONTAINER_MIB (the sizing's) agree."""
     minimum = spec_rules.parse_quantity(spec_rules.MIN_MEMORY)
-    assert minimum == memory.MIN_CONTAINER_MIB * memory.MIB
-    assert memory.driver_heap_mib(minimum) == memory.MIN_HEAP_MIB
+    assert minimum == spec_rules.MIN_CONTAINER_MIB * spec_rules.MIB
+    assert spec_rules.driver_heap_mib(minimum) == spec_rules.MIN_HEAP_MIB
 
 
 def _spec(**spark) -> dict:
@@ -66,13 +65,13 @@ def test_the_runtime_container_gets_the_heap_of_its_limit(memory_limit: str | No
     spec = config.parse_spec(_spec(resources=resources))
     container = builders.runtime_container(builders.JobRef("ns", "job", "uid"), spec)
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env[memory.DRIVER_MEMORY_ENV] == heap
+    assert env[spec_rules.DRIVER_MEMORY_ENV] == heap
     assert container["resources"]["limits"]["memory"] == spec.spark.resources.memory
 
 
 def test_the_session_takes_the_heap_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     spark = config.parse_spec(_spec()).spark
-    monkeypatch.delenv(memory.DRIVER_MEMORY_ENV, raising=False)
+    monkeypatch.delenv(spec_rules.DRIVER_MEMORY_ENV, raising=False)
     assert session_conf(spark)["spark.driver.memory"] == "1g"  # a local run: no container limit
-    monkeypatch.setenv(memory.DRIVER_MEMORY_ENV, "512m")
+    monkeypatch.setenv(spec_rules.DRIVER_MEMORY_ENV, "512m")
     assert session_conf(spark)["spark.driver.memory"] == "512m"
