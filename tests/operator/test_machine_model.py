@@ -496,6 +496,7 @@ def test_found_by_the_model(steps: list[tuple[str, dict]]) -> None:
         model.world_invariants()
 
 
+@pytest.mark.timeout(3600)  # the 100,000-step run of make test-full: 5-7 min idle, over 10 on a loaded machine
 def test_machine_model() -> None:
     """Short (CI): 100 runs of up to 100 steps. SPARKPOINT_MODEL_STEPS=N (make test-full: 100000):
     runs of up to 200 steps until N steps in all, counted and printed."""
