@@ -270,6 +270,8 @@ class Step:
         target, saved = self.tr.restore_target, self.obs.store_savepoints
         if not target or saved is None or target in {s["name"] for s in saved}:
             return False
+        if (self.tr.attempt_storage or self.storage_url()) != self.storage_url():
+            return False  # drained into the old storage URL: the new one's listing will never show it
         drain_at = self.tr.drain.at if self.tr.drain else 0
         return self.now - drain_at < DRAIN_GRACE + SAVEPOINT_LISTING_WAIT
 

@@ -143,6 +143,20 @@ def test_latest_checkpoint_follows_a_new_storage_url():
     assert [c["id"] for c in d.status["checkpoints"]] == ["chk-000001", "chk-000002"]
 
 
+
+def test_a_storage_move_does_not_wait_for_the_drain_savepoint_in_the_new_store():
+    """The drain's savepoint is written to the old storage URL: the new store's listing never shows
+    it, so the new attempt starts at once (not after the 120 s listing wait)."""
+    old = make_spec(checkpoint={"interval": "10s", "storage": {"url": "s3://old/jobs"}})
+    new = make_spec(checkpoint={"interval": "10s", "storage": {"url": "s3://new/jobs"}})
+    st = running(stableSpec=spec_key(old), stableSpecDoc=stable_doc(old), historyStorage="s3://old/jobs",
+                 attemptStorage="s3://old/jobs")
+    d = decide(observe(st, [pod()], runtime=RUNTIME, spec=new, generation=2, store_savepoints=[]))
+    assert [a.savepoint for a in d.of(StopRuntime)] == ["upgrade-2"]
+    d = decide(observe(d.status, [], spec=new, generation=2, now=T0 + 5, store_savepoints=[]))
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 2
+
 # --- 7: Failed/Finished + an edit while pods remain ----------------------------------------------------
 def test_an_edit_after_failed_is_not_forgotten_while_a_pod_lingers():
     st = {"phase": "Failed", "attempt": 2, "pod": "job-2", "tracking": {"failedGeneration": 1}}
