@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,11 +108,27 @@ def clean_for_repartition(hot_dir: Path) -> list[str]:
     return removed
 
 
+def drop_unused_partitions(hot_dir: Path, partitions: int) -> list[str]:
+    """Remove the state partitions a query of `partitions` partitions never reads (ids >= it):
+    repartition leaves the old ones in place after a scale-down, and every later checkpoint would
+    carry them. Returns what was removed, relative."""
+    removed: list[str] = []
+    state = hot_dir / "state"
+    for op in sorted(state.iterdir()) if state.is_dir() else []:
+        if not op.name.isdigit() or not op.is_dir():
+            continue
+        for part in sorted(op.iterdir(), key=lambda p: p.name):
+            if part.name.isdigit() and int(part.name) >= partitions and part.is_dir():
+                shutil.rmtree(part)
+                removed.append(f"state/{op.name}/{part.name}")
+    return removed
+
+
 def repartition(spark: Any, hot_dir: Path, source: int, target: int,
                 clock: Callable[[], float] = time.monotonic) -> Rescale:
     """Spark's repartition of the hot dir's state into `target` partitions (the query is not
     running). Raises RescaleError naming Spark's reason."""
-    removed = clean_for_repartition(hot_dir)
+    removed = clean_for_repartition(hot_dir) + drop_unused_partitions(hot_dir, source)
     if removed:
         log.info("hot dir cleaned for the repartition", extra={"removed": removed})
     started = clock()
@@ -125,4 +142,8 @@ def repartition(spark: Any, hot_dir: Path, source: int, target: int,
             text = f"{text[:500]} ... {text[-1000:]}"
         raise RescaleError(f"repartitioning the state from {source} to {target} partitions failed: {text}",
                            reason, source, target) from exc
-    return Rescale(source, target, clock() - started, _committed(hot_dir))
+    seconds = clock() - started
+    dropped = drop_unused_partitions(hot_dir, target)
+    if dropped:
+        log.info("state partitions the new count does not use removed", extra={"removed": dropped})
+    return Rescale(source, target, seconds, _committed(hot_dir))

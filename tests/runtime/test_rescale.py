@@ -13,6 +13,7 @@ from sparkpoint.runtime.service.supervisor import NOT_RETRIED
 from sparkpoint.runtime.spark.rescale import (
     RescaleError,
     clean_for_repartition,
+    drop_unused_partitions,
     needed,
     recorded_partitions,
     repartition,
@@ -86,8 +87,10 @@ def test_repartition_reports_from_to_seconds_and_the_batch_it_wrote(tmp_path: Pa
     hot = hot_dir(tmp_path, offsets={0: 4, 1: 4}, commits=[0, 1])
     manager = _Manager(None, hot)
     ticks = iter([10.0, 11.5])
+    (hot / "state" / "0" / "3").mkdir()  # a partition of the 4 the new count does not use
     done = repartition(_Spark(manager), hot, 4, 2, clock=lambda: next(ticks))
     assert manager.calls == [(str(hot), 2)]
+    assert not (hot / "state" / "0" / "3").exists()
     assert done.to_json() == {"from": 4, "to": 2, "seconds": 1.5, "batch": 2}
     assert recorded_partitions(hot) == 2
 
@@ -104,6 +107,17 @@ def test_sparks_refusal_is_a_rescale_error_naming_the_reason(tmp_path: Path, mes
     doc = err.value.to_json()
     assert (doc["from"], doc["to"], doc["reason"]) == (4, 2, reason)
     assert "from 4 to 2 partitions failed" in doc["error"] and message in doc["error"]
+
+
+def test_partitions_the_count_does_not_use_are_removed(tmp_path: Path) -> None:
+    hot = hot_dir(tmp_path, offsets={0: 4}, commits=[0])
+    for op, part in (("0", "1"), ("0", "2"), ("0", "3"), ("1", "0"), ("1", "3")):
+        (hot / "state" / op / part).mkdir(parents=True, exist_ok=True)
+        (hot / "state" / op / part / "1.changelog").write_bytes(b"x")
+    (hot / "state" / "0" / "_metadata").mkdir()
+    assert drop_unused_partitions(hot, 2) == ["state/0/2", "state/0/3", "state/1/3"]
+    assert sorted(p.name for p in (hot / "state" / "0").iterdir()) == ["0", "1", "_metadata"]
+    assert drop_unused_partitions(hot, 2) == [] and drop_unused_partitions(tmp_path / "none", 2) == []
 
 
 def test_a_refused_rescale_is_not_retried_in_place() -> None:

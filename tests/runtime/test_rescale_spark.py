@@ -37,6 +37,10 @@ def _run(job_file: Path, pod: Path, log: Path, until: int, env: dict[str, str]) 
     return log_lines(log)
 
 
+def _partitions(hot: Path) -> set[str]:
+    return {p.name for p in (hot / "state" / "0").iterdir() if p.name.isdigit()}
+
+
 def _rescaled(lines: list[dict]) -> dict:
     found = [entry for entry in lines if entry.get("msg") == "state rescaled"]
     assert len(found) == 1, [entry.get("msg") for entry in lines]
@@ -63,6 +67,7 @@ def test_rescale_4_to_2_to_6_keeps_state_and_output_exactly_once(minio_server, t
     assert done["batch"] == running["batch"] + 1  # repartition wrote one batch without input
     hot = tmp_path / "pod2" / "hot"
     assert recorded_partitions(hot) == 2
+    assert _partitions(hot) == {"0", "1"}  # the old partitions 2 and 3 are not carried on
     # The checkpoint taken at once holds the repartitioned batch.
     manifests = [load_manifest(store, ref, i) for i in list_checkpoint_ids(store, ref)]
     assert any(m.batch_id == done["batch"] for m in manifests), [m.batch_id for m in manifests]
@@ -78,7 +83,7 @@ def test_rescale_4_to_2_to_6_keeps_state_and_output_exactly_once(minio_server, t
     assert (done["from"], done["to"]) == (2, 6)
     assert [e for e in lines if e.get("msg") == "query running"][0]["restore"] == "local"
     assert recorded_partitions(hot) == 6
-    assert {p.name for p in (hot / "state" / "0").iterdir() if p.name.isdigit()} >= {str(i) for i in range(6)}
+    assert _partitions(hot) == {str(i) for i in range(6)}
 
     rows = read_committed(store, ref)
     assert canonical(rows) == job.expected_rows(), json.dumps(rows[:5])

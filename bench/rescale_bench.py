@@ -1,0 +1,155 @@
+"""Rescale benchmark: what changing spark.shufflePartitions of a stateful job costs (issue 26).
+
+A windowed aggregation with an incompressible payload per key grows its state at 4 partitions
+(`sparkpoint run`, store = a local MinIO) and drains with a final checkpoint. Then, each on a new
+pod (empty work dir: a remote restore, as after an upgrade), it starts again with 2 partitions,
+then 6, then 6 once more (no rescale: the baseline). Per start: the remote restore, Spark's
+repartition, the checkpoint taken at once, and the time from the process start to the first batch
+with input after the restore (JVM start included).
+
+    python bench/rescale_bench.py                 # ~100 MiB checkpoint, updates docs/benchmarks.md
+    python bench/rescale_bench.py --keys 600000   # ~1 GiB
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import report  # bench/report.py; bench/ is on sys.path when this runs as a script
+import yaml
+
+from harness.minio_server import MinioServer
+from harness.runtime_job import RuntimeProcess, WindowedJob, committed
+
+REPO = Path(__file__).resolve().parents[1]
+START, END = "<!-- rescale-bench:start -->", "<!-- rescale-bench:end -->"
+BUCKET = "bench"
+MIB = 1024 * 1024
+PAYLOAD = 1024
+
+
+def events(path: Path, msg: str) -> list[dict[str, Any]]:
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{") and f'"msg": "{msg}"' in line:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def write_job(job: WindowedJob, path: Path, store: str, partitions: int) -> Path:
+    doc = job.spec(store)
+    doc["spec"]["spark"]["shufflePartitions"] = partitions
+    doc["spec"]["spark"]["master"] = "local[2]"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def start(job: WindowedJob, base: Path, store: str, env: dict[str, str], tag: str, partitions: int,
+          until: int) -> dict[str, Any]:
+    """One start on a new pod; drains once `until` has committed. What the log says it cost."""
+    log, pod = base / f"{tag}.log", base / f"{tag}-pod"
+    began = time.time()
+    p = RuntimeProcess(write_job(job, base / f"{tag}.yaml", store, partitions), pod, log, until_batch=until,
+                       env=env).start()
+    code = p.wait(7200)
+    if code != 0:
+        raise RuntimeError(f"{tag} exited {code}; see {log}")
+    running = (events(log, "query running") or [{}])[0]
+    rescaled = (events(log, "state rescaled") or [None])[0]
+    restored_batch = running.get("batch") or -1
+    first_input = min((e["ts"] for e in events(log, "batch completed")
+                       if e["batchId"] > restored_batch and e.get("inputRows", 0) > 0), default=None)
+    cps = [e["request"] for e in events(log, "checkpoint request finished") if e["request"]["status"] == "completed"]
+    at_once = [c for c in cps if c["trigger"] == "rescale"]
+    return {"tag": tag, "partitions": partitions, "restore_seconds": running.get("restore_seconds"),
+            "restored_batch": restored_batch, "rescale": rescaled and {k: rescaled[k] for k in ("from", "to", "seconds")},
+            "rescale_checkpoint": at_once[0] if at_once else None,
+            "first_input_batch_seconds": round(first_input - began, 1) if first_input else None,
+            "last_checkpoint_bytes": cps[-1]["bytes"] if cps else None, "committed": committed(pod)}
+
+
+def run(args: argparse.Namespace, base: Path, env: dict[str, str]) -> dict[str, Any]:
+    rows = min(args.keys, 20000)
+    grow = max(1, args.keys // rows)
+    job = WindowedJob(name="rescale", rows_per_batch=rows, keys=args.keys, total_batches=100000, window_seconds=86400,
+                      watermark_seconds=60, trigger="100ms", checkpoint_interval="30s",
+                      extra_args={"payload_bytes": PAYLOAD})
+    store = f"s3://{BUCKET}/rescale-{uuid.uuid4().hex[:8]}"
+    print(f"growing the state: {args.keys} keys at 4 partitions", flush=True)
+    runs = [start(job, base, store, env, "p4", 4, grow + 2)]
+    for tag, partitions in (("p2", 2), ("p6", 6), ("p6-again", 6)):
+        print(f"start with {partitions} partitions ({tag})", flush=True)
+        runs.append(start(job, base, store, env, tag, partitions, runs[-1]["committed"] + 3))
+        print(json.dumps(runs[-1]), flush=True)
+    return {"keys": args.keys, "rows_per_batch": rows, "runs": runs}
+
+
+def render(r: dict[str, Any]) -> str:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO).stdout.strip()
+    raw = r["keys"] * (PAYLOAD + 64) / MIB
+    lines = [START, "## Rescaling state (`bench/rescale_bench.py`)", "",
+             f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit `{commit}` on "
+             f"{os.cpu_count()} shared cores (other sessions' tests ran meanwhile); MinIO on localhost; Spark "
+             f"local[2], RocksDB with changelog checkpointing, pyspark {_pyspark()}. {r['keys']} keys x {PAYLOAD} B "
+             f"payload (~{raw:.0f} MiB of state rows), grown at 4 partitions; each start is a new pod (remote "
+             "restore of the previous start's final checkpoint), as after an upgrade.", "",
+             "| start | restored checkpoint (MiB) | restore | repartition (Spark) | checkpoint at once (MiB, s) "
+             "| process start -> first batch with input |", "| --- | --- | --- | --- | --- | --- |"]
+    prev = None
+    for run_ in r["runs"]:
+        if prev is not None:
+            rs, ck = run_["rescale"], run_["rescale_checkpoint"]
+            repartition = f"{rs['seconds']:.2f} s" if rs else "none (same count)"
+            at_once = f"{ck['bytes'] / MIB:.0f}, {ck['syncSeconds'] + ck['asyncSeconds']:.2f}" if ck else "-"
+            lines.append(
+                f"| {prev['partitions']} -> {run_['partitions']} partitions | "
+                f"{(prev['last_checkpoint_bytes'] or 0) / MIB:.0f} | {run_['restore_seconds']:.2f} s | "
+                f"{repartition} | {at_once} | {run_['first_input_batch_seconds']} s |")
+        prev = run_
+    lines += ["", "The last row is the baseline: the same restart without a rescale. A rescale adds Spark's "
+              "repartition (it reads every state row of the restored version and writes them into the new "
+              "partitions as batch N+1) and one checkpoint of the rewritten state, which shares no file with the "
+              "one before it.", END]
+    return "\n".join(lines)
+
+
+def _pyspark() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=60000, help="state keys (60000: ~100 MiB checkpoint)")
+    parser.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    base = Path(tempfile.mkdtemp(prefix="sparkpoint-rescale-bench-"))
+    server = MinioServer().start()
+    try:
+        server.make_bucket(BUCKET)
+        result = run(args, base, server.env())
+    finally:
+        server.stop()
+    section = render(result)
+    print(section)
+    if not args.no_write:
+        report.write_section(START, END, section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
