@@ -54,7 +54,10 @@ def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
     users = run.spec.restore_from
     if users is not None and run.lineage_point() == users:
         # The user named a point during the trial that no attempt has applied yet: the stable spec
-        # starts from it (lineage_point), not from a point chosen over it.
+        # starts from it (lineage_point), not from a point chosen over it. The stable spec's own point
+        # is kept as chosen over no point: it stands if the user removes theirs before the next attempt.
+        if point.newest_in is None:
+            run.tr.next_point, run.tr.chosen_over = point, Point()
         point = Point.of(users) or point
     elif point.newest_in is None:  # (else the stable spec's own store: its runtime restores the newest there)
         run.choose_point("next_point", point)

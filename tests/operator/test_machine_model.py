@@ -479,6 +479,12 @@ FOUND["a failed restoreFrom named again after another point was applied: skipped
     ("world_progresses", {"n": 8}), ("edit_restore_from", {"i": 0, "kind": "missing"}), ("pod_deleted_externally", {"i": 0}),
     ("world_progresses", {"n": 7}), ("edit_restore_from", {"i": 8, "kind": "checkpoint"}), ("world_goes_quiet", {}),
     ("edit_restore_from", {"i": 4, "kind": "missing"}), ("pod_deleted_externally", {"i": 0}), ("world_goes_quiet", {})]
+FOUND["a rollback onto a restoreFrom named during the trial, removed before the attempt: the drain's savepoint lost"] = [
+    ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("api_server_refuses_pod_creates", {"refuse": True}),
+    ("edit_storage_url", {"i": 0}), ("world_progresses", {"n": 8}), ("operator_rounds", {"n": 3}),
+    ("edit_restore_from", {"i": 1, "kind": "fresh"}), ("time_passes", {"seconds": 60.0}), ("operator_round", {}),
+    ("api_server_refuses_pod_creates", {"refuse": False}), ("edit_restore_from", {"i": 4, "kind": "savepoint"}),
+    ("world_progresses", {"n": 4})]
 
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
