@@ -27,8 +27,8 @@ from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
 from sparkpoint.runtime.sink.console import ConsoleSink
-from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.delta import DeltaSink
+from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budget_bytes
 from sparkpoint.runtime.sink.upsert import UpsertSink
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
