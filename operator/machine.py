@@ -238,6 +238,8 @@ def _attempt_running(run: Step) -> None:
             run.d.actions.append(run.create_action(_restore_from_tracking(run)))
             run.requeue(POLL)
         return
+    if not tr.pod_seen:
+        run.consumed_points()
     tr.pod_seen = True
     if rescale_failed(run, pod) or _pod_lost(run, pod):
         return

@@ -146,7 +146,9 @@ class Step:
             drained = Point(savepoint=self.tr.restore_target) if self.tr.restore_target else None
             upgrade = UpgradeInFlight(rollback_point=self.tr.next_point or drained)
         rollback = (upgrade.rollback_point or self.stable_newest_point()) if upgrade is not None else None
-        self.tr.clear("upgrade", "fresh_start", "restore_target", "create_failed", "next_point", "chosen_over")
+        # The operator's chosen point (fresh_start, restore_target, next_point) stays until the new
+        # attempt's pod is seen (consumed_points): an attempt whose create is refused never used it.
+        self.tr.clear("upgrade", "create_failed")
         self.st.clear("next_attempt_at")
         self.attempt += 1
         self.st.attempt, self.st.pod = self.attempt, f"{self.obs_name()}-{self.attempt}"
@@ -170,6 +172,10 @@ class Step:
         self.tr.attempt_point = Point.of(passed)
         self.d.actions.append(self.create_action(passed))
         self.requeue(POLL)
+
+    def consumed_points(self) -> None:
+        """The attempt's pod exists: the point the operator chose for it is used (lineage carries it on)."""
+        self.tr.clear("fresh_start", "restore_target", "next_point", "chosen_over")
 
     def _spec_point(self) -> Point | None:
         return Point.of(self.spec.restore_from)

@@ -485,6 +485,12 @@ FOUND["a rollback onto a restoreFrom named during the trial, removed before the 
     ("edit_restore_from", {"i": 1, "kind": "fresh"}), ("time_passes", {"seconds": 60.0}), ("operator_round", {}),
     ("api_server_refuses_pod_creates", {"refuse": False}), ("edit_restore_from", {"i": 4, "kind": "savepoint"}),
     ("world_progresses", {"n": 4})]
+FOUND["the same when the rollback's attempt is refused: its create consumed the stable spec's point"] = [
+    ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("api_server_refuses_pod_creates", {"refuse": True}),
+    ("edit_storage_url", {"i": 0}), ("world_progresses", {"n": 8}), ("edit_restore_from", {"i": 1, "kind": "fresh"}),
+    ("time_passes", {"seconds": 60.0}), ("world_progresses", {"n": 3}), ("operator_round", {}),
+    ("api_server_refuses_pod_creates", {"refuse": False}), ("edit_restore_from", {"i": 4, "kind": "savepoint"}),
+    ("world_progresses", {"n": 4})]
 
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
