@@ -1,12 +1,15 @@
 """`make demo-kafka`: the Kafka example job killed and restored, checked against a failure-free run.
 
 A throwaway broker (harness/kafka_server.py) gets a topic of JSON events from a producer (Spark's
-Kafka writer, then stopped). The job (sparkpoint/examples/kafka_events.py: per-user totals in
-event-time windows) reads it twice into the embedded default store (a directory, no MinIO):
+Kafka writer, then stopped). The job (examples/kafka_to_delta.py: per-user totals in event-time
+windows, with state, into a Delta Lake table: job.sink.kind delta) reads it twice into the embedded
+default store (a directory, no MinIO):
   1. reference: to the end without failures;
-  2. crash: SIGKILLed after its first checkpoints, the pod's disk wiped, restarted from the store
-     (a remote restore: the Kafka offsets come back with Spark's checkpoint).
-Both committed outputs must be identical and equal to the result computed in Python.
+  2. crash: SIGKILLed after its first checkpoints and restarted on the same disk (local recovery),
+     then SIGKILLed again, the pod's disk wiped, restarted from the store (a remote restore: the
+     Kafka offsets come back with Spark's checkpoint).
+Both Delta tables, read with polars (not this project's reader), must be identical and equal to the
+result computed in Python.
 Run from the checkout: `python -m harness.kafka_demo`.
 """
 
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from .kafka_job import JobRuns, KafkaJob, new_topic
 from .kafka_server import KafkaServer, jars_dir, produce
-from .runtime_job import REPO
+from .runtime_job import REPO, committed
 
 
 def produce_events(bootstrap: str, job: KafkaJob) -> None:
@@ -42,7 +45,9 @@ def run_demo(base: Path, events: int) -> bool:
     t0 = time.monotonic()
     with KafkaServer(data_dir=str(base / "kafka")) as broker:
         print(f"[1/5] Kafka broker at {broker.bootstrap} (answered {broker.start_seconds:.1f} s after start)")
-        job = KafkaJob(broker.bootstrap, new_topic(), events=events)
+        job = KafkaJob(broker.bootstrap, new_topic(), name="kafka-to-delta", events=events,
+                       entrypoint="kafka_to_delta:build", python_path=[str(REPO / "examples")],
+                       sink={"kind": "delta", "path": "user-totals"})
         produce_events(broker.bootstrap, job)
         print(f"[2/5] produced {events} events to {job.topic}")
         env = {"SPARKPOINT_SPARK_JARS_DIR": os.environ["SPARKPOINT_SPARK_JARS_DIR"]}
@@ -50,15 +55,20 @@ def run_demo(base: Path, events: int) -> bool:
         print(f"[3/5] failure-free reference run (at most {job.max_offsets_per_trigger} offsets a batch)")
         reference.finish(reference.start())
         crash = JobRuns(base / "crash", job, f"file://{base / 'crash' / 'store'}", env)
-        print("[4/5] crash run: SIGKILL after the first checkpoint, wipe the pod's disk, restore from the store")
+        print("[4/5] crash run: SIGKILL after the first checkpoint, restart on the same disk (local), SIGKILL "
+              "again, wipe the pod's disk, restore from the store (remote)")
         p = crash.start()
         crash.wait_for(p, batches=3, checkpoints=1)
-        p, info = crash.restart(p, wipe=True)
+        for wipe in (False, True):
+            if wipe:
+                crash.wait_for(p, batches=committed(crash.pod) + 2, checkpoints=crash.checkpoints() + 1)
+            p, info = crash.restart(p, wipe=wipe)
+            print(f"      killed at batch {info['killed_at']}, restored ({info.get('restore')}) after batch "
+                  f"{info.get('batch')} in {info.get('restore_seconds')} s")
         crash.finish(p)
-        print(f"      killed at batch {info['killed_at']}, restored ({info.get('restore')}) after batch "
-              f"{info.get('batch')} in {info.get('restore_seconds')} s")
-    print("[5/5] comparing committed output")
-    ref_rows, crash_rows, expected = reference.output(), crash.output(), job.expected_rows()
+    print(f"[5/5] comparing the Delta tables ({crash.table().uri}), read with polars")
+    ref_rows, crash_rows, expected = (reference.table_output("polars"), crash.table_output("polars"),
+                                      job.expected_rows())
     identical = ref_rows == crash_rows
     print(f"rows: reference {sum(ref_rows.values())}, crash run {sum(crash_rows.values())}, "
           f"computed {sum(expected.values())}; missing {sum((ref_rows - crash_rows).values())}, "

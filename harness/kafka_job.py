@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
+from sparkpoint.runtime.sink.delta_table import DeltaLocation, delta_location
+from sparkpoint.runtime.sink.keys import sink_root
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 
@@ -42,29 +44,35 @@ class KafkaJob:
     trigger: str = "1s"
     checkpoint_interval: str = "3s"
     extra_args: dict[str, Any] = field(default_factory=dict)
+    sink: dict[str, Any] | None = None  # job.sink (default: the transactional sink at outputs/default)
+    entrypoint: str = "sparkpoint.examples.kafka_events:build"
+    python_path: list[str] = field(default_factory=list)
 
     def values(self, start: int = 0, stop: int | None = None) -> list[str]:
         """The JSON values of events start..stop-1 (all by default)."""
         return [json.dumps({"user": f"u{i % self.users}", "amount": i % 97, "ts": T0_MS + i * STEP_MS})
                 for i in range(start, self.events if stop is None else stop)]
 
-    def spec(self, store_url: str, **args: Any) -> dict[str, Any]:
+    def spec(self, store_url: str, restore_from: dict[str, Any] | None = None, **args: Any) -> dict[str, Any]:
         job_args = {"bootstrap": self.bootstrap, "topic": self.topic, "window": f"{self.window_seconds} seconds",
                     "watermark": f"{self.watermark_seconds} seconds",
                     "max_offsets_per_trigger": self.max_offsets_per_trigger, **self.extra_args, **args}
-        return {
-            "apiVersion": "sparkpoint.dev/v1alpha1", "kind": "StreamingJob",
-            "metadata": {"name": self.name, "namespace": "default"},
-            "spec": {"job": {"entrypoint": "sparkpoint.examples.kafka_events:build", "args": job_args,
-                             "triggerInterval": self.trigger},
-                     "spark": {"master": "local[2]"},
-                     "checkpoint": {"interval": self.checkpoint_interval, "storage": {"url": store_url}}},
-        }
+        job: dict[str, Any] = {"entrypoint": self.entrypoint, "args": job_args, "triggerInterval": self.trigger}
+        if self.sink:
+            job["sink"] = self.sink
+        if self.python_path:
+            job["pythonPath"] = self.python_path
+        spec: dict[str, Any] = {"job": job, "spark": {"master": "local[2]"},
+                                "checkpoint": {"interval": self.checkpoint_interval, "storage": {"url": store_url}}}
+        if restore_from:
+            spec["restoreFrom"] = restore_from
+        return {"apiVersion": "sparkpoint.dev/v1alpha1", "kind": "StreamingJob",
+                "metadata": {"name": self.name, "namespace": "default"}, "spec": spec}
 
-    def write(self, path: Path, store_url: str, **args: Any) -> Path:
+    def write(self, path: Path, store_url: str, restore_from: dict[str, Any] | None = None, **args: Any) -> Path:
         """The job file; `args` override job.args (a restart may change maxOffsetsPerTrigger)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(self.spec(store_url, **args), sort_keys=False))
+        path.write_text(yaml.safe_dump(self.spec(store_url, restore_from, **args), sort_keys=False))
         return path
 
     def expected_rows(self) -> Counter:
@@ -131,12 +139,14 @@ class JobRuns:
         self.starts = 0
         self.processes: list[RuntimeProcess] = []
 
-    def start(self, **args: Any) -> RuntimeProcess:
-        """A runtime on the pod dir; `args` override job.args for this start and later ones' files."""
+    def start(self, restore_from: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+              **args: Any) -> RuntimeProcess:
+        """A runtime on the pod dir; `args` override job.args for this start and later ones' files;
+        `restore_from` is the spec's restoreFrom, `env` more environment (a fault to inject)."""
         self.starts += 1
-        job_file = self.job.write(self.base / f"job-{self.starts}.yaml", self.store_url, **args)
+        job_file = self.job.write(self.base / f"job-{self.starts}.yaml", self.store_url, restore_from, **args)
         p = RuntimeProcess(job_file, self.pod, self.base / f"logs/run-{self.starts}.log", until_batch=None,
-                           env=self.env)
+                           env={**self.env, **(env or {})})
         self.processes.append(p)
         return p.start()
 
@@ -160,14 +170,15 @@ class JobRuns:
         wait_until(lambda: self.checkpoints() >= checkpoints and committed(self.pod) >= batches, self.timeout,
                    f"{checkpoints} checkpoints and batch {batches}", p)
 
-    def restart(self, p: RuntimeProcess, wipe: bool, **args: Any) -> tuple[RuntimeProcess, dict[str, Any]]:
+    def restart(self, p: RuntimeProcess, wipe: bool, restore_from: dict[str, Any] | None = None,
+                **args: Any) -> tuple[RuntimeProcess, dict[str, Any]]:
         """SIGKILL, optionally wipe the pod's disk (a new pod: remote restore), start again; returns the
         new process and its restore report once it committed a batch past the kill."""
         p.kill()
         killed_at = committed(self.pod)
         if wipe:
             shutil.rmtree(self.pod)
-        p = self.start(**args)
+        p = self.start(restore_from, **args)
         wait_until(lambda: p.restore_info(), self.timeout, "the restart", p)
         info = {**(p.restore_info() or {}), "killed_at": killed_at}
         wait_until(lambda: committed(self.pod) > max(killed_at, info.get("batch") or -1), self.timeout,
@@ -181,8 +192,31 @@ class JobRuns:
         if code != 0:
             raise RuntimeError(f"the drain ended with exit code {code}; see {p.log_path}")
 
+    def sink_path(self) -> str:
+        return str((self.job.sink or {}).get("path", "default"))
+
     def output(self) -> Counter:
-        return canonical(read_committed(open_store(self.store_url, env=self.env), self.ref))
+        return canonical(read_committed(open_store(self.store_url, env=self.env), self.ref, self.sink_path()))
+
+    def table(self) -> DeltaLocation:
+        """Where the job's Delta table is (job.sink.kind: delta)."""
+        return delta_location(open_store(self.store_url, env=self.env), sink_root(self.ref, self.sink_path()),
+                              self.env)
+
+    def table_output(self, reader: str = "deltalake") -> Counter:
+        """The Delta table's rows as canonical() counts them, read by delta-rs or by polars (libraries
+        other than this project's reader, which follows the commit entries)."""
+        loc = self.table()
+        if reader == "polars":
+            import polars as pl
+
+            rows = pl.read_delta(loc.uri, storage_options=loc.storage_options or None).to_dicts()
+        else:
+            from deltalake import DeltaTable
+
+            rows = DeltaTable(loc.uri, storage_options=loc.storage_options).to_pyarrow_table().to_pylist()
+        return Counter(json.dumps([int(r["window"]["start"].timestamp()), r["user"], r["events"], r["amount"]])
+                       for r in rows)
 
 
 def new_topic() -> str:
