@@ -235,7 +235,7 @@ def _attempt_running(run: Step) -> None:
         elif tr.pod_seen:
             run.fail("PodDeleted", f"pod {run.st.pod} is gone")
         else:  # status says the attempt exists but its pod was never created (or not yet seen)
-            run.d.actions.append(run.create_action(_restore_from_tracking(run)))
+            run.d.actions.append(run.create_action(run.recreate_point()))
             run.requeue(POLL)
         return
     if not tr.pod_seen:
@@ -283,11 +283,6 @@ def _note_store_wait(run: Step) -> None:
         run.tr.store_wait_reported = run.attempt
         run.d.emit("Warning", "WaitingForStore", f"attempt {run.attempt} waits for its checkpoint store, which is "
                                                  "unreachable; it restores and starts once the store answers")
-
-
-def _restore_from_tracking(run: Step) -> RestoreFrom | None:
-    chosen = run.tr.restore_from
-    return chosen.restore_from() if chosen else run.lineage_point()
 
 
 def _pod_lost(run: Step, pod: PodObs) -> bool:

@@ -156,9 +156,10 @@ class Step:
         self.tr.clear("running_since", "pending_trigger", "last_trigger_at", "drain", "pod_seen", "pod_ready",
                       "container_restarts", "next_attempt_at", "fallback_reported")
         self.tr.restore_from = Point.of(restore_from)
-        if restore_from:  # the runtime's history now descends from it: later attempts name it too
-            self.tr.lineage = Lineage(point=Point.of(restore_from), over=self._spec_point(),
-                                      storage=self.storage_url())
+        passed = restore_from or self.lineage_point()
+        if passed:  # the runtime's history now descends from it: later attempts name it too (also
+            # the user's restoreFrom: once removed, an older lineage point must not come back)
+            self.tr.lineage = Lineage(point=Point.of(passed), over=self._spec_point(), storage=self.storage_url())
         self.tr.attempt_spec = spec_key(self.spec)
         self.tr.attempt_storage = self.storage_url()
         self.set_phase("Pending", "AttemptCreated", f"attempt {self.attempt}"
@@ -168,10 +169,21 @@ class Step:
             # What a rollback goes back to: the stable spec's own newest point (its drain's savepoint,
             # else its newest checkpoint in its own storage), never the new spec's state.
             self.tr.rollback_point = rollback
-        passed = restore_from or self.lineage_point()
         self.tr.attempt_point = Point.of(passed)
         self.d.actions.append(self.create_action(passed))
         self.requeue(POLL)
+
+    def recreate_point(self) -> RestoreFrom | None:
+        """The point of an attempt whose pod was never seen, created again: as given, unless the user
+        named another restoreFrom since (then theirs, recorded as this attempt's)."""
+        chosen, users, lineage = self.tr.restore_from, self.spec.restore_from, self.tr.lineage
+        if chosen is None:
+            return self.lineage_point()
+        if users is None or lineage is None or same_point(lineage.over, self._spec_point()):
+            return chosen.restore_from()
+        self.tr.restore_from = self.tr.attempt_point = Point.of(users)
+        self.tr.lineage = Lineage(point=Point.of(users), over=self._spec_point(), storage=self.storage_url())
+        return users
 
     def consumed_points(self) -> None:
         """The attempt's pod exists: the point the operator chose for it is used (lineage carries it on)."""

@@ -491,6 +491,17 @@ FOUND["the same when the rollback's attempt is refused: its create consumed the 
     ("time_passes", {"seconds": 60.0}), ("world_progresses", {"n": 3}), ("operator_round", {}),
     ("api_server_refuses_pod_creates", {"refuse": False}), ("edit_restore_from", {"i": 4, "kind": "savepoint"}),
     ("world_progresses", {"n": 4})]
+FOUND["an attempt's pod deleted before it was seen, restoreFrom named meanwhile: created again from the old point"] = [
+    ("world_progresses", {"n": 4}), ("node_lost", {"i": 3}), ("edit_restore_from", {"i": 6, "kind": "missing"}),
+    ("world_goes_quiet", {}), ("world_progresses", {"n": 3}), ("edit_restore_from", {"i": 1, "kind": "savepoint"}),
+    ("operator_round", {}), ("pod_deleted_externally", {"i": 3}), ("edit_restore_from", {"i": 3, "kind": "fresh"}),
+    ("world_goes_quiet", {})]
+FOUND["the user's restoreFrom applied, then removed: an older lineage point of the operator's came back"] = [
+    ("world_progresses", {"n": 7}), ("edit_restore_from", {"i": 0, "kind": "missing"}), ("node_lost", {"i": 0}),
+    ("world_goes_quiet", {}), ("edit_restore_from", {"i": 3, "kind": "none"}), ("suspend_or_resume", {"state": "suspended"}),
+    ("world_goes_quiet", {}), ("edit_restore_from", {"i": 0, "kind": "savepoint"}),
+    ("suspend_or_resume", {"state": "running"}), ("world_goes_quiet", {}), ("node_lost", {"i": 0}),
+    ("edit_restore_from", {"i": 2, "kind": "none"}), ("world_progresses", {"n": 6})]
 
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
