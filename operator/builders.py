@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec, RestoreFrom
-from sparkpoint.runtime.spec_rules import DRIVER_MEMORY_ENV, driver_memory
+from sparkpoint.runtime.spec_rules import DRIVER_MEMORY_ENV, SPARK_UI_PORT, SPARK_UI_PORT_ENV, driver_memory
 from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV
 
 CONTROL_PORT = 8080
@@ -206,6 +206,13 @@ def runtime_container(job: JobRef, spec: JobSpec, attempt: int = 1) -> dict[str,
     }
 
 
+def _with_ui(container: dict[str, Any]) -> None:
+    """spec.spark.ui.enabled: Spark's live UI on the fixed `spark-ui` port (the runtime turns the UI
+    on only when this env var names the port)."""
+    container["ports"].append({"name": "spark-ui", "containerPort": SPARK_UI_PORT})
+    container["env"].append({"name": SPARK_UI_PORT_ENV, "value": str(SPARK_UI_PORT)})
+
+
 def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
     gc = spec.gc
     return {
@@ -248,6 +255,8 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
     driver = spec.spark.master == "k8s"
     if driver:
         _as_driver(containers[0], attempt)
+    if spec.spark.ui.enabled:
+        _with_ui(containers[0])
     if spec.gc.enabled:
         containers.append(gc_container(job, spec))
     meta = _meta(job, pod_name(job, attempt))
@@ -291,5 +300,8 @@ def build_service(job: JobRef) -> dict[str, Any]:
                  "selector": {f"{API_GROUP}/job": job.name, "app.kubernetes.io/component": "runtime"},
                  "ports": [{"name": "control", "port": CONTROL_PORT, "targetPort": "control"},
                            {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"},
-                           {"name": "gc-metrics", "port": GC_METRICS_PORT, "targetPort": "gc-metrics"}]},
+                           {"name": "gc-metrics", "port": GC_METRICS_PORT, "targetPort": "gc-metrics"},
+                           # Always listed: the Service is created once per job, and spec.spark.ui
+                           # may change later; a pod without the UI just has no such port.
+                           {"name": "spark-ui", "port": SPARK_UI_PORT, "targetPort": "spark-ui"}]},
     }

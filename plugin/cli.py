@@ -1,6 +1,6 @@
 """kubectl sparkpoint list | status JOB | checkpoints JOB | savepoint JOB | restore JOB --from ID |
-rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB, with kubectl's
--n/--namespace, --context and -o json|yaml|wide."""
+rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB | ui JOB [--port N],
+with kubectl's -n/--namespace, --context and -o json|yaml|wide."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from kubernetes.config.config_exception import ConfigException
 from tqdm import tqdm
 
 from . import format as fmt
+from . import ui
 from .kube import Kube
 
 SAVEPOINT_STEPS = {"Pending": 1, "InProgress": 2, "Completed": 3, "Failed": 3}
@@ -58,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     lg.add_argument("job")
     lg.add_argument("-f", "--follow", action="store_true")
     lg.add_argument("--tail", type=int, default=None)
+    sui = sub.add_parser("ui", parents=[common], help="port-forward to Spark's live UI of the job's current pod")
+    sui.add_argument("job")
+    sui.add_argument("--port", type=int, default=ui.SPARK_UI_PORT,
+                     help=f"the local port (default {ui.SPARK_UI_PORT}; 0 picks a free one)")
     return p
 
 
@@ -91,6 +96,18 @@ def _savepoint(kube: Kube, args) -> int:
     return 1
 
 
+def _ui(kube: Kube, args) -> int:
+    try:
+        pod = ui.ui_pod(kube.job(args.job))
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    argv = ui.port_forward_argv(pod, kube.namespace, args.context, args.port)
+    where = f"http://127.0.0.1:{args.port}/" if args.port else "the local port kubectl prints below"
+    print(f"Spark UI of streamingjob {args.job} (pod {pod}): {where}  (Ctrl-C stops the port-forward)", flush=True)
+    return ui.forward(argv)
+
+
 def run(args, kube: Kube) -> int:
     now = datetime.now(UTC)
     if args.command == "list":
@@ -122,6 +139,8 @@ def run(args, kube: Kube) -> int:
               f"applies it (phase now {phase}; see status.lastRescale)")
     elif args.command == "savepoint":
         return _savepoint(kube, args)
+    elif args.command == "ui":
+        return _ui(kube, args)
     elif args.command == "logs":
         pod = (kube.job(args.job).get("status") or {}).get("pod")
         if not pod:
@@ -144,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             fmt.restore_patch(args.source)  # bad input fails before any call
         if args.command == "rescale":
             fmt.rescale_patch(args.partitions, args.executors)
+        if args.command == "ui":
+            ui.port_forward_argv("-", "-", None, args.port)
         return run(args, Kube(args.context, args.namespace))
     except ConfigException as error:
         print(f"error: kubeconfig ($KUBECONFIG or ~/.kube/config): {error}", file=sys.stderr)

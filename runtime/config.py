@@ -68,6 +68,8 @@ RESERVED_CONF = {
     "spark.driver.host": "the runtime sets its pod IP",
     "spark.kubernetes.container.image": "set spec.image instead",
     "spark.kubernetes.executor.podTemplateFile": "the runtime writes the executors' pod template",
+    "spark.ui.enabled": "set spec.spark.ui.enabled instead",
+    "spark.ui.port": "the UI listens on the Service's spark-ui port (4040)",
 }
 
 
@@ -136,6 +138,12 @@ class Resources(SpecModel):
                       *quantity_at_least(MIN_MEMORY)] = "2Gi"
 
 
+class SparkUi(SpecModel):
+    # Spark's live UI on the pod's and the Service's `spark-ui` port (4040). It has no
+    # authentication: the chart's NetworkPolicy admits only the operator's namespace (docs/security.md).
+    enabled: bool = True
+
+
 def _reserved_conf_rules() -> list[dict[str, str]]:
     return [cel(f"!('{key}' in self)", f"{key} is set by Sparkpoint: {why}") for key, why in RESERVED_CONF.items()]
 
@@ -162,6 +170,7 @@ class SparkSection(SpecModel):
     changelog_checkpointing: bool = True
     shuffle_partitions: Annotated[int, Field(ge=1, le=10000)] = 4
     executors: ExecutorsSpec | None = None
+    ui: SparkUi = Field(default_factory=SparkUi)
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
         cel("!has(self.executors) || (has(self.master) && self.master == 'k8s')", EXECUTORS_NEED_K8S, ".executors"),

@@ -107,6 +107,10 @@ def parse_quantity(text: str) -> Decimal:
 # container was: e2e/README.md), so the heap is what a fixed reserve leaves, and at most a fraction
 # of the limit (the native parts grow with the job). The operator passes it as DRIVER_MEMORY_ENV.
 DRIVER_MEMORY_ENV = "SPARKPOINT_DRIVER_MEMORY"  # spark.driver.memory; unset (a local run): 1g
+# Spark's live UI (spec.spark.ui.enabled): a fixed port, the job Service's `spark-ui`. The operator
+# sets the env var in the pod; a local run without it keeps the UI off (tests start many sessions).
+SPARK_UI_PORT = 4040
+SPARK_UI_PORT_ENV = "SPARKPOINT_SPARK_UI_PORT"
 MIB = 1 << 20
 # JVM non-heap (about 250 MiB for a Spark driver) plus the Python runtime (about 150 MiB), with margin.
 NON_HEAP_RESERVE_MIB = 512

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from sparkpoint.runtime.config import SparkSection
-from sparkpoint.runtime.spec_rules import DRIVER_MEMORY_ENV
+from sparkpoint.runtime.spec_rules import DRIVER_MEMORY_ENV, SPARK_UI_PORT_ENV
 
 from .identity import ensure_user_identity
 
@@ -17,7 +17,7 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 def session_conf(spark: SparkSection) -> dict[str, str]:
     """Defaults that keep a local driver lean, then the state store choice, then the user's conf."""
     conf = {
-        "spark.ui.enabled": "false",
+        **ui_conf(spark),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         "spark.sql.streaming.stateStore.providerClass":
@@ -39,6 +39,16 @@ def session_conf(spark: SparkSection) -> dict[str, str]:
     if jars:  # the user's spark.jars stay; the runtime's connectors come after them
         conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), *jars]))
     return conf
+
+
+def ui_conf(spark: SparkSection) -> dict[str, str]:
+    """The live UI when the spec wants it and the pod names its port (the operator sets the env var);
+    a local run without the var keeps it off. Jetty binds 0.0.0.0 (no SPARK_LOCAL_IP is set), so the
+    Service and a port-forward reach it."""
+    port = os.environ.get(SPARK_UI_PORT_ENV)
+    if not (spark.ui.enabled and port):
+        return {"spark.ui.enabled": "false"}
+    return {"spark.ui.enabled": "true", "spark.ui.port": port}
 
 
 def extra_jars() -> list[str]:

@@ -96,7 +96,10 @@ def test_network_policy_limits_the_control_port_to_the_operator(render) -> None:
         policy = objs.one("NetworkPolicy", ns)["spec"]
         assert policy["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "sparkpoint",
                                                         "app.kubernetes.io/component": "runtime"}
-        control, executors, scrape = policy["ingress"]
+        control, ui, executors, scrape = policy["ingress"]
+        # Spark's UI has no authentication: only the operator's namespace (docs/security.md)
+        assert [p["port"] for p in ui["ports"]] == [4040]
+        assert ui["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": RELEASE_NS}}}]
         # spark.master k8s: the namespace's executors reach their driver's two Spark ports, nothing else
         assert [p["port"] for p in executors["ports"]] == [7078, 7079]
         assert executors["from"] == [{"podSelector": {"matchLabels": {

@@ -34,7 +34,7 @@ def test_local_jobs_keep_no_token_even_when_a_driver_account_exists() -> None:
     pod = builders.build_pod(JOB, LOCAL, attempt=1, driver_service_account="sparkpoint-driver")["spec"]
     assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
     runtime = _runtime({"spec": pod})
-    assert {p["name"] for p in runtime["ports"]} == {"control", "metrics"}
+    assert {p["name"] for p in runtime["ports"]} == {"control", "metrics", "spark-ui"}  # no Spark driver ports
     assert not {e["name"] for e in runtime["env"]} & {builders.POD_NAME_ENV, builders.ATTEMPT_ENV}
 
 

@@ -37,10 +37,10 @@ def test_runtime_mounts_the_token_read_only_and_reads_it_from_a_file() -> None:
 def test_runtime_serves_metrics_on_its_own_port_and_the_service_names_it() -> None:
     runtime = builders.build_pod(JOB, SPEC, attempt=1)["spec"]["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in runtime["ports"]}
-    assert ports == {"control": 8080, "metrics": 9091}
+    assert ports == {"control": 8080, "metrics": 9091, "spark-ui": 4040}  # spec.spark.ui.enabled by default
     assert runtime["command"][runtime["command"].index("--metrics-port") + 1] == "9091"
     svc_ports = {p["name"]: p["port"] for p in builders.build_service(JOB)["spec"]["ports"]}
-    assert svc_ports == {"control": 8080, "metrics": 9091, "gc-metrics": 9090}
+    assert svc_ports == {"control": 8080, "metrics": 9091, "gc-metrics": 9090, "spark-ui": 4040}
 
 
 def test_pod_meets_the_restricted_pod_security_profile() -> None:

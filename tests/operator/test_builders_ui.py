@@ -1,0 +1,39 @@
+"""Spark's live UI (issue 30): the pod's `spark-ui` port and the env var that turns the UI on follow
+spec.spark.ui.enabled; the job's Service always names the port."""
+
+from __future__ import annotations
+
+from sparkpoint.operator import builders
+from sparkpoint.runtime import config
+from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV
+
+JOB = builders.JobRef(namespace="analytics", name="clicks", uid="0d9c0a52-1111-2222-3333-444455556666")
+BASE = {"image": "sparkpoint:dev", "job": {"entrypoint": "examples.windowed_aggregation:build"}}
+
+
+def _runtime(spark: dict, **more) -> dict:
+    spec = config.parse_spec({**BASE, "spark": spark, **more})
+    return builders.build_pod(JOB, spec, attempt=1)["spec"]["containers"][0]
+
+
+def test_ui_on_by_default_names_the_port_and_tells_the_runtime() -> None:
+    runtime = _runtime({})
+    assert {"name": "spark-ui", "containerPort": 4040} in runtime["ports"]
+    assert {"name": SPARK_UI_PORT_ENV, "value": "4040"} in runtime["env"]
+
+
+def test_ui_off_leaves_no_port_and_no_env() -> None:
+    runtime = _runtime({"ui": {"enabled": False}})
+    assert "spark-ui" not in {p["name"] for p in runtime["ports"]}
+    assert SPARK_UI_PORT_ENV not in {e["name"] for e in runtime["env"]}
+
+
+def test_ui_beside_the_driver_ports_of_master_k8s() -> None:
+    runtime = _runtime({"master": "k8s", "executors": {"instances": 1}}, checkpoint={
+        "storage": {"url": "s3://ckpt/prod"}, "hotVolume": {"persistentVolumeClaim": {"claimName": "hot"}}})
+    assert [p["name"] for p in runtime["ports"]] == ["control", "metrics", "spark-driver", "spark-blocks", "spark-ui"]
+
+
+def test_service_names_the_ui_port_for_the_current_attempt() -> None:
+    ports = {p["name"]: p for p in builders.build_service(JOB)["spec"]["ports"]}
+    assert ports["spark-ui"] == {"name": "spark-ui", "port": 4040, "targetPort": "spark-ui"}

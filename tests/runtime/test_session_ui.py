@@ -1,0 +1,44 @@
+"""spec.spark.ui.enabled (issue 30): the field, its reserved conf keys, and the session's UI conf
+(on only when the spec wants it and the pod names the port: local runs and tests keep it off)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkpoint.runtime import config
+from sparkpoint.runtime.config import SparkSection
+from sparkpoint.runtime.spark.session import session_conf
+from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV
+
+BASE = {"image": "sparkpoint:dev", "job": {"entrypoint": "examples.windowed_aggregation:build"}}
+
+
+def test_ui_enabled_defaults_true_and_round_trips_camel_case() -> None:
+    spec = config.parse_spec(BASE)
+    assert spec.spark.ui.enabled is True
+    off = config.parse_spec({**BASE, "spark": {"ui": {"enabled": False}}})
+    assert off.model_dump(by_alias=True)["spark"]["ui"] == {"enabled": False}
+
+
+@pytest.mark.parametrize("key", ["spark.ui.enabled", "spark.ui.port"])
+def test_ui_conf_keys_are_reserved_and_the_error_names_them(key) -> None:
+    with pytest.raises(config.SpecError, match=key.replace(".", r"\.")):
+        config.parse_spec({**BASE, "spark": {"conf": {key: "true"}}})
+
+
+def test_a_typo_in_ui_names_the_field() -> None:
+    with pytest.raises(config.SpecError, match="spark.ui.enable: Extra inputs"):
+        config.parse_spec({**BASE, "spark": {"ui": {"enable": True}}})
+
+
+def test_local_run_keeps_the_ui_off(monkeypatch) -> None:
+    monkeypatch.delenv(SPARK_UI_PORT_ENV, raising=False)
+    conf = session_conf(SparkSection())
+    assert conf["spark.ui.enabled"] == "false" and "spark.ui.port" not in conf
+
+
+def test_pod_with_the_port_turns_it_on_unless_the_spec_says_off(monkeypatch) -> None:
+    monkeypatch.setenv(SPARK_UI_PORT_ENV, "4040")
+    conf = session_conf(SparkSection())
+    assert conf["spark.ui.enabled"] == "true" and conf["spark.ui.port"] == "4040"
+    assert session_conf(SparkSection(ui={"enabled": False}))["spark.ui.enabled"] == "false"
