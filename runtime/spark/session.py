@@ -48,7 +48,8 @@ def ui_conf(spark: SparkSection) -> dict[str, str]:
     port = os.environ.get(SPARK_UI_PORT_ENV)
     if not (spark.ui.enabled and port):
         return {"spark.ui.enabled": "false"}
-    return {"spark.ui.enabled": "true", "spark.ui.port": port}
+    # Read-only: Spark's kill links would let whoever reaches the UI fail a batch (docs/security.md).
+    return {"spark.ui.enabled": "true", "spark.ui.port": port, "spark.ui.killEnabled": "false"}
 
 
 def extra_jars() -> list[str]:

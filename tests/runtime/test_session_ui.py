@@ -41,4 +41,5 @@ def test_pod_with_the_port_turns_it_on_unless_the_spec_says_off(monkeypatch) -> 
     monkeypatch.setenv(SPARK_UI_PORT_ENV, "4040")
     conf = session_conf(SparkSection())
     assert conf["spark.ui.enabled"] == "true" and conf["spark.ui.port"] == "4040"
+    assert conf["spark.ui.killEnabled"] == "false"  # read-only (docs/security.md)
     assert session_conf(SparkSection(ui={"enabled": False}))["spark.ui.enabled"] == "false"
