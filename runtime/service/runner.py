@@ -138,6 +138,7 @@ class JobRuntime:
         if storage and storage.endpoint and not env.get("SPARKPOINT_S3_ENDPOINT"):
             env["SPARKPOINT_S3_ENDPOINT"] = storage.endpoint  # the environment wins over the spec
         self.store = store = open_store(self.store_url, env=env)
+        self.store_env = env  # the delta sink's delta-rs client reaches the same store with it
         from .api import ControlServer
 
         # The control API answers from the start: /healthz while the store is waited for and the
@@ -190,7 +191,7 @@ class JobRuntime:
                               key_columns=sink_spec.key_columns, incarnation=uid)
         elif sink_spec.kind == "delta":  # also a Delta table at outputs/<path>/ (sink/delta.py)
             sink = DeltaSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
-                             staged_budget_bytes=staged_budget_bytes(), incarnation=uid)
+                             staged_budget_bytes=staged_budget_bytes(), incarnation=uid, env=self.store_env)
         else:
             sink = TransactionalSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
                                      staged_budget_bytes=staged_budget_bytes(), incarnation=uid,

@@ -167,3 +167,15 @@ def test_spec_kind_delta_takes_parquet_only() -> None:
     with pytest.raises(config.SpecError) as err:
         config.parse_spec({"job": {**job, "sink": {"kind": "delta", "format": "jsonl"}}})
     assert "spec.job.sink: format must be parquet when kind is delta" in str(err.value)
+
+
+def test_delta_location_reaches_the_store_the_runtime_opened(tmp_path) -> None:
+    from sparkpoint.runtime.sink.delta_table import delta_location
+
+    env = {"SPARKPOINT_S3_ENDPOINT": "http://minio.local:9000", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    loc = delta_location(open_store("s3://bucket-a/pre/fix", env=env), "ns/job/outputs/default", env)
+    assert loc.uri == "s3://bucket-a/pre/fix/ns/job/outputs/default"
+    assert loc.storage_options["AWS_ENDPOINT_URL"] == "http://minio.local:9000"
+    assert loc.storage_options["AWS_ALLOW_HTTP"] == "true" and loc.storage_options["AWS_ACCESS_KEY_ID"] == "k"
+    assert "storage_options" not in repr(loc) and "AWS_SECRET" not in repr(loc)  # credentials never logged
+    assert delta_location(open_store(f"file://{tmp_path}"), "ns/job/outputs/p").uri == f"{tmp_path}/ns/job/outputs/p"
