@@ -130,6 +130,7 @@ class World:
         self.refuse_creates, self.refused, self.refuse_since, self.fail_writes = False, 0, 0.0, 0
         self.events: list[tuple[int, m.Emit]] = []  # (step, event) of rounds whose actions were taken
         self.failures: list[float] = []  # times of the job's own failures (crash, exit 3, restart)
+        self.last_round_at = 0.0  # failures since the last round are seen now: the operator cannot date them
         self.failed_points: set[str] = set()  # restore tags the runtime could not restore (exit 3)
         self.user_point: tuple[str | None, int] | None = None  # (tag, step set) until applied
         # restoreFrom as the last operator round saw it, and user_point then: edits between two rounds
@@ -322,6 +323,7 @@ class World:
             return self._operator_round()
         finally:
             self.round_point = (tag_of(self.spec.restore_from), self.user_point)
+            self.last_round_at = self.now
 
     def _operator_round(self) -> Any:
         self.step += 1
