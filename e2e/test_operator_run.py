@@ -45,6 +45,7 @@ def test_job_runs_and_checkpoints_appear_in_status(api_client, namespace, helm_o
     assert "Running" in printed and latest["id"][:4] in printed
     assert_plugin_reads(namespace, "clicks")  # `kubectl sparkpoint list/status/checkpoints/logs`
     assert_live_ui(pod.status.pod_ip, f"sparkpoint-{namespace}-clicks")
+    assert_runs_as_its_service_account(api_client, namespace, operator)
 
 
 def assert_live_ui(pod_ip: str, app_name: str) -> None:
@@ -61,7 +62,6 @@ def assert_live_ui(pod_ip: str, app_name: str) -> None:
         if app_name in found:
             return
     raise AssertionError(f"no Spark UI on {pod_ip}:4040-4056 serves {app_name}; found {found}")
-    assert_runs_as_its_service_account(api_client, namespace, operator)
 
 
 def assert_runs_as_its_service_account(api_client, namespace: str, operator) -> None:
