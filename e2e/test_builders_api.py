@@ -34,4 +34,5 @@ def test_children_are_accepted_by_the_api_server(api_client, namespace, streamin
     assert env["AWS_SECRET_ACCESS_KEY"].value is None
     assert env["AWS_SECRET_ACCESS_KEY"].value_from.secret_key_ref.name == "store-creds"
     svc = core.create_namespaced_service(namespace, builders.build_service(ref), dry_run="All")
-    assert {p.port for p in svc.spec.ports} == {builders.CONTROL_PORT, builders.METRICS_PORT, builders.GC_METRICS_PORT}
+    assert {p.name: p.port for p in svc.spec.ports} == {"control": builders.CONTROL_PORT, "metrics": builders.METRICS_PORT,
+                                                        "gc-metrics": builders.GC_METRICS_PORT, "spark-ui": 4040}
