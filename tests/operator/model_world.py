@@ -323,6 +323,8 @@ class World:
             return self._operator_round()
         finally:
             self.round_point = (tag_of(self.spec.restore_from), self.user_point)
+            # The operator counts a failure when a round sees it (it cannot date a restart in place).
+            self.failures = [max(t, self.now) if t >= self.last_round_at else t for t in self.failures]
             self.last_round_at = self.now
 
     def _operator_round(self) -> Any:

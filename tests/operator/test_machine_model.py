@@ -508,6 +508,10 @@ FOUND["four crashes in place seen at once 20 minutes later: over the budget, as 
     ("runtime_crashes", {"code": 137, "i": 2}), ("runtime_crashes", {"code": 137, "i": 3}),
     ("time_passes", {"seconds": 600.0}), ("time_passes", {"seconds": 30.0}), ("time_passes", {"seconds": 600.0}),
     ("world_goes_quiet", {})]
+FOUND["a crash seen 20 minutes late, then three more: four failures in the window as the operator counts them"] = [
+    ("world_goes_quiet", {}), ("runtime_crashes", {"code": 137, "i": 2}), ("time_passes", {"seconds": 600.0}),
+    ("time_passes", {"seconds": 600.0}), ("world_goes_quiet", {}), ("runtime_crashes", {"code": 137, "i": 1}),
+    ("runtime_crashes", {"code": 137, "i": 0}), ("runtime_crashes", {"code": 1, "i": 3}), ("world_goes_quiet", {})]
 
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
