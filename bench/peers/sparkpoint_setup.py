@@ -24,12 +24,14 @@ SETUPS = {  # name -> (checkpoint interval, full upload)
     "floor": ("24h", False),  # no checkpoint within a run (0s is rejected by the spec)
     "sparkpoint-10s": ("10s", False),
     "sparkpoint-10s-nice10": ("10s", False),  # the async phase at nice 10 (the default before; an A/B)
+    "sparkpoint-10s-ui": ("10s", False),  # Spark's live UI on, as in a pod (issue 30; an A/B with sparkpoint-10s)
     "sparkpoint-60s": ("60s", False),
     "sparkpoint-full-10s": ("10s", True),
 }
 
 
 FLOOR_STAGED_BUDGET = "64Gi"
+UI_ENV = "SPARKPOINT_SPARK_UI_PORT"  # runtime/spec_rules.py: the operator sets it in every pod with the UI on
 
 
 def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
@@ -44,7 +46,8 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
            # The floor never publishes its output: its staged output must not fill the sink's budget,
            # which would take a checkpoint (a large workload stages more than the 1 GiB default).
            **({"SPARKPOINT_SINK_STAGED_BUDGET": FLOOR_STAGED_BUDGET} if name == "floor" else {}),
-           **({"SPARKPOINT_CHECKPOINT_NICE": "10"} if name.endswith("-nice10") else {})}
+           **({"SPARKPOINT_CHECKPOINT_NICE": "10"} if name.endswith("-nice10") else {}),
+           **({UI_ENV: "0"} if name.endswith("-ui") else {})}  # port 0: Spark picks a free one
     pod = ctx.base / f"{tag}-pod"
     p = RuntimeProcess(job_file, pod, log, until_batch=w.until_batch, env=env, full_upload=full).start()
     try:
@@ -61,6 +64,7 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
                and e["batchId"] < w.batches]
     cps = [c for c in completed_checkpoints(events) if c["trigger"] in ("interval", "sink-budget")]
     command = (f"{'SPARKPOINT_CHECKPOINT_NICE=10 ' if name.endswith('-nice10') else ''}"
+               f"{UI_ENV + '=0 ' if name.endswith('-ui') else ''}"
                f"{'SPARKPOINT_SINK_STAGED_BUDGET=' + FLOOR_STAGED_BUDGET + ' ' if name == 'floor' else ''}"
                "python -m sparkpoint.runtime.cli run "
                f"{shlex.quote(job_file.name)} --until-batch {w.until_batch}{' --full-upload' if full else ''}"
