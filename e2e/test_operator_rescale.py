@@ -17,6 +17,7 @@ from sparkpoint.runtime.store import JobRef, open_store
 # Per batch; seconds (= batches); input batches (two upgrades take minutes on a loaded 2-core machine,
 # where a batch took ~5 s: the rescales happen while input flows, the rest drains after them).
 ROWS, KEYS, WINDOW, WATERMARK, TOTAL = 100, 40, 5, 2, 120
+RESCALE_AFTER = 15  # batches between rescales (state in all 40 keys' windows, output on both sides)
 
 
 def _rescaled_to(partitions: int, attempt_after: int):
@@ -38,6 +39,12 @@ def test_rescale_4_to_2_to_6_while_running_keeps_output_exactly_once(api_client,
                           and s.get("latestCheckpoint"), timeout=300, operator=operator)
 
     for before, partitions in ((4, 2), (2, 6)):
+        # Each rescale carries real state and splits the output: at least RESCALE_AFTER batches
+        # committed since the previous point (the first draft rescaled at batches 2 and 3).
+        since = (st.get("latestCheckpoint") or {}).get("batch", 0)
+        st = jobs.wait_status("rescaled", f"{RESCALE_AFTER} batches past batch {since}",
+                              lambda s, b=since: (s.get("latestCheckpoint") or {}).get("batch", -1) >= b + RESCALE_AFTER,
+                              timeout=600, operator=operator)
         attempt = st["attempt"]
         out = plugin("-n", namespace, "rescale", "rescaled", "--partitions", str(partitions))
         assert f"shufflePartitions = {partitions}" in out.stdout
