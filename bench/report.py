@@ -3,6 +3,7 @@ draws its plots into docs/img/ (PNG, linked from that section)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -39,3 +40,15 @@ def plot(name: str, title: str, draw: Callable[[Any], None], size: tuple[float, 
     fig.savefig(IMG / f"{name}.png", dpi=110)
     plt.close(fig)
     return f"![{title}](img/{name}.png)"
+
+
+def log_events(path: Path, msg: str) -> list[dict[str, Any]]:
+    """The runtime's structured log lines with this msg (a benchmark reads its figures from them)."""
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{") and f'"msg": "{msg}"' in line:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out

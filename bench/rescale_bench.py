@@ -37,17 +37,6 @@ MIB = 1024 * 1024
 PAYLOAD = 1024
 
 
-def events(path: Path, msg: str) -> list[dict[str, Any]]:
-    out = []
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith("{") and f'"msg": "{msg}"' in line:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-    return out
-
-
 def write_job(job: WindowedJob, path: Path, store: str, partitions: int) -> Path:
     doc = job.spec(store)
     doc["spec"]["spark"]["shufflePartitions"] = partitions
@@ -66,12 +55,12 @@ def start(job: WindowedJob, base: Path, store: str, env: dict[str, str], tag: st
     code = p.wait(7200)
     if code != 0:
         raise RuntimeError(f"{tag} exited {code}; see {log}")
-    running = (events(log, "query running") or [{}])[0]
-    rescaled = (events(log, "state rescaled") or [None])[0]
+    running = (report.log_events(log, "query running") or [{}])[0]
+    rescaled = (report.log_events(log, "state rescaled") or [None])[0]
     restored_batch = running.get("batch") or -1
-    first_input = min((e["ts"] for e in events(log, "batch completed")
+    first_input = min((e["ts"] for e in report.log_events(log, "batch completed")
                        if e["batchId"] > restored_batch and e.get("inputRows", 0) > 0), default=None)
-    cps = [e["request"] for e in events(log, "checkpoint request finished") if e["request"]["status"] == "completed"]
+    cps = [e["request"] for e in report.log_events(log, "checkpoint request finished") if e["request"]["status"] == "completed"]
     at_once = [c for c in cps if c["trigger"] == "rescale"]
     return {"tag": tag, "partitions": partitions, "restore_seconds": running.get("restore_seconds"),
             "restored_batch": restored_batch, "rescale": rescaled and {k: rescaled[k] for k in ("from", "to", "seconds")},

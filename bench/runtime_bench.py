@@ -40,23 +40,12 @@ BUCKET = "bench"
 MIB = 1024 * 1024
 
 
-def log_events(path: Path, msg: str) -> list[dict[str, Any]]:
-    out = []
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith("{") and f'"msg": "{msg}"' in line:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-    return out
-
-
 def batch_durations(path: Path, skip: int) -> list[float]:
-    return [e["durationSeconds"] for e in log_events(path, "batch completed") if e["batchId"] >= skip]
+    return [e["durationSeconds"] for e in report.log_events(path, "batch completed") if e["batchId"] >= skip]
 
 
 def checkpoints(path: Path) -> list[dict[str, Any]]:
-    return [e["request"] for e in log_events(path, "checkpoint request finished")
+    return [e["request"] for e in report.log_events(path, "checkpoint request finished")
             if e["request"]["status"] == "completed" and e["request"]["trigger"] == "interval"]
 
 
