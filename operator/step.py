@@ -338,17 +338,6 @@ class Step:
         known = self.known_checkpoints()
         return Point(checkpoint=known[-1].id) if known else None
 
-    def newest_before_trial(self) -> Point | None:
-        """A rollback point for a trial that began knowing none (the store's newest manifest was
-        unreadable then): the newest checkpoint now known that completed before the trial's first
-        attempt was created, so the stable spec's own state, not the new spec's."""
-        since, bad = self.tr.trial_since, self.bad_points()
-        if since is None or (self.tr.attempt_storage or self.storage_url()) != self.storage_url():
-            return None
-        older = [f for f in self.known_checkpoints() if f"checkpoint:{f.id}" not in bad
-                 and (cp.parse_time(f.completed_at) or since + 1) <= since]
-        return Point(checkpoint=older[-1].id) if older else None
-
     def stable_newest_point(self) -> Point | None:
         """The newest checkpoint of the attempt being upgraded. After a storage URL change, status
         knows only the new store, and the old one's newest may be the drain's final checkpoint the

@@ -47,7 +47,7 @@ def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
         return False
     run.tr.rejected_spec, run.tr.drain = spec_key(run.obs.spec), Drain(at=run.now - DRAIN_GRACE)
     run.tr.rejected_generation = run.obs.generation
-    point = later_of(run.tr.rollback_point, run.newest_before_trial()) or Point(fresh=f"rollback-{run.attempt}")
+    point = later_of(run.tr.rollback_point, newest_before_trial(run)) or Point(fresh=f"rollback-{run.attempt}")
     crashes = run.tr.upgrade_crash_loop
     run.tr.clear("upgrade_deadline", "rollback_point", "fresh_start", "restore_target", "next_point",
                  "upgrade_crash_loop")
@@ -73,6 +73,18 @@ def roll_back_if_late(run: Step, pod: PodObs | None) -> bool:
     drain_then_remove(run)
     run.requeue(POLL)
     return True
+
+
+def newest_before_trial(run: Step) -> Point | None:
+    """A rollback point for a trial that began knowing none (the store's newest manifest was
+    unreadable then): the newest checkpoint now known that completed before the trial's first
+    attempt was created, so the stable spec's own state, not the new spec's."""
+    since, bad = run.tr.trial_since, run.bad_points()
+    if since is None or (run.tr.attempt_storage or run.storage_url()) != run.storage_url():
+        return None
+    older = [f for f in run.known_checkpoints() if f"checkpoint:{f.id}" not in bad
+             and (cp.parse_time(f.completed_at) or since + 1) <= since]
+    return Point(checkpoint=older[-1].id) if older else None
 
 
 def later_of(chosen: Point | None, before_trial: Point | None) -> Point | None:
