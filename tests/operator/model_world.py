@@ -89,6 +89,7 @@ class Pod:
     up = False  # the runtime process answers
     exit_code: int | None = None
     last_exit_code: int | None = None
+    termination_reason: str | None = None  # of the newest termination (OOMKilled: the memory limit)
     restart_count = 0
     lineage: str | None = None  # the restoredFrom tag its checkpoints carry
     fence: int = 0  # the runtime's attempt number (the store's fence: it grows across incarnations)
@@ -106,7 +107,7 @@ class Pod:
                       restart_count=self.restart_count, last_exit_code=self.last_exit_code,
                       exit_code=self.exit_code, reason="NodeLost" if self.node_lost else None,
                       node_lost=self.node_lost, deleting_since=self.deleting_since,
-                      failed_points=self.failed_points)
+                      failed_points=self.failed_points, termination_reason=self.termination_reason)
 
     @property
     def alive(self) -> bool:
@@ -131,6 +132,7 @@ class World:
         self.events: list[tuple[int, m.Emit]] = []  # (step, event) of rounds whose actions were taken
         self.failures: list[float] = []  # times of the job's own failures (crash, exit 3, restart)
         self.last_round_at = 0.0  # failures since the last round are seen now: the operator cannot date them
+        self.oom_kills: set[int] = set()  # attempts whose runtime was OOM-killed (not yet reported)
         self.failed_points: set[str] = set()  # restore tags the runtime could not restore (exit 3)
         self.user_point: tuple[str | None, int] | None = None  # (tag, step set) until applied
         # restoreFrom as the last operator round saw it, and user_point then: edits between two rounds
@@ -251,11 +253,14 @@ class World:
         pod.failed_points = tuple(failed)
         return None
 
-    def crash(self, pod: Pod, code: int) -> None:
+    def crash(self, pod: Pod, code: int, reason: str = "Error") -> None:
         """The runtime exits `code`: restarted in place (pod restartPolicy OnFailure) unless Never."""
         if not (pod.phase == "Running" and pod.exit_code is None and not pod.deleting):
             return
         pod.up = pod.ready = False
+        pod.termination_reason = reason
+        if reason == "OOMKilled":
+            self.oom_kills.add(pod.attempt)
         self.failed_attempts.add(pod.attempt)
         self.failures.append(self.now)
         if pod.spec.restart.policy == "Never":

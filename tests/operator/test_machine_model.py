@@ -85,6 +85,13 @@ def check_decision(w: World, obs, d) -> None:  # type: ignore[no-untyped-def]
         if nxt - w.now > bound:
             raise ModelViolation(f"a lost pod ({w.lost[attempt]}) waits {nxt - w.now:g}s for the next attempt, "
                                  f"more than the backoff of the job's own failures ({bound:g}s)")
+    seen = w.current(w.seen)
+    if seen is not None and seen.attempt in w.oom_kills and seen.attempt == old.get("attempt"):
+        # An OOM kill is a failure of the job (a new attempt), never a local recovery kept silent.
+        w.oom_kills.discard(seen.attempt)
+        if (st.get("lastFailure") or {}).get("reason") == "ContainerRestarted":
+            raise ModelViolation(f"attempt {seen.attempt} was OOM-killed; lastFailure {st.get('lastFailure')}, "
+                                 f"phase {st.get('phase')}")
     pod, listed = w.current(w.seen), obs.store_checkpoints or []
     latest = (st.get("latestCheckpoint") or {}).get("id")
     here = {c.id: c for c in w.stores[store_url(spec)].checkpoints}
@@ -130,6 +137,11 @@ class MachineModel(RuleBasedStateMachine):
     def runtime_crashes(self, i: int, code: int) -> None:
         if pod := self.pod(i):
             self.world.crash(pod, code)
+
+    @rule(i=PODS)
+    def runtime_oom_killed(self, i: int) -> None:
+        if pod := self.pod(i):
+            self.world.crash(pod, 137, reason="OOMKilled")
 
     @rule(i=PODS)
     def runtime_stops_on_its_own(self, i: int) -> None:
