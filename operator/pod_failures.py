@@ -1,0 +1,82 @@
+"""How a running attempt's pod failed, as the operator judges it (docs/design.md §11): lost (deleted,
+node gone), its restore point unusable (exit 3), OOM-killed, failed otherwise, or restarted in
+place (a local recovery). Pure: each rule reads the Step's observation and writes its status.
+"""
+
+from __future__ import annotations
+
+from . import checkpoints as cp
+from .model import RESTORE_FAILED_EXIT, PodObs
+from .oom import OOM_KILLED, oom_kill_message
+from .status_model import Failure, UpgradeInFlight
+from .step import Step, point_tag
+
+
+def pod_lost(run: Step, pod: PodObs) -> bool:
+    if pod.deleting:
+        run.fail("PodDeleted", f"pod {pod.name} is being deleted")
+    elif pod.node_lost or pod.phase == "Unknown":
+        run.fail("NodeLost", f"pod {pod.name}'s node is not ready")
+    elif RESTORE_FAILED_EXIT in (pod.exit_code, pod.last_exit_code):
+        restore_failed(run, pod)
+    elif oom := oom_kill_message(pod, run.tr.container_restarts, run.spec.spark.resources.memory):
+        run.fail(OOM_KILLED, oom)
+    elif pod.phase == "Failed" or (pod.exit_code not in (None, 0) and run.spec.restart.policy == "Never"):
+        # (restart.policy Never: the kubelet does not restart the runtime, and the GC sidecar keeps
+        # the pod Running, so the runtime's own exit is the failure.)
+        code = pod.exit_code if pod.exit_code is not None else pod.last_exit_code
+        reason = pod.reason or "PodFailed"
+        run.fail(reason, f"pod {pod.name} failed" + (f" (exit {code})" if code is not None else ""))
+    else:
+        return False
+    return True
+
+
+def restore_failed(run: Step, pod: PodObs) -> None:
+    """Exit 3: blame exactly the points the attempt could not restore (the runtime names them in
+    its termination message; else the explicit point it was given), never the newest checkpoint
+    by guess. A start that failed for the job's own code names no point: nothing is blamed. The
+    user's own spec.restoreFrom is never replaced: the job fails, saying so."""
+    tr = run.tr
+    given = point_tag(tr.attempt_point or tr.restore_from)  # (an older operator wrote no attemptPoint)
+    blamed = list(pod.failed_points) if pod.failed_points is not None else (
+        [given] if given and not given.startswith("fresh:") else [])
+    if blamed:
+        bad = [b for b in tr.bad_restore_points or [] if b not in blamed] + blamed
+        tr.bad_restore_points = bad[-20:]
+        ids = [run.st.latest_checkpoint.id if run.st.latest_checkpoint else ""] + [
+            b.split(":", 1)[1] for b in blamed if b.startswith("checkpoint:")]
+        tr.blamed_at_checkpoint = max(ids, key=cp.number)
+    what = ", ".join(blamed) or "its restore point"
+    users = point_tag(run.spec.restore_from)
+    if users and users in blamed and run.lineage_point() == run.spec.restore_from:
+        message = (f"attempt {run.attempt} could not restore spec.restoreFrom {users} (exit 3); it is not replaced "
+                   "by another point: repair the store or change spec.restoreFrom")
+        run.st.restarts += 1
+        # The named point failed, not the spec it came with: no rollback of an upgrade on trial may
+        # replace it later; the next attempt, after an edit, is on trial again, with the same point
+        # to roll back to.
+        if tr.upgrade_deadline is not None:
+            tr.upgrade = UpgradeInFlight(rollback_point=tr.rollback_point)
+        tr.clear("upgrade_deadline", "rollback_point", "upgrade_crash_loop")
+        run.fail_for_good("RestoreFailed", message, "RestoreFailed", message)
+        return
+    run.fail("RestoreFailed", f"attempt {run.attempt} could not restore from {what} (exit 3)"
+             + ("; the next attempt starts from an older point" if blamed else ""))
+
+
+def local_restarts(run: Step, pod: PodObs) -> bool:
+    """A container restarted in place recovered locally: count it (it spends restart budget)."""
+    seen = run.tr.container_restarts or 0
+    if pod.restart_count <= seen:
+        return False
+    delta = pod.restart_count - seen
+    run.tr.container_restarts = pod.restart_count
+    run.st.local_recoveries += delta
+    code = f" (exit {pod.last_exit_code})" if pod.last_exit_code is not None else ""
+    run.st.last_failure = Failure(reason="ContainerRestarted", at=cp.iso(run.now),
+                                  message=f"runtime container of {pod.name} restarted in place{code}")
+    run.d.emit("Warning", "LocalRecovery", f"runtime container of {pod.name} restarted in place{code}; "
+                                           "recovering from the pod's hot checkpoint dir")
+    run.count_restart(delta)
+    return run.st.phase == "Failed"
