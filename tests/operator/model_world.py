@@ -261,6 +261,8 @@ class World:
         pod.termination_reason = reason
         if reason == "OOMKilled":
             self.oom_kills.add(pod.attempt)
+        else:  # the kubelet reports only the newest termination: an OOM kill no round saw is gone with it
+            self.oom_kills.discard(pod.attempt)
         self.failed_attempts.add(pod.attempt)
         self.failures.append(self.now)
         if pod.spec.restart.policy == "Never":

@@ -525,6 +525,11 @@ FOUND["a crash seen 20 minutes late, then three more: four failures in the windo
     ("time_passes", {"seconds": 600.0}), ("world_goes_quiet", {}), ("runtime_crashes", {"code": 137, "i": 1}),
     ("runtime_crashes", {"code": 137, "i": 0}), ("runtime_crashes", {"code": 1, "i": 3}), ("world_goes_quiet", {})]
 
+# A modelling error: the kubelet reports only a container's newest termination, so an OOM kill followed
+# by another crash before any round looks is invisible to the operator (and to any client).
+FOUND["an OOM kill overwritten by a crash in place before a round saw it: not held against the operator"] = [
+    ("edit_image", {"image": IMAGES[2]}), ("status_writes_fail", {"n": 3}), ("world_progresses", {"n": 6}),
+    ("runtime_oom_killed", {"i": 2}), ("world_goes_quiet", {})]
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
