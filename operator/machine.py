@@ -23,7 +23,7 @@ from .model import (
     TriggerCheckpoint,
     TriggerSavepoint,
 )
-from .pod_failures import local_restarts, pod_lost
+from .pod_failures import drain_interrupted, local_restarts, pod_lost
 from .rescale import report_rescale, rescale_failed
 from .status import apply_conditions
 from .status_model import (
@@ -61,6 +61,7 @@ def decide(obs: Observed) -> Decision:
     _record_store_facts(run)
     _adopt_newer_attempt(run)
     note_rejected_spec(run)
+    drain_interrupted(run)
     phase = run.st.phase
     if phase is None:
         _note_inherited_state(run)
@@ -199,7 +200,7 @@ def _suspend_or_resume(run: Step) -> None:
         if pod and pod.can_drain:
             name = f"suspend-{run.obs.generation}"
             run.d.actions.append(StopRuntime(savepoint=name))
-            run.tr.drain = Drain(at=run.now)
+            run.tr.drain = Drain(at=run.now, restarts=pod.restart_count)
             run.choose_point("restore_target", name)
         if run.tr.upgrade_deadline is not None:
             # A new spec on trial is suspended before it was Ready: its trial starts again, with a new

@@ -8,8 +8,8 @@ from __future__ import annotations
 from . import checkpoints as cp
 from .model import RESTORE_FAILED_EXIT, PodObs
 from .oom import OOM_KILLED, oom_kill_message
-from .status_model import Failure, UpgradeInFlight
-from .step import Step, point_tag
+from .status_model import Drain, Failure, UpgradeInFlight
+from .step import DRAIN_GRACE, Step, point_tag
 
 
 def pod_lost(run: Step, pod: PodObs) -> bool:
@@ -80,3 +80,26 @@ def local_restarts(run: Step, pod: PodObs) -> bool:
                                            "recovering from the pod's hot checkpoint dir")
     run.count_restart(delta)
     return run.st.phase == "Failed"
+
+
+def drain_interrupted(run: Step) -> None:
+    """The runtime died while draining (OOM-killed, or crashed) and the kubelet restarted it in place:
+    the restarted runtime knows nothing of the stop request, so the drain is over without its
+    savepoint. Say so (an OOM kill names the memory limit) and end the drain's grace now, so the pod
+    goes at once rather than after DRAIN_GRACE. Not counted toward maxRestarts: the attempt was
+    being retired anyway."""
+    pod, drain = run.current, run.tr.drain
+    if pod is None or drain is None or drain.restarts is None or pod.restart_count <= drain.restarts:
+        return
+    seen = max(drain.restarts, run.tr.container_restarts or 0)
+    run.tr.container_restarts = pod.restart_count
+    run.tr.drain = Drain(at=min(drain.at, run.now - DRAIN_GRACE), restarts=pod.restart_count)
+    target = run.tr.restore_target
+    lost = f"; the drain's savepoint {target} was not taken" if target else ""
+    oom = oom_kill_message(pod, seen, run.spec.spark.resources.memory)
+    code = f" (exit {pod.last_exit_code})" if pod.last_exit_code is not None else ""
+    reason, what = (OOM_KILLED, oom) if oom else (
+        "DrainInterrupted", f"runtime container of {pod.name} restarted in place{code}")
+    message = f"{what}, while draining{lost}"
+    run.st.last_failure = Failure(reason=reason, at=cp.iso(run.now), message=message)
+    run.d.emit("Warning", reason, message)

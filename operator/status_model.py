@@ -122,6 +122,7 @@ class Condition(StatusModel):
 # --- status.tracking: the operator's own bookkeeping (times as epoch seconds) --------------------
 class Drain(StatusModel):
     at: float = 0.0
+    restarts: int | None = None  # the runtime container's restart count when the stop was requested
 
 
 class Lineage(StatusModel):

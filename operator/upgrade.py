@@ -24,7 +24,7 @@ def begin_upgrade(run: Step, pod: PodObs) -> None:
     if pod.can_drain and mode in ("savepoint", "last-checkpoint"):
         name = f"upgrade-{run.obs.generation}" if mode == "savepoint" else None
         run.d.actions.append(StopRuntime(savepoint=name))
-        run.tr.drain = Drain(at=run.now)
+        run.tr.drain = Drain(at=run.now, restarts=pod.restart_count)
         if name:
             run.choose_point("restore_target", name)
     else:

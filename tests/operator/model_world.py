@@ -258,6 +258,7 @@ class World:
         if not (pod.phase == "Running" and pod.exit_code is None and not pod.deleting):
             return
         pod.up = pod.ready = False
+        pod.draining = None  # the runtime restarted in place knows nothing of a stop request
         pod.termination_reason = reason
         if reason == "OOMKilled":
             self.oom_kills.add(pod.attempt)

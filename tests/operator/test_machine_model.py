@@ -530,6 +530,10 @@ FOUND["a crash seen 20 minutes late, then three more: four failures in the windo
 FOUND["an OOM kill overwritten by a crash in place before a round saw it: not held against the operator"] = [
     ("edit_image", {"image": IMAGES[2]}), ("status_writes_fail", {"n": 3}), ("world_progresses", {"n": 6}),
     ("runtime_oom_killed", {"i": 2}), ("world_goes_quiet", {})]
+FOUND["the runtime OOM-killed while draining for an upgrade: reported as nothing, the drain waited its grace"] = [
+    ("edit_image", {"image": IMAGES[2]}), ("world_progresses", {"n": 4}), ("edit_image", {"image": IMAGES[0]}),
+    ("operator_rounds", {"n": 2}), ("world_progresses", {"n": 1}), ("world_progresses", {"n": 1}),
+    ("edit_job_args", {"n": 1}), ("operator_rounds", {"n": 2}), ("runtime_oom_killed", {"i": 0}), ("operator_round", {})]
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [

@@ -93,3 +93,22 @@ def test_any_other_in_place_restart_stays_a_local_recovery() -> None:
     d = decide(observe(running(), [oom_pod(termination_reason="Error", ready=True)]))
     assert d.status["phase"] == "Running" and d.status["localRecoveries"] == 1
     assert d.status["lastFailure"]["reason"] == "ContainerRestarted"
+
+
+@pytest.mark.parametrize("reason, expected", [("OOMKilled", "OOMKilled"), ("Error", "DrainInterrupted")])
+def test_a_runtime_that_dies_while_draining_ends_the_drain_at_once(reason: str, expected: str) -> None:
+    """The kubelet restarts it in place, and the restarted runtime knows nothing of the stop request:
+    waiting DRAIN_GRACE for a savepoint that never comes only delays the suspend (found by the model)."""
+    suspending = running(drain={"at": T0 - 5, "restarts": 0}, restoreTarget="suspend-2") | {"phase": "Suspended"}
+    spec = SPEC.model_copy(update={"state": "suspended"})
+    quiet = decide(observe(suspending, [oom_pod(restart_count=0, termination_reason=None)], spec=spec, generation=2))
+    assert not quiet.of(DeletePod)  # still draining: its grace has not run out
+    d = decide(observe(suspending, [oom_pod(termination_reason=reason)], spec=spec, generation=2))
+    assert [a.name for a in d.of(DeletePod)] == ["job-1"]
+    failure = d.status["lastFailure"]
+    assert failure["reason"] == expected and "while draining" in failure["message"]
+    assert "the drain's savepoint suspend-2 was not taken" in failure["message"]
+    assert [(a.type, a.reason) for a in d.actions if isinstance(a, Emit)] == [("Warning", expected)]
+    assert d.status["restarts"] == 0  # the attempt was being retired: no budget spent
+    again = decide(observe(d.status, [oom_pod(termination_reason=reason)], spec=spec, generation=2, now=T0 + 2))
+    assert not [a for a in again.actions if isinstance(a, Emit)]  # said once
