@@ -23,7 +23,7 @@ from .model import (
     TriggerCheckpoint,
     TriggerSavepoint,
 )
-from .pod_failures import drain_interrupted, local_restarts, pod_lost
+from .pod_failures import drain_interrupted, local_restarts, pod_lost, restarts_unseen
 from .rescale import report_rescale, rescale_failed
 from .status import apply_conditions
 from .status_model import (
@@ -197,6 +197,8 @@ def _suspend_or_resume(run: Step) -> None:
         return
     if run.st.phase != "Suspended":
         pod = run.current
+        if pod:
+            restarts_unseen(run, pod)  # (an OOM kill before the suspend is reported, never lost)
         if pod and pod.can_drain:
             name = f"suspend-{run.obs.generation}"
             run.d.actions.append(StopRuntime(savepoint=name))

@@ -67,19 +67,32 @@ def restore_failed(run: Step, pod: PodObs) -> None:
 
 def local_restarts(run: Step, pod: PodObs) -> bool:
     """A container restarted in place recovered locally: count it (it spends restart budget)."""
+    delta = restarts_unseen(run, pod)
+    if delta:
+        run.count_restart(delta)
+    return run.st.phase == "Failed"
+
+
+def restarts_unseen(run: Step, pod: PodObs) -> int:
+    """Report in-place restarts of the runtime container no round has seen: a local recovery, or an
+    OOM kill (which `pod_lost` turns into a failed attempt while the job runs; a suspend that begins
+    now reports it and drains). How many there were; counting them is the caller's."""
     seen = run.tr.container_restarts or 0
     if pod.restart_count <= seen:
-        return False
+        return 0
     delta = pod.restart_count - seen
     run.tr.container_restarts = pod.restart_count
-    run.st.local_recoveries += delta
     code = f" (exit {pod.last_exit_code})" if pod.last_exit_code is not None else ""
+    if oom := oom_kill_message(pod, seen, run.spec.spark.resources.memory):
+        run.st.last_failure = Failure(reason=OOM_KILLED, at=cp.iso(run.now), message=oom)
+        run.d.emit("Warning", OOM_KILLED, oom)
+        return delta
+    run.st.local_recoveries += delta
     run.st.last_failure = Failure(reason="ContainerRestarted", at=cp.iso(run.now),
                                   message=f"runtime container of {pod.name} restarted in place{code}")
     run.d.emit("Warning", "LocalRecovery", f"runtime container of {pod.name} restarted in place{code}; "
                                            "recovering from the pod's hot checkpoint dir")
-    run.count_restart(delta)
-    return run.st.phase == "Failed"
+    return delta
 
 
 def drain_interrupted(run: Step) -> None:

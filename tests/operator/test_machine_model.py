@@ -534,6 +534,9 @@ FOUND["the runtime OOM-killed while draining for an upgrade: reported as nothing
     ("edit_image", {"image": IMAGES[2]}), ("world_progresses", {"n": 4}), ("edit_image", {"image": IMAGES[0]}),
     ("operator_rounds", {"n": 2}), ("world_progresses", {"n": 1}), ("world_progresses", {"n": 1}),
     ("edit_job_args", {"n": 1}), ("operator_rounds", {"n": 2}), ("runtime_oom_killed", {"i": 0}), ("operator_round", {})]
+FOUND["an OOM kill in place no round saw, then a suspend: the drain began and the kill was never reported"] = [
+    ("world_goes_quiet", {}), ("runtime_crashes", {"i": 0, "code": 1}), ("world_goes_quiet", {}),
+    ("suspend_or_resume", {"state": "suspended"}), ("runtime_oom_killed", {"i": 1}), ("world_goes_quiet", {})]
 
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [

@@ -112,3 +112,12 @@ def test_a_runtime_that_dies_while_draining_ends_the_drain_at_once(reason: str, 
     assert d.status["restarts"] == 0  # the attempt was being retired: no budget spent
     again = decide(observe(d.status, [oom_pod(termination_reason=reason)], spec=spec, generation=2, now=T0 + 2))
     assert not [a for a in again.actions if isinstance(a, Emit)]  # said once
+
+
+def test_an_oom_kill_no_round_saw_is_reported_when_a_suspend_begins() -> None:
+    spec = SPEC.model_copy(update={"state": "suspended"})
+    d = decide(observe(running(), [oom_pod(ready=True)], spec=spec, generation=2))
+    assert d.status["phase"] == "Suspended" and d.status["lastFailure"]["reason"] == "OOMKilled"
+    assert ("Warning", "OOMKilled") in [(a.type, a.reason) for a in d.actions if isinstance(a, Emit)]
+    assert d.status["tracking"]["drain"]["restarts"] == 1  # the drain counts from the restarted runtime
+    assert not d.status.get("localRecoveries")
