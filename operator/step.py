@@ -3,59 +3,19 @@ the small helpers every row of the machine shares. Pure."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import weakref
 from typing import Any
 
 from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_duration
 
 from . import checkpoints as cp
 from .model import CreateAttempt, Decision, DeletePod, Observed, PodObs
+from .spec_key import NOT_UPGRADES, is_spec, spec_key  # noqa: F401  (is_spec, spec_key: re-exported)
 from .status_model import Failure, JobStatus, Lineage, Phase, Point, Tracking, UpgradeInFlight, same_point
 
 DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
 SAVEPOINTS_SHOWN = 20
 POLL = 2.0  # requeue while waiting for a pod to come or go
 SAVEPOINT_LISTING_WAIT = 30.0  # beyond DRAIN_GRACE: how long a drain's savepoint may take to be listed
-# Spec sections whose change needs a new pod (an upgrade); the rest is read by the operator only.
-# upgradeMode says how to upgrade, so changing it alone needs no new pod.
-_NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout", "upgradeMode")
-# Keys an operator wrote before upgradeMode joined _NOT_UPGRADES hashed it too; they are still
-# recognised (is_spec), or upgrading the operator would restart every job.
-_LEGACY_HASHED = ("upgradeMode",)
-
-
-# spec_key per live JobSpec object: a job's loop decides on the same parsed spec round after round
-# (reconcile parses it again only when it changes), and dumping it each time cost CPU at 1,000 jobs.
-_spec_keys: dict[int, tuple[weakref.ref, str]] = {}
-
-
-def spec_key(spec: JobSpec) -> str:
-    known = _spec_keys.get(id(spec))
-    if known is not None and known[0]() is spec:
-        return known[1]
-    key = _hash_without(spec, _NOT_UPGRADES)
-    spec_id = id(spec)
-    _spec_keys[spec_id] = (weakref.ref(spec, lambda _: _spec_keys.pop(spec_id, None)), key)
-    return key
-
-
-def _hash_without(spec: JobSpec, sections: tuple[str, ...]) -> str:
-    doc = spec.model_dump(by_alias=True, mode="json")
-    for name in sections:
-        doc.pop(name, None)
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def is_spec(stored: str | None, spec: JobSpec) -> bool:
-    """A spec key from status names this spec (as this operator or an earlier one computed it)."""
-    if stored is None:
-        return False
-    return stored == spec_key(spec) or stored == _hash_without(
-        spec, tuple(n for n in _NOT_UPGRADES if n not in _LEGACY_HASHED))
-
-
 # Why a pod was lost without the job failing: these restart at once and spend no restart budget
 # (a node drain during a cluster upgrade must not fail a healthy job, nor wait out a crash backoff).
 DISRUPTIONS = frozenset({"PodDeleted", "NodeLost", "Evicted", "Preempting", "Preempted", "NodeShutdown",
@@ -79,7 +39,7 @@ def effective_spec(spec: JobSpec, tracking: Tracking) -> JobSpec:
     if not stable or not is_spec(tracking.rejected_spec, spec):
         return spec
     current = spec.model_dump(by_alias=True, mode="json")
-    doc = dict(stable, **{name: current[name] for name in _NOT_UPGRADES if name in current})
+    doc = dict(stable, **{name: current[name] for name in NOT_UPGRADES if name in current})
     return JobSpec.model_validate(doc)
 
 

@@ -1,0 +1,80 @@
+"""What "the same spec" means to the operator: a short key of the spec sections whose change needs a
+new pod (an upgrade), stored in status (stableSpec, attemptSpec, rejectedSpec). Pure.
+
+The key hashes only what differs from the defaults, so a field a newer operator adds (at its
+default) leaves every stored key as it was: upgrading the operator restarts no job. Operators up to
+and including the one that added `spark.ui` hashed the whole spec with its defaults; `is_spec` still
+recognises their keys (with and without the fields added since), or the first rounds of a new
+operator would begin an upgrade of every job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import weakref
+from typing import Any
+
+from sparkpoint.runtime.config import JobSpec
+
+# Spec sections whose change needs no new pod (the operator alone reads them). upgradeMode says how
+# to upgrade, so changing it alone is no upgrade either.
+NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout", "upgradeMode")
+# Keys written before upgradeMode joined NOT_UPGRADES hashed it too.
+_LEGACY_HASHED = ("upgradeMode",)
+# Fields added while keys hashed the whole spec with its defaults: an older key lacks them.
+_ADDED_TO_FULL_KEYS: tuple[tuple[str, ...], ...] = (("spark", "ui"),)
+
+# Keys per live JobSpec object: a job's loop decides on the same parsed spec round after round
+# (reconcile parses it again only when it changes), and dumping it each time cost CPU at 1,000 jobs.
+_keys: dict[int, tuple[weakref.ref, str]] = {}
+_legacy: dict[int, tuple[weakref.ref, frozenset[str]]] = {}
+
+
+def spec_key(spec: JobSpec) -> str:
+    return _cached(_keys, spec, lambda: _hash(spec.model_dump(by_alias=True, mode="json", exclude_defaults=True),
+                                              NOT_UPGRADES))
+
+
+def is_spec(stored: str | None, spec: JobSpec) -> bool:
+    """A spec key from status names this spec (as this operator or an earlier one computed it)."""
+    if stored is None:
+        return False
+    return stored == spec_key(spec) or stored in _cached(_legacy, spec, lambda: _legacy_keys(spec))
+
+
+def _legacy_keys(spec: JobSpec) -> frozenset[str]:
+    full = spec.model_dump(by_alias=True, mode="json")
+    defaults = JobSpec.model_validate({"job": {"entrypoint": "m:f"}}).model_dump(by_alias=True, mode="json")
+    added = [path for path in _ADDED_TO_FULL_KEYS if _get(full, path) == _get(defaults, path)]
+    keys = set()
+    for n in range(len(added) + 1):
+        for dropped in itertools.combinations(added, n):
+            doc = json.loads(json.dumps(full))
+            for path in dropped:
+                _get(doc, path[:-1]).pop(path[-1], None)
+            for hashed in ((), _LEGACY_HASHED):
+                keys.add(_hash(doc, tuple(s for s in NOT_UPGRADES if s not in hashed)))
+    return frozenset(keys)
+
+
+def _get(doc: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        doc = doc.get(name) if isinstance(doc, dict) else None
+    return doc
+
+
+def _hash(doc: dict[str, Any], sections: tuple[str, ...]) -> str:
+    doc = {k: v for k, v in doc.items() if k not in sections}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _cached(cache: dict[int, tuple[weakref.ref, Any]], spec: JobSpec, compute: Any) -> Any:
+    known = cache.get(id(spec))
+    if known is not None and known[0]() is spec:
+        return known[1]
+    value = compute()
+    spec_id = id(spec)
+    cache[spec_id] = (weakref.ref(spec, lambda _: cache.pop(spec_id, None)), value)
+    return value

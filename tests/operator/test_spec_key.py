@@ -1,0 +1,50 @@
+"""Spec keys across operator releases: upgrading the operator must restart no job, so a key an
+earlier release wrote into status still names the same spec, and a field a later release adds (at
+its default) changes no key."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkpoint.operator.spec_key import is_spec, spec_key
+from sparkpoint.runtime.config import JobSpec, parse_spec
+
+MINIMAL = {"job": {"entrypoint": "m:f"}}
+EDITED = {"image": "reg/x:1", "job": {"entrypoint": "m:f", "args": {"n": 3}},
+          "spark": {"shufflePartitions": 8, "conf": {"spark.sql.x": "1"}}, "checkpoint": {"interval": "10s"},
+          "upgradeMode": "stateless"}
+
+# Keys the released operators wrote for these specs (status.tracking.stableSpec), computed by running
+# their code: before spark.ui existed (c2bfa5a^), and after it (4c58921, which hashed spark.ui's default).
+WRITTEN = [("c2bfa5a^", MINIMAL, "1e0d3d1db4a5131d"), ("c2bfa5a^", EDITED, "2c165edf2039863e"),
+           ("4c58921", MINIMAL, "94819ddd5fc770a7"), ("4c58921", EDITED, "c92a266c7d04252c")]
+
+
+@pytest.mark.parametrize("release, doc, key", WRITTEN, ids=[f"{r}-{i}" for i, (r, _, _) in enumerate(WRITTEN)])
+def test_a_key_an_earlier_release_wrote_names_the_same_spec(release: str, doc: dict, key: str) -> None:
+    assert is_spec(key, parse_spec(doc))
+
+
+def test_an_earlier_key_does_not_name_another_spec() -> None:
+    for _, doc, key in WRITTEN:
+        other = parse_spec(doc | {"image": "reg/other:2"})
+        assert not is_spec(key, other)
+    ui_off = parse_spec(MINIMAL | {"spark": {"ui": {"enabled": False}}})
+    assert not any(is_spec(key, ui_off) for _, _, key in WRITTEN)  # a non-default value is a change
+
+
+def test_a_field_added_at_its_default_changes_no_key() -> None:
+    """The key hashes what differs from the defaults: a spec parsed by a model that knows more fields
+    (all at their defaults) has the key it had."""
+    spec = parse_spec(EDITED)
+    dumped = spec.model_dump(by_alias=True, mode="json")
+    assert "ui" in dumped["spark"]
+    assert spec_key(JobSpec.model_validate(dumped)) == spec_key(spec)
+    assert spec_key(parse_spec(MINIMAL | {"spark": {"ui": {"enabled": True}}})) == spec_key(parse_spec(MINIMAL))
+
+
+def test_a_change_that_needs_a_new_pod_changes_the_key_and_one_that_does_not_keeps_it() -> None:
+    base = parse_spec(EDITED)
+    assert spec_key(parse_spec(EDITED | {"image": "reg/x:2"})) != spec_key(base)
+    assert spec_key(parse_spec(EDITED | {"spark": {"shufflePartitions": 6}})) != spec_key(base)
+    assert spec_key(parse_spec(EDITED | {"restart": {"maxRestarts": 3}, "upgradeMode": "savepoint"})) == spec_key(base)
