@@ -190,6 +190,8 @@ def runtime_container(job: JobRef, spec: JobSpec, attempt: int = 1) -> dict[str,
         "env": [*_common_env(job, spec), {"name": "SPARKPOINT_CONTROL_TOKEN_FILE", "value": CONTROL_TOKEN_FILE},
                 # exit 3 names the points it could not restore there (the operator blames exactly those)
                 {"name": "SPARKPOINT_TERMINATION_LOG", "value": "/dev/termination-log"},
+                # the store fence orders pods by it: a zombie of an older attempt never fences off a newer one
+                {"name": ATTEMPT_ENV, "value": str(attempt)},
                 # a heap the memory limit holds beside the JVM's and Python's own memory
                 {"name": DRIVER_MEMORY_ENV, "value": driver_memory(spec.spark.resources.memory)}],
         "ports": [{"name": "control", "containerPort": CONTROL_PORT},
@@ -245,7 +247,6 @@ def _as_driver(container: dict[str, Any], attempt: int) -> None:
     container["ports"] += [{"name": "spark-driver", "containerPort": DRIVER_PORT},
                            {"name": "spark-blocks", "containerPort": BLOCK_MANAGER_PORT}]
     container["env"] += [{"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                         {"name": ATTEMPT_ENV, "value": str(attempt)},
                          {"name": HOT_VOLUME_PATH_ENV, "value": HOT_DIR}]
 
 

@@ -45,17 +45,39 @@ def read_fence(store: ObjectStore, job: JobRef) -> int:
     return _newest_claim_from(store, job, _fence_hint(store, job))
 
 
-def write_fence(store: ObjectStore, job: JobRef) -> int:
-    """Start a new attempt: claim the next free number atomically and return it."""
+def write_fence(store: ObjectStore, job: JobRef, incarnation: str | None = None, launch: int | None = None) -> int:
+    """Start a new attempt: claim the next free number atomically and return it.
+
+    `launch` is the operator's attempt number of this pod (every start of its runtime, in-place
+    restarts too, claims a new number). A pod of an older launch of the same incarnation (a zombie:
+    its node was lost, the operator started the next attempt, then its container restarted) must not
+    fence off the newer pod: it raises FencedError without claiming."""
     owner = uuid.uuid4().hex  # makes our claim's bytes unique (a retried create recognises its own)
     number = read_fence(store, job) + 1
+    _refuse_if_superseded(store, job, number - 1, incarnation, launch)
     for _ in range(_MAX_CLAIM_TRIES):
-        claim = Fence(attempt=number, updated=utcnow(), owner=owner).to_json()
+        claim = Fence(attempt=number, updated=utcnow(), owner=owner, incarnation=incarnation, launch=launch).to_json()
         if store.put_if_absent(attempt_claim_key(job, number), claim):
             _publish_fence(store, job, number)
             return number
+        _refuse_if_superseded(store, job, number, incarnation, launch)
         number += 1
     raise StoreError(f"job {job}: could not claim an attempt number near {number}")
+
+
+def _refuse_if_superseded(store: ObjectStore, job: JobRef, number: int, incarnation: str | None,
+                          launch: int | None) -> None:
+    """FencedError if claim `number` was made by a newer launch of this incarnation."""
+    if number < 1 or incarnation is None or launch is None:
+        return
+    key = attempt_claim_key(job, number)
+    try:
+        claim = Fence.from_json(store.get_bytes(key), where=key)
+    except (StoreError, ValueError):
+        return  # unreadable or gone: no evidence of a newer launch (the claim order still holds)
+    if claim.incarnation == incarnation and claim.launch is not None and claim.launch > launch:
+        raise FencedError(f"job {job}: attempt {claim.launch} of this job has started since; this pod is attempt "
+                          f"{launch} (a zombie restarted late) and does not start")
 
 
 def _publish_fence(store: ObjectStore, job: JobRef, value: int) -> None:

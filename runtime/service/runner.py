@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.checkpoint import CheckpointWriter, HashCache, write_fence
+from sparkpoint.runtime.checkpoint import CheckpointWriter, FencedError, HashCache, write_fence
 from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
@@ -152,7 +152,14 @@ class JobRuntime:
                 log.info("stopped while waiting for the checkpoint store")
                 return EXIT_OK
             self.phase = "starting"
-            self.attempt = write_fence(store, self.job)  # fence first: older attempts can no longer commit
+            # fence first: older attempts can no longer commit (and an older pod does not start)
+            try:
+                self.attempt = write_fence(store, self.job, incarnation=self.opts.job_uid or _job_uid(self.job),
+                                           launch=_launch())
+            except FencedError as exc:  # exit 0: the kubelet does not restart it; the operator removes the pod
+                log.warning("superseded by a newer attempt: not starting", extra={"job": str(self.job),
+                                                                                  "reason": str(exc)})
+                return EXIT_OK
             self.metrics.attempt.set(self.attempt)
             self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
             log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
@@ -384,6 +391,12 @@ def batch_in_flight(hot_dir: Path) -> bool:
         return False
     committed = latest_committed_batch(hot_dir)
     return planned > (committed if committed is not None else -1)
+
+
+def _launch() -> int | None:
+    """The operator's attempt number of this pod (SPARKPOINT_ATTEMPT); None outside Kubernetes."""
+    value = os.environ.get("SPARKPOINT_ATTEMPT", "")
+    return int(value) if value.isdigit() else None
 
 
 def _job_uid(job: JobRef) -> str:

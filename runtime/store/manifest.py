@@ -164,6 +164,10 @@ class Fence(BaseModel):
     attempt: int = Field(ge=0)
     updated: datetime
     owner: str | None = None  # random per claimer: a claim's bytes are never written by two starters
+    # On a claim (attempts/<n>.json): the job incarnation (CR uid) and the operator's attempt number
+    # of the pod that claimed it, so a zombie pod restarted late cannot fence off a newer pod.
+    incarnation: str | None = None
+    launch: int | None = None
 
     def to_json(self) -> bytes:
         return self.model_dump_json(exclude_none=True).encode()  # fence.json keeps its old shape

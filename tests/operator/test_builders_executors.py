@@ -35,7 +35,9 @@ def test_local_jobs_keep_no_token_even_when_a_driver_account_exists() -> None:
     assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
     runtime = _runtime({"spec": pod})
     assert {p["name"] for p in runtime["ports"]} == {"control", "metrics", "spark-ui"}  # no Spark driver ports
-    assert not {e["name"] for e in runtime["env"]} & {builders.POD_NAME_ENV, builders.ATTEMPT_ENV}
+    assert builders.POD_NAME_ENV not in {e["name"] for e in runtime["env"]}
+    # Every runtime knows its attempt: the store fence orders pods by it (a zombie never fences a newer one).
+    assert {"name": builders.ATTEMPT_ENV, "value": "1"} in runtime["env"]
 
 
 def test_the_driver_declares_sparks_ports_and_tells_the_runtime_who_it_is() -> None:

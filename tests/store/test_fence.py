@@ -150,3 +150,22 @@ def test_check_fence_passes_only_the_newest_claim(store, job, claims) -> None:  
         else:
             with pytest.raises(FencedError, match=f"attempt {attempt} is fenced off by attempt {claims}"):
                 check_fence(store, job, attempt)
+
+
+def test_a_zombie_pod_restarted_late_does_not_fence_off_a_newer_attempt(store, job) -> None:  # type: ignore[no-untyped-def]
+    """The operator started attempt 2 after attempt 1's node was lost; attempt 1's container then
+    restarts in place on that node. Its runtime must not claim the fence over attempt 2's (each
+    start of a runtime claims a new number, in-place restarts too)."""
+    first = write_fence(store, job, incarnation="uid-a", launch=1)
+    second = write_fence(store, job, incarnation="uid-a", launch=2)
+    with pytest.raises(FencedError, match="attempt 2 of this job has started since"):
+        write_fence(store, job, incarnation="uid-a", launch=1)
+    assert read_fence(store, job) == second > first
+    check_fence(store, job, second)  # the newer attempt still commits
+    # Its own in-place restart claims anew (the same launch), as does a job created again (a new
+    # incarnation numbers its attempts from 1), and a runtime outside Kubernetes (no launch).
+    assert write_fence(store, job, incarnation="uid-a", launch=2) == second + 1
+    assert write_fence(store, job, incarnation="uid-b", launch=1) == second + 2
+    assert write_fence(store, job) == second + 3
+    fence = Fence.from_json(store.get_bytes(fence_key(job)), where="fence")
+    assert fence.incarnation is None and fence.launch is None  # fence.json keeps its old shape
