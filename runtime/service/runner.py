@@ -33,7 +33,7 @@ from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budg
 from sparkpoint.runtime.sink.upsert import UpsertSink
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
 
-from . import faults, hotdir
+from . import attempt_dirs, faults, hotdir
 from .checkpointing import CheckpointPipeline
 from .metrics import RuntimeMetrics
 from .recovery import RestoreOutcome, restore_on_start
@@ -153,6 +153,7 @@ class JobRuntime:
                 return EXIT_OK
             self.phase = "starting"
             self.attempt = write_fence(store, self.job)  # fence first: older attempts can no longer commit
+            attempt_dirs.remove_older_attempt_dirs(self.work_dir)  # a shared hot volume's old attempts (§9)
             self.metrics.attempt.set(self.attempt)
             self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
             log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
