@@ -56,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="change spark.shufflePartitions (repartitions the state) and/or executors.instances")
     rc.add_argument("job")
     rc.add_argument("--partitions", type=int, help="the new spec.spark.shufflePartitions")
-    rc.add_argument("--executors", type=int, help="the new spec.spark.executors.instances (spark.master k8s)")
+    rc.add_argument("--executors", type=int, help="the new spec.spark.executors.instances (spark.master k8s; "
+                    "a job with executors.dynamic refuses a fixed count: edit dynamic.min/max instead)")
     lg = sub.add_parser("logs", parents=[common], help="the runtime container's log of the job's current pod")
     lg.add_argument("job")
     lg.add_argument("-f", "--follow", action="store_true")
@@ -154,9 +155,8 @@ def run(args, kube: Kube) -> int:
         spark = (job.get("spec") or {}).get("spark") or {}
         phase = (job.get("status") or {}).get("phase")
         print(f"streamingjob.sparkpoint.dev/{args.job}: spec.spark.shufflePartitions = "
-              f"{spark.get('shufflePartitions', '<default>')}, executors.instances = "
-              f"{(spark.get('executors') or {}).get('instances', '<none>')}; an upgrade per upgradeMode "
-              f"applies it (phase now {phase}; see status.lastRescale)")
+              f"{spark.get('shufflePartitions', '<default>')}, {fmt.executor_count(spark.get('executors'))}; an "
+              f"upgrade per upgradeMode applies it (phase now {phase}; see status.lastRescale)")
     elif args.command == "savepoint":
         return _savepoint(kube, args)
     elif args.command == "ui":

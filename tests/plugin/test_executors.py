@@ -65,3 +65,10 @@ def test_status_lists_the_current_attempts_executors_and_counts_older_ones():
 def test_executors_is_a_command_with_kubectls_flags():
     args = cli._parser().parse_args(["executors", "clicks", "-n", "team", "-o", "json"])
     assert (args.command, args.job, args.namespace, args.output) == ("executors", "clicks", "team", "json")
+
+
+def test_rescale_says_what_the_executors_section_asks_for():
+    assert fmt.executor_count({"instances": 3, "cores": 1}) == "executors.instances = 3"
+    assert fmt.executor_count(None) == "executors.instances = <none>"
+    assert fmt.executor_count({"dynamic": {"min": 1, "max": 4, "idleTimeout": "30s"}}) == \
+        "executors.dynamic = 1..4 (idle 30s)"
