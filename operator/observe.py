@@ -54,7 +54,7 @@ def rescale_failure(*terminations: dict[str, Any] | None) -> RescaleFailure | No
         source, target, reason = doc.get("from"), doc.get("to"), doc.get("reason")
         return RescaleFailure(source=source if type(source) is int else None,
                               target=target if type(target) is int else None,
-                              reason=reason if isinstance(reason, str) else None)
+                              reason=reason[:80] if isinstance(reason, str) else None)  # a label; bounded
     return None
 
 
