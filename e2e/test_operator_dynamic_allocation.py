@@ -35,7 +35,8 @@ def _executors(core, namespace: str) -> list:
 def test_executors_are_added_under_a_backlog_and_released_when_idle(api_client, core, namespace, operator,
                                                                    store_env):
     _driver_account_for_a_process_operator(api_client, namespace, operator)
-    hot = Path(tempfile.mkdtemp(prefix=f"sparkpoint-hot-{namespace}-", dir="/tmp"))
+    # Not under /tmp: in process mode the pod's own /tmp (an emptyDir) would hide a hostPath there.
+    hot = Path(tempfile.mkdtemp(prefix=f"sparkpoint-hot-{namespace}-", dir="/var/tmp"))
     hot.chmod(0o777)  # the pods' uid 185 works in it (a PVC gets this from fsGroup)
     image = os.environ.get("SPARKPOINT_E2E_EXECUTORS_IMAGE") or _image()
     jobs = Jobs(api_client, namespace, store_env)
@@ -54,8 +55,9 @@ def test_executors_are_added_under_a_backlog_and_released_when_idle(api_client, 
             "spark.master": "k8s", "spark.shufflePartitions": 6,
             "spark.executors": {"dynamic": {"min": 1, "max": 3, "idleTimeout": "5s"}, "cores": 1, "memory": "512Mi"},
             "spark.conf": {"spark.kubernetes.executor.request.cores": "100m",  # two cores for everything
-                           "spark.dynamicAllocation.schedulerBacklogTimeout": "500ms",
-                           "spark.dynamicAllocation.sustainedSchedulerBacklogTimeout": "500ms",
+                           # (whole seconds: Spark reads both in seconds and refuses 0)
+                           "spark.dynamicAllocation.schedulerBacklogTimeout": "1s",
+                           "spark.dynamicAllocation.sustainedSchedulerBacklogTimeout": "1s",
                            "spark.dynamicAllocation.shuffleTracking.timeout": "5s"},
             "checkpoint.hotVolume": {"hostPath": {"path": str(hot)}}})
         st = jobs.wait_status(JOB, "Running with a checkpoint", lambda s: s.get("phase") == "Running"

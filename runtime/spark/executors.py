@@ -10,6 +10,7 @@ pod's ServiceAccount token (the chart grants it exactly what the backend calls).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,7 +116,8 @@ def allocation_conf(executors: ExecutorsSpec) -> dict[str, str]:
             "spark.dynamicAllocation.shuffleTracking.enabled": "true",
             "spark.dynamicAllocation.minExecutors": str(dynamic.min),
             "spark.dynamicAllocation.maxExecutors": str(dynamic.max),
-            "spark.dynamicAllocation.executorIdleTimeout": f"{round(parse_duration(dynamic.idle_timeout) * 1000)}ms"}
+            # Spark reads this one in whole seconds ("1500ms" would be 1 s): rounded up
+            "spark.dynamicAllocation.executorIdleTimeout": f"{math.ceil(parse_duration(dynamic.idle_timeout))}s"}
 
 
 def executor_pod_template(driver: DriverPod, hot_volume: HotVolume) -> dict[str, Any]:

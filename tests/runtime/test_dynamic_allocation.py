@@ -63,9 +63,15 @@ def test_dynamic_allocation_maps_to_sparks_settings_without_a_fixed_count() -> N
         "spark.dynamicAllocation.shuffleTracking.enabled": "true",  # no external shuffle service on k8s
         "spark.dynamicAllocation.minExecutors": "1",
         "spark.dynamicAllocation.maxExecutors": "5",
-        "spark.dynamicAllocation.executorIdleTimeout": "120000ms"}
+        "spark.dynamicAllocation.executorIdleTimeout": "120s"}
     assert "spark.executor.instances" not in conf  # it would set the initial count above min
     assert conf["spark.executor.cores"] == "2" and conf["spark.executor.memory"] == "1024m"
+
+
+def test_the_idle_timeout_is_whole_seconds_rounded_up_as_spark_reads_it() -> None:
+    for given, expected in (("1500ms", "2s"), ("1s", "1s"), ("1000ms", "1s"), ("5m", "300s"), ("1h", "3600s")):
+        ex = config.parse_spec(_spec({"dynamic": {"max": 2, "idleTimeout": given}})).spark.executors
+        assert executors.allocation_conf(ex)["spark.dynamicAllocation.executorIdleTimeout"] == expected, given
 
 
 def test_a_fixed_count_sets_instances_and_no_dynamic_allocation() -> None:
