@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube_helpers import REPO, install_crd
+from kube_helpers import GROUP, PLURAL, REPO, VERSION, install_crd, python_container, wait_for
 from kubernetes import client
 from operator_jobs import Jobs
 
@@ -87,3 +87,54 @@ def test_plugin_on_a_running_job(api_client, namespace, savepoint_crd, operator,
     # restore writes spec.restoreFrom (the operator applies it on the job's next attempt)
     plugin("restore", "clicks", *ns, "--from", "by-plugin")
     assert jobs.get("clicks")["spec"]["restoreFrom"] == {"savepoint": "by-plugin"}
+
+
+def _executor_pod(core, namespace: str, job: str, attempt: int, n: int) -> None:
+    """A pod labelled as Spark's backend and the runtime label a job's executor (a sleeping
+    process, not a Spark executor: what the plugin shows is the pod, found by its labels)."""
+    labels = {"sparkpoint.dev/job": job, "sparkpoint.dev/attempt": str(attempt), "spark-role": "executor"}
+    core.create_namespaced_pod(namespace, client.V1Pod(
+        metadata=client.V1ObjectMeta(name=f"{job}-{attempt}-exec-{n}", labels=labels),
+        spec=client.V1PodSpec(containers=[python_container("import time; time.sleep(600)", name="executor")],
+                              termination_grace_period_seconds=0)))
+
+
+def test_plugin_lists_a_jobs_executor_pods(api_client, core, namespace, streamingjob_crd):
+    """`executors JOB` and `status JOB` against a real API server: the job's executor pods (by the
+    labels sparkpoint.dev/job, sparkpoint.dev/attempt, spark-role=executor) with phase, node and
+    restarts; another job's executors and the job's own non-executor pods are not listed."""
+    custom = client.CustomObjectsApi(api_client)
+    spec = {"job": {"entrypoint": "m:f"}, "spark": {"master": "k8s", "executors": {"instances": 2}},
+            "checkpoint": {"hotVolume": {"hostPath": {"path": "/tmp/unused"}}}}
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "StreamingJob", "metadata": {"name": "clicks"}, "spec": spec})
+    custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, "clicks", {
+        "status": {"phase": "Running", "attempt": 2, "pod": "clicks-2"}})
+    for attempt, n in ((2, 1), (2, 2), (1, 1)):
+        _executor_pod(core, namespace, "clicks", attempt, n)
+    _executor_pod(core, namespace, "other", 2, 1)
+    core.create_namespaced_pod(namespace, client.V1Pod(  # the job's driver: labelled, but no spark-role
+        metadata=client.V1ObjectMeta(name="clicks-2", labels={"sparkpoint.dev/job": "clicks"}),
+        spec=client.V1PodSpec(containers=[python_container("import time; time.sleep(600)")],
+                              termination_grace_period_seconds=0)))
+    names = ["clicks-1-exec-1", "clicks-2-exec-1", "clicks-2-exec-2"]
+    for name in names:
+        wait_for(f"{name} Running", lambda n=name: core.read_namespaced_pod(n, namespace).status.phase == "Running",
+                 timeout=120)
+    node = core.read_namespaced_pod("clicks-2-exec-1", namespace).spec.node_name
+    ns = ["-n", namespace]
+
+    lines = plugin("executors", "clicks", *ns).stdout.splitlines()
+    assert lines[0].split() == ["NAME", "ATTEMPT", "PHASE", "READY", "NODE", "RESTARTS", "AGE"]
+    assert [line.split()[:6] for line in lines[1:]] == [
+        ["clicks-1-exec-1", "1", "Running", "1/1", node, "0"], ["clicks-2-exec-1", "2", "Running", "1/1", node, "0"],
+        ["clicks-2-exec-2", "2", "Running", "1/1", node, "0"]]
+    listed = json.loads(plugin("executors", "clicks", *ns, "-o", "json").stdout)["items"]
+    assert sorted(p["metadata"]["name"] for p in listed) == names
+
+    status = plugin("status", "clicks", *ns).stdout
+    assert "Executors:" in status and "clicks-2-exec-2" in status and "clicks-1-exec-1" not in status
+    assert "1 executor pod(s) of other attempts still present (attempt 1)" in status
+
+    empty = plugin("executors", "other-job", *ns, check=False)
+    assert empty.returncode == 1 and "not found" in empty.stderr

@@ -3,7 +3,7 @@ Kubernetes backend starts two executor pods from the job's image (`sparkpoint ex
 stateful query's checkpoint lives on a hostPath hot volume both mount, and checkpoints reach MinIO.
 Then an executor pod is killed (Spark replaces it, the query goes on) and the driver pod (the
 operator's next attempt restores the latest checkpoint; the old attempt's executors go with their
-owner).
+owner, and its runtime removes the old attempt's work dir from the shared volume).
 
 The job's image is sparkpoint/runtime:dev when `make image` built it (image mode: uid 185, read-only
 root, the image's entry point), else the virtualenv's `sparkpoint` (process mode). Every pod of the
@@ -80,7 +80,8 @@ def _started(pod: client.V1Pod) -> datetime | None:
 def test_two_executors_checkpoint_and_survive_an_executor_and_a_driver_kill(api_client, core, namespace, operator,
                                                                           store_env):
     _driver_account_for_a_process_operator(api_client, namespace, operator)
-    hot = Path(tempfile.mkdtemp(prefix=f"sparkpoint-hot-{namespace}-", dir="/tmp"))
+    # Not under /tmp: in process mode the pod's own /tmp (an emptyDir) would hide a hostPath there.
+    hot = Path(tempfile.mkdtemp(prefix=f"sparkpoint-hot-{namespace}-", dir="/var/tmp"))
     hot.chmod(0o777)  # the pods' uid 185 works in it (a PVC gets this from fsGroup)
     image = os.environ.get("SPARKPOINT_E2E_EXECUTORS_IMAGE") or _image()
     jobs = Jobs(api_client, namespace, store_env)
@@ -144,6 +145,9 @@ def test_two_executors_checkpoint_and_survive_an_executor_and_a_driver_kill(api_
         assert st["restore"]["source"] == "remote" and st["restore"]["batchId"] >= before - 1, st["restore"]
         new = _running(_executors(core, namespace, attempt=2))
         assert len(new) == 2
+        # attempt 2's runtime removed attempt 1's work dir on the shared volume once it held the fence
+        work = sorted(p.name for p in hot.glob(f"{namespace}/scaled/*/attempt-*"))
+        assert work == ["attempt-2"], work
         assert all(p.metadata.creation_timestamp >= old_gone.replace(microsecond=0) for p in new)
         print(f"\nexecutors: first checkpoint {first_checkpoint_s:.0f}s after create, executor pod created->running "
               f"{executor_start_s:.1f}s, killed executor replaced in {replaced_s:.0f}s, driver kill: old executors "

@@ -45,6 +45,14 @@ def test_minimal_job_is_accepted_with_defaults(api_client, namespace, streamingj
     assert spec["gc"]["onDelete"] == "retain" and spec["restart"]["policy"] == "OnFailure"
 
 
+def test_dynamic_allocation_is_accepted_with_its_defaults_and_no_instances(api_client, namespace, streamingjob_crd):
+    spec = with_fields(spark={"master": "k8s", "executors": {"dynamic": {"max": 4}}},
+                       checkpoint={"hotVolume": {"hostPath": {"path": "/h"}}})
+    executors = create_job(api_client, namespace, spec)["spec"]["spark"]["executors"]
+    assert executors == {"dynamic": {"min": 1, "max": 4, "idleTimeout": "60s"}, "cores": 1, "memory": "1Gi"}
+    assert config.parse_spec(create_job(api_client, namespace, spec, dry_run=True)["spec"]).spark.executors.dynamic
+
+
 @pytest.mark.parametrize(("spec", "field", "words"), [
     ({"spark": {}}, "spec.job", "required"),
     (with_fields(job={"entrypoint": "not a module path"}), "spec.job.entrypoint", "should match"),
@@ -88,6 +96,16 @@ def test_minimal_job_is_accepted_with_defaults(api_client, namespace, streamingj
     (with_fields(spark={"conf": {"spark.sql.streaming.checkpointLocation": "/tmp/x"}}), "spec.spark.conf",
      "spark.sql.streaming.checkpointlocation is set by sparkpoint"),
     (with_fields(spark={"conf": {"spark.master": "yarn"}}), "spec.spark.conf", "spark.master is set by sparkpoint"),
+    # Issue 26: a fixed executor count or dynamic allocation, not both.
+    (with_fields(spark={"master": "k8s", "executors": {"instances": 2, "dynamic": {"max": 4}}},
+                 checkpoint={"hotVolume": {"hostPath": {"path": "/h"}}}), "spec.spark.executors.dynamic",
+     "instances and dynamic are mutually exclusive"),
+    (with_fields(spark={"master": "k8s", "executors": {"dynamic": {"min": 3, "max": 2}}},
+                 checkpoint={"hotVolume": {"hostPath": {"path": "/h"}}}), "spec.spark.executors.dynamic.min",
+     "min must not be greater than max"),
+    (with_fields(spark={"master": "k8s", "executors": {"dynamic": {"min": 1}}},
+                 checkpoint={"hotVolume": {"hostPath": {"path": "/h"}}}), "spec.spark.executors.dynamic.max",
+     "required"),
 ])
 def test_invalid_job_is_rejected_naming_the_field(api_client, namespace, streamingjob_crd, spec, field, words):
     with pytest.raises(ApiException) as rejected:

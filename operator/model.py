@@ -16,6 +16,17 @@ from sparkpoint.runtime.config import JobSpec, RestoreFrom
 from .status_model import CheckpointRecord, JobStatus, parse_status
 
 RESTORE_FAILED_EXIT = 3  # the runtime's exit code when no restore point could be restored
+RESCALE_FAILED_EXIT = 4  # the runtime's exit code when Spark refused to repartition the restored state
+
+
+@dataclass(frozen=True)
+class RescaleFailure:
+    """Exit 4's termination message ({"rescaleFailed": {from, to, reason, error}}, runtime/cli_run.py):
+    the partition counts Spark could not repartition between and its reason label."""
+
+    source: int | None = None
+    target: int | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,8 @@ class PodObs:
     # Exit 3: the restore points (tags) the runtime could not restore, from its termination message;
     # None when it did not say (an older runtime, or no such exit).
     failed_points: tuple[str, ...] | None = None
+    # Exit 4: what the runtime could not repartition, from its termination message; None when unsaid.
+    rescale_failure: RescaleFailure | None = None
 
     @property
     def can_drain(self) -> bool:

@@ -9,7 +9,7 @@ from sparkpoint.runtime.config import API_GROUP
 from sparkpoint.runtime.store import Manifest
 
 from .checkpoints import parse_time
-from .model import RESTORE_FAILED_EXIT, CheckpointFact, PodObs
+from .model import RESCALE_FAILED_EXIT, RESTORE_FAILED_EXIT, CheckpointFact, PodObs, RescaleFailure
 
 RUNTIME_CONTAINER = "runtime"
 _LOST_REASONS = ("NodeLost", "NodeShutdown", "Terminated")
@@ -35,6 +35,26 @@ def failed_points(*terminations: dict[str, Any] | None) -> tuple[str, ...] | Non
             continue
         if isinstance(points, list) and all(isinstance(p, str) for p in points):
             return tuple(points)
+    return None
+
+
+def rescale_failure(*terminations: dict[str, Any] | None) -> RescaleFailure | None:
+    """What the runtime's termination message after exit 4 says it could not repartition
+    (runtime/cli_run.py writes {"rescaleFailed": {"from", "to", "reason", "error"}}), from the newest
+    termination that has one; the error text stays in the pod (it may be long)."""
+    for term in terminations:
+        if not term or term.get("exitCode") != RESCALE_FAILED_EXIT:
+            continue
+        try:
+            doc = json.loads(term.get("message") or "")["rescaleFailed"]
+        except (ValueError, TypeError, KeyError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        source, target, reason = doc.get("from"), doc.get("to"), doc.get("reason")
+        return RescaleFailure(source=source if type(source) is int else None,
+                              target=target if type(target) is int else None,
+                              reason=reason[:80] if isinstance(reason, str) else None)  # a label; bounded
     return None
 
 
@@ -68,6 +88,7 @@ def pod_observation(pod: dict[str, Any]) -> PodObs:
         node_lost=node_lost,
         deleting_since=parse_time(meta.get("deletionTimestamp")),
         failed_points=failed_points(terminated, last.get("terminated")),
+        rescale_failure=rescale_failure(terminated, last.get("terminated")),
     )
 
 

@@ -6,18 +6,20 @@ state before the query starts (runtime/spark/rescale.py). The runtime reports th
 GET /status ("rescale"); the operator records it as status.lastRescale and posts a Rescaled event,
 once per attempt. A repartition Spark refuses ends the runtime with exit 4: an upgrade on trial
 rolls back at once (not after crash-looping through maxRestarts) to the stable spec, with its
-partition count, and the restore point the upgrade started from.
+partition count, and the restore point the upgrade started from. Outside an upgrade the job is
+Failed at once (RescaleFailed): Spark's refusal is deterministic, so retrying it would only
+crash-loop until maxRestarts; an edit of the spec starts a new attempt.
 """
 
 from __future__ import annotations
 
 from . import checkpoints as cp
-from .model import PodObs
+from .model import RESCALE_FAILED_EXIT, PodObs, RescaleFailure
 from .status_model import Failure, RescaleRecord
 from .step import Step
 from .upgrade import roll_back_if_late
 
-RESCALE_FAILED_EXIT = 4  # the runtime's exit code when Spark refused to repartition the restored state
+__all__ = ["RESCALE_FAILED_EXIT", "report_rescale", "rescale_failed", "rescale_failure_text"]
 
 
 def report_rescale(run: Step) -> None:
@@ -36,17 +38,35 @@ def report_rescale(run: Step) -> None:
 
 
 def rescale_failed(run: Step, pod: PodObs) -> bool:
-    """Exit 4 during an upgrade's trial: roll back now. True if a rollback began; otherwise the exit
-    is a failed attempt like any other (the caller's rules)."""
-    if RESCALE_FAILED_EXIT not in (pod.exit_code, pod.last_exit_code) or not run.upgrade_unproven():
+    """Exit 4: Spark refused to repartition the restored state. The refusal is deterministic (the same
+    point and partition count are refused again), so no attempt is retried for it: an upgrade on
+    trial rolls back now to the stable spec; otherwise the job is Failed at once (RescaleFailed), and
+    an edit of the spec starts a new attempt (machine._terminal). True if either happened."""
+    if RESCALE_FAILED_EXIT not in (pod.exit_code, pod.last_exit_code):
         return False
-    run.tr.upgrade_deadline = run.now
-    if not roll_back_if_late(run, None):
-        return False
-    stable = (run.tr.stable_spec_doc or {}).get("spark", {}).get("shufflePartitions")
-    message = (f"attempt {run.attempt} could not repartition the state to {run.spec.spark.shuffle_partitions} "
-               f"partitions (exit 4, see the pod's termination message); rolled back to the last stable spec"
-               + (f" ({stable} partitions)" if stable else ""))
-    run.st.last_failure = Failure(reason="RescaleFailed", message=message, at=cp.iso(run.now))
-    run.d.emit("Warning", "RescaleFailed", message)
+    what = rescale_failure_text(pod.rescale_failure, run.spec.spark.shuffle_partitions)
+    if run.upgrade_unproven():
+        run.tr.upgrade_deadline = run.now
+        if roll_back_if_late(run, None):
+            stable = (run.tr.stable_spec_doc or {}).get("spark", {}).get("shufflePartitions")
+            message = (f"attempt {run.attempt} could not repartition the state {what} (exit 4, see the pod's "
+                       "termination message); rolled back to the last stable spec"
+                       + (f" ({stable} partitions)" if stable else ""))
+            run.st.last_failure = Failure(reason="RescaleFailed", message=message, at=cp.iso(run.now))
+            run.d.emit("Warning", "RescaleFailed", message)
+            return True
+    message = (f"attempt {run.attempt} could not repartition the state {what} (exit 4, see the pod's termination "
+               "message); not retried, since Spark refuses the same repartition again: edit the spec (e.g. "
+               "spark.shufflePartitions or spec.restoreFrom) to start a new attempt")
+    run.st.restarts += 1
+    run.fail_for_good("RescaleFailed", message, "RescaleFailed", message)
     return True
+
+
+def rescale_failure_text(failure: RescaleFailure | None, spec_partitions: int) -> str:
+    """"from 4 to 2 partitions (invalid-checkpoint)", as far as the termination message says; without
+    one (an older runtime, a lost message) the target is the spec's partition count."""
+    source = f"from {failure.source} " if failure and failure.source is not None else ""
+    target = failure.target if failure and failure.target is not None else spec_partitions
+    reason = f" ({failure.reason})" if failure and failure.reason else ""
+    return f"{source}to {target} partitions{reason}"

@@ -1,6 +1,6 @@
-"""kubectl sparkpoint list | status JOB | checkpoints JOB | savepoint JOB | restore JOB --from ID |
-rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB | ui JOB [--port N],
-with kubectl's -n/--namespace, --context and -o json|yaml|wide."""
+"""kubectl sparkpoint list | status JOB | checkpoints JOB | executors JOB | savepoint JOB | restore JOB
+--from ID | rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB | ui JOB
+[--port N], with kubectl's -n/--namespace, --context and -o json|yaml|wide."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 from tqdm import tqdm
 
+from . import executors as ex
 from . import format as fmt
 from . import ui
 from .kube import Kube
@@ -39,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("-A", "--all-namespaces", action="store_true")
     for name, text in (("status", "a job's phase, attempt, latest checkpoint, conditions"),
                        ("checkpoints", "a job's recent checkpoints and savepoints"),
+                       ("executors", "a job's Spark executor pods (spark.master k8s), every attempt's"),
                        ("suspend", "stop the job with a savepoint (spec.state: suspended)"),
                        ("resume", "start a suspended job again (spec.state: running)")):
         sub.add_parser(name, parents=[common], help=text).add_argument("job")
@@ -54,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="change spark.shufflePartitions (repartitions the state) and/or executors.instances")
     rc.add_argument("job")
     rc.add_argument("--partitions", type=int, help="the new spec.spark.shufflePartitions")
-    rc.add_argument("--executors", type=int, help="the new spec.spark.executors.instances (spark.master k8s)")
+    rc.add_argument("--executors", type=int, help="the new spec.spark.executors.instances (spark.master k8s; "
+                    "a job with executors.dynamic refuses a fixed count: edit dynamic.min/max instead)")
     lg = sub.add_parser("logs", parents=[common], help="the runtime container's log of the job's current pod")
     lg.add_argument("job")
     lg.add_argument("-f", "--follow", action="store_true")
@@ -108,6 +111,18 @@ def _ui(kube: Kube, args) -> int:
     return ui.forward(argv)
 
 
+def _executors(kube: Kube, args, now: datetime) -> int:
+    job = kube.job(args.job)  # (a job that does not exist is an error, not an empty list)
+    pods = kube.pods(ex.selector(args.job))
+    _print({"apiVersion": "v1", "kind": "List", "items": pods}, args.output, fmt.table(*ex.executor_rows(pods, now)))
+    if not pods and args.output not in ("json", "yaml"):
+        master = ((job.get("spec") or {}).get("spark") or {}).get("master", "local[2]")
+        print(f"no executor pods of streamingjob {args.job} in namespace {kube.namespace}"
+              + ("" if master == "k8s" else f" (spark.master is {master}: Spark runs in the job's pod)"),
+              file=sys.stderr)
+    return 0
+
+
 def run(args, kube: Kube) -> int:
     now = datetime.now(UTC)
     if args.command == "list":
@@ -116,7 +131,13 @@ def run(args, kube: Kube) -> int:
         _print({"apiVersion": "v1", "kind": "List", "items": items}, args.output, fmt.table(headers, rows))
     elif args.command == "status":
         job = kube.job(args.job)
-        _print(job, args.output, fmt.status_text(job, now))
+        text = fmt.status_text(job, now)
+        if ((job.get("spec") or {}).get("spark") or {}).get("master") == "k8s" and args.output not in ("json", "yaml"):
+            pods = kube.pods(ex.selector(args.job))
+            text = "\n".join([text, *ex.status_section(pods, (job.get("status") or {}).get("attempt"), now)])
+        _print(job, args.output, text)
+    elif args.command == "executors":
+        return _executors(kube, args, now)
     elif args.command == "checkpoints":
         st = kube.job(args.job).get("status") or {}
         doc = {"checkpoints": st.get("checkpoints") or [], "savepoints": st.get("savepoints") or []}
@@ -134,9 +155,8 @@ def run(args, kube: Kube) -> int:
         spark = (job.get("spec") or {}).get("spark") or {}
         phase = (job.get("status") or {}).get("phase")
         print(f"streamingjob.sparkpoint.dev/{args.job}: spec.spark.shufflePartitions = "
-              f"{spark.get('shufflePartitions', '<default>')}, executors.instances = "
-              f"{(spark.get('executors') or {}).get('instances', '<none>')}; an upgrade per upgradeMode "
-              f"applies it (phase now {phase}; see status.lastRescale)")
+              f"{spark.get('shufflePartitions', '<default>')}, {fmt.executor_count(spark.get('executors'))}; an "
+              f"upgrade per upgradeMode applies it (phase now {phase}; see status.lastRescale)")
     elif args.command == "savepoint":
         return _savepoint(kube, args)
     elif args.command == "ui":

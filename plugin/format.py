@@ -160,6 +160,15 @@ def rescale_patch(partitions: int | None, executors: int | None) -> dict:
     return {"spec": {"spark": spark}}
 
 
+def executor_count(executors: dict | None) -> str:
+    """What a job's spec.spark.executors asks for, in words: a fixed count or a dynamic range."""
+    dynamic = (executors or {}).get("dynamic")
+    if dynamic:
+        return (f"executors.dynamic = {dynamic.get('min', 1)}..{dynamic.get('max')} "
+                f"(idle {dynamic.get('idleTimeout', '60s')})")
+    return f"executors.instances = {(executors or {}).get('instances', '<none>')}"
+
+
 def state_patch(state: str) -> dict:
     return {"spec": {"state": state}}
 

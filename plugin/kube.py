@@ -22,6 +22,7 @@ class Kube:
             chosen = next((c for c in contexts if c["name"] == context), active) if context else active
             namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
         self.namespace = namespace
+        self.api = api
         self.custom, self.core = client.CustomObjectsApi(api), client.CoreV1Api(api)
 
     def list_jobs(self, all_namespaces: bool) -> list[dict]:
@@ -48,6 +49,12 @@ class Kube:
             if status.get("state") in SAVEPOINT_TERMINAL or time.monotonic() > deadline:
                 return obj
             time.sleep(1.0)
+
+    def pods(self, label_selector: str) -> list[dict[str, Any]]:
+        """Pods of the namespace matching the selector, as JSON documents (camelCase, as kubectl shows them)."""
+        answer = self.api.sanitize_for_serialization(self.core.list_namespaced_pod(self.namespace,
+                                                                                  label_selector=label_selector))
+        return list(_document(answer).get("items") or [])
 
     def logs(self, pod: str, *, tail: int | None, follow: bool) -> Any:
         kwargs: dict[str, Any] = {"container": "runtime", "follow": follow, "_preload_content": not follow}

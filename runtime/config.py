@@ -14,7 +14,6 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
@@ -22,13 +21,18 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
+from .spec_executors import (  # noqa: F401  (part of the spec model: imported from here)
+    DEFAULT_INSTANCES,
+    INSTANCES_OR_DYNAMIC,
+    DynamicAllocation,
+    ExecutorsSpec,
+    HotVolume,
+)
 from .spec_rules import (
     CPU_PATTERN,
     ENDPOINT_PATTERN,
     ENTRYPOINT_PATTERN,
-    EXECUTOR_MIN_MEMORY,
     IMAGE_PATTERN,
     JOB_NAME_MAX_LENGTH,
     JOB_NAME_PATTERN,
@@ -40,6 +44,7 @@ from .spec_rules import (
     SINK_PATH_PATTERN,
     SUBDOMAIN_PATTERN,
     Duration,
+    SpecModel,
     cel,
     duration_at_least,
     parsable_durations,
@@ -63,6 +68,11 @@ RESERVED_CONF = {
     "spark.executor.instances": "set spec.spark.executors.instances instead",
     "spark.executor.cores": "set spec.spark.executors.cores instead",
     "spark.executor.memory": "set spec.spark.executors.memory instead",
+    "spark.dynamicAllocation.enabled": "set spec.spark.executors.dynamic instead",
+    "spark.dynamicAllocation.shuffleTracking.enabled": "set spec.spark.executors.dynamic instead",
+    "spark.dynamicAllocation.minExecutors": "set spec.spark.executors.dynamic.min instead",
+    "spark.dynamicAllocation.maxExecutors": "set spec.spark.executors.dynamic.max instead",
+    "spark.dynamicAllocation.executorIdleTimeout": "set spec.spark.executors.dynamic.idleTimeout instead",
     # A heap the container's limit cannot hold is OOM-killed: the heap is sized from the limit.
     "spark.driver.memory": "set spec.spark.resources.memory instead (the driver heap is sized from it)",
     "spark.driver.host": "the runtime sets its pod IP",
@@ -71,13 +81,6 @@ RESERVED_CONF = {
     "spark.ui.enabled": "set spec.spark.ui.enabled instead",
     "spark.ui.port": "the UI listens on the Service's spark-ui port (4040)",
 }
-
-
-class SpecModel(BaseModel):
-    """camelCase on the wire, snake_case in Python, unknown fields rejected (typos name the field),
-    types strict as the API server checks them (0 is not a boolean, "3" is not an integer)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
 
 
 DELTA_NEEDS_PARQUET = "format must be parquet when kind is delta (a Delta table's data files are Parquet)"
@@ -148,15 +151,6 @@ def _reserved_conf_rules() -> list[dict[str, str]]:
     return [cel(f"!('{key}' in self)", f"{key} is set by Sparkpoint: {why}") for key, why in RESERVED_CONF.items()]
 
 
-class ExecutorsSpec(SpecModel):
-    # Executor pods started by Spark's Kubernetes backend (spark.master: k8s), each running the
-    # job's image with this many task slots and this JVM heap (Spark adds its memory overhead).
-    instances: Annotated[int, Field(ge=1, le=1000)] = 2
-    cores: Annotated[int, Field(ge=1, le=64)] = 1
-    memory: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN),
-                      *quantity_at_least(EXECUTOR_MIN_MEMORY)] = "1Gi"
-
-
 EXECUTORS_NEED_K8S = "executors needs master: k8s (local masters run every task in the driver)"
 K8S_NEEDS_EXECUTORS = "master k8s needs executors (instances, cores, memory)"
 
@@ -205,40 +199,6 @@ class StorageSpec(SpecModel):
     # http(s)://host[:port] of the S3 API; the environment's SPARKPOINT_S3_ENDPOINT wins over it.
     endpoint: Annotated[str, StringConstraints(pattern=ENDPOINT_PATTERN)] | None = None
     secret_ref: SecretRef | None = None
-
-
-class ClaimSource(SpecModel):
-    claim_name: Annotated[str, StringConstraints(pattern=SUBDOMAIN_PATTERN, max_length=253)]
-
-
-class HostPathSource(SpecModel):
-    path: Annotated[str, StringConstraints(pattern=r"^/.*$", max_length=4096)]
-    type: Literal["Directory", "DirectoryOrCreate"] = "Directory"
-
-
-HOT_VOLUME_ONE_SOURCE = "set exactly one of persistentVolumeClaim and hostPath"
-
-
-class HotVolume(SpecModel):
-    """Where the hot dir lives when executors share it (Kubernetes volume sources, as in a pod):
-    a ReadWriteMany claim in production; hostPath on a one-node test cluster (Pod Security
-    `restricted` refuses hostPath). Each attempt works in its own subdirectory (docs/design.md §9)."""
-
-    persistent_volume_claim: ClaimSource | None = None
-    host_path: HostPathSource | None = None
-
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
-        cel("has(self.persistentVolumeClaim) != has(self.hostPath)", HOT_VOLUME_ONE_SOURCE)]})
-
-    @model_validator(mode="after")
-    def _one_source(self) -> HotVolume:
-        if (self.persistent_volume_claim is None) == (self.host_path is None):
-            raise ValueError(HOT_VOLUME_ONE_SOURCE)
-        return self
-
-    def volume_source(self) -> dict[str, Any]:
-        """The pod's volume entry without its name: {"persistentVolumeClaim": {...}} or {"hostPath": {...}}."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 class CheckpointSection(SpecModel):

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.alias_generators import to_camel
 
 # Kubernetes names: DNS-1123 labels (what a pod/configmap name derived from the job must satisfy).
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -150,3 +151,10 @@ PATTERN_HINTS = {
     SUBDOMAIN_PATTERN: "a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')",
     JOB_NAME_PATTERN: "a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)",
 }
+
+
+class SpecModel(BaseModel):
+    """camelCase on the wire, snake_case in Python, unknown fields rejected (typos name the field),
+    types strict as the API server checks them (0 is not a boolean, "3" is not an integer)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)

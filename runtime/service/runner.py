@@ -33,7 +33,7 @@ from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budg
 from sparkpoint.runtime.sink.upsert import UpsertSink
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
 
-from . import faults, hotdir
+from . import attempt_dirs, faults, hotdir
 from .checkpointing import CheckpointPipeline
 from .metrics import RuntimeMetrics
 from .recovery import RestoreOutcome, restore_on_start
@@ -160,6 +160,7 @@ class JobRuntime:
                 log.warning("superseded by a newer attempt: not starting", extra={"job": str(self.job),
                                                                                   "reason": str(exc)})
                 return EXIT_OK
+            attempt_dirs.remove_older_attempt_dirs(self.work_dir)  # a shared hot volume's old attempts (§9)
             self.metrics.attempt.set(self.attempt)
             self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
             log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})

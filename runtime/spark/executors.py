@@ -10,13 +10,14 @@ pod's ServiceAccount token (the chart grants it exactly what the backend calls).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.config import API_GROUP, HotVolume, JobSpec
-from sparkpoint.runtime.spec_rules import parse_quantity
+from sparkpoint.runtime.config import API_GROUP, ExecutorsSpec, HotVolume, JobSpec
+from sparkpoint.runtime.spec_rules import parse_duration, parse_quantity
 
 # Fixed, so the driver pod can declare them and a NetworkPolicy can open them to its executors
 # (Spark's own defaults would be random ports). Executors connect to the driver's pod IP.
@@ -94,12 +95,29 @@ def driver_conf(spec: JobSpec, driver: DriverPod, template_path: str) -> dict[st
         "spark.driver.bindAddress": driver.pod_ip,
         "spark.driver.port": str(DRIVER_PORT),
         "spark.blockManager.port": str(BLOCK_MANAGER_PORT),
-        "spark.executor.instances": str(executors.instances),
         "spark.executor.cores": str(executors.cores),
         "spark.executor.memory": spark_memory(executors.memory),
+        **allocation_conf(executors),
     }
     conf.update({f"spark.kubernetes.executor.label.{k}": v for k, v in executor_labels(driver).items()})
     return conf
+
+
+def allocation_conf(executors: ExecutorsSpec) -> dict[str, str]:
+    """A fixed executor count, or Spark's dynamic allocation with shuffle tracking (Kubernetes has
+    no external shuffle service): executors added while tasks wait, released after idleTimeout
+    without a task, between min and max. An executor that holds shuffle files is kept until Spark's
+    cleaner drops them or spark.dynamicAllocation.shuffleTracking.timeout (a conf entry; Spark's
+    default: never) passes."""
+    dynamic = executors.dynamic
+    if dynamic is None:
+        return {"spark.executor.instances": str(executors.instances)}
+    return {"spark.dynamicAllocation.enabled": "true",
+            "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+            "spark.dynamicAllocation.minExecutors": str(dynamic.min),
+            "spark.dynamicAllocation.maxExecutors": str(dynamic.max),
+            # Spark reads this one in whole seconds ("1500ms" would be 1 s): rounded up
+            "spark.dynamicAllocation.executorIdleTimeout": f"{math.ceil(parse_duration(dynamic.idle_timeout))}s"}
 
 
 def executor_pod_template(driver: DriverPod, hot_volume: HotVolume) -> dict[str, Any]:

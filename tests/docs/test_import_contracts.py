@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FACADES = {"operator-facades": {"config", "spec_rules", "store", "checkpoint"},
-           "plugin-spec-model": {"config", "spec_rules"}}
+FACADES = {"operator-facades": {"config", "spec_rules", "spec_executors", "store", "checkpoint"},
+           "plugin-spec-model": {"config", "spec_rules", "spec_executors"}}
 
 
 def contracts() -> dict[str, dict]:

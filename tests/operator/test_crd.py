@@ -243,3 +243,29 @@ def test_chart_ships_the_same_crd() -> None:
     chart_copy = (ROOT / "charts" / "sparkpoint" / "crds" / "streamingjob.yaml").read_text()
     assert chart_copy == (ROOT / "crds" / "streamingjob.yaml").read_text(), \
         "charts/sparkpoint/crds/streamingjob.yaml drifted: run `make crd`"
+
+
+EXECUTORS_JOB = {"job": {"entrypoint": "a:b"}, "spark": {"master": "k8s"},
+                 "checkpoint": {"hotVolume": {"persistentVolumeClaim": {"claimName": "hot"}}}}
+
+
+@pytest.mark.parametrize(("executors", "rule"), [
+    ({"instances": 2, "dynamic": {"max": 4}}, "spec.spark.executors: instances and dynamic are mutually exclusive"),
+    ({"dynamic": {"min": 3, "max": 2}}, "spec.spark.executors.dynamic: min must not be greater than max"),
+    ({"dynamic": {"max": 2, "idleTimeout": "0s"}}, "spec.spark.executors.dynamic.idleTimeout: must be at least 1s"),
+])
+def test_dynamic_allocation_rules_are_cel_rules_worded_as_the_model_words_them(executors, rule) -> None:
+    spec = copy.deepcopy(EXECUTORS_JOB)
+    spec["spark"]["executors"] = executors
+    ok, message = model_verdict(spec)
+    assert not ok and message.startswith(rule), message
+    assert any(r.startswith(rule) for r in CEL_RULES), CEL_RULES
+    assert schema_accepts(spec)  # only the API server's CEL rule refuses it (checked in e2e/)
+
+
+def test_dynamic_allocation_without_max_and_a_valid_one_agree() -> None:
+    spec = copy.deepcopy(EXECUTORS_JOB)
+    spec["spark"]["executors"] = {"dynamic": {"min": 0}}
+    assert not schema_accepts(spec) and model_verdict(spec)[1].startswith("spec.spark.executors.dynamic.max")
+    spec["spark"]["executors"] = {"dynamic": {"min": 0, "max": 3, "idleTimeout": "30s"}, "cores": 2}
+    assert schema_accepts(spec) and model_verdict(spec) == (True, "")

@@ -8,7 +8,7 @@ import json
 from kubernetes.client.rest import ApiException
 
 from sparkpoint.operator import finalize, pod_view
-from sparkpoint.operator.model import DeletePod, PodObs
+from sparkpoint.operator.model import DeletePod, PodObs, RescaleFailure
 from sparkpoint.operator.observe import pod_observation
 from sparkpoint.operator.reconcile import refusal_message, refused
 from sparkpoint.operator.status_model import parse_status
@@ -86,6 +86,25 @@ def test_exit_3_termination_message_names_the_blamed_points():
     doc["status"]["containerStatuses"][0]["state"]["terminated"] = {"exitCode": 1, "message": message}
     assert pod_observation(doc).failed_points is None  # only exit 3 blames
 
+
+
+def test_exit_4_termination_message_says_what_spark_refused_to_repartition():
+    message = json.dumps({"rescaleFailed": {"from": 4, "to": 2, "reason": "invalid-checkpoint",
+                                            "error": "repartitioning the state from 4 to 2 partitions failed: ..."}})
+    doc = {"metadata": {"name": "job-2", "annotations": {"sparkpoint.dev/attempt": "2"}},
+           "status": {"phase": "Running", "containerStatuses": [
+               {"name": "runtime", "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": 4, "message": message}}}]}}
+    p = pod_observation(doc)
+    assert p.last_exit_code == 4 and p.rescale_failure == RescaleFailure(4, 2, "invalid-checkpoint")
+    assert p.failed_points is None
+    last = doc["status"]["containerStatuses"][0]["lastState"]["terminated"]
+    last["message"] = json.dumps({"rescaleFailed": {"from": "4", "to": 2, "reason": 7}})
+    assert pod_observation(doc).rescale_failure == RescaleFailure(None, 2, None)  # wrong types are dropped
+    last["message"] = "plain text"
+    assert pod_observation(doc).rescale_failure is None
+    doc["status"]["containerStatuses"][0]["lastState"]["terminated"] = {"exitCode": 3, "message": message}
+    assert pod_observation(doc).rescale_failure is None  # only exit 4 says it
 
 class _SecretGone:
     """Kubernetes as a namespace deletion leaves it: no pods, the storage Secret already deleted."""

@@ -1,14 +1,16 @@
 """Rescaling state as the operator decides it (issue 26; operator/rescale.py): a shufflePartitions
 edit is an upgrade, the runtime's repartition lands in status.lastRescale with one Rescaled event,
 and a repartition Spark refused (exit 4) rolls the upgrade back at once to the old partition count
-and the upgrade's restore point."""
+and the upgrade's restore point; outside an upgrade it fails the job at once (RescaleFailed) until
+the spec is edited."""
 
 from __future__ import annotations
 
 from test_machine import RUNTIME, T0, make_spec, observe, pod, running
 
 from sparkpoint.operator.machine import decide, spec_key
-from sparkpoint.operator.model import CreateAttempt, DeletePod, Emit, StopRuntime
+from sparkpoint.operator.model import CreateAttempt, DeletePod, Emit, RescaleFailure, StopRuntime
+from sparkpoint.operator.rescale import rescale_failure_text
 from sparkpoint.operator.step import stable_doc
 
 
@@ -69,7 +71,73 @@ def test_a_refused_rescale_rolls_the_upgrade_back_at_once() -> None:
     assert create.restore_from.savepoint == "upgrade-2"
 
 
-def test_exit_4_outside_an_upgrade_is_an_ordinary_failure() -> None:
-    d = decide(observe(running(), [pod(restart_count=1, last_exit_code=4)], runtime=RUNTIME))
-    assert d.status["phase"] == "Running"  # a local recovery, counted; no rollback without a trial
-    assert "RescaleFailed" not in [a.reason for a in d.of(Emit)]
+def _first_attempt_pending(partitions: int):
+    """A new job at `partitions` restoring a savepoint whose state has another partition count: attempt
+    1 is Pending, with no stable spec (so no upgrade on trial to roll back)."""
+    spec = make_spec(spark={"shufflePartitions": partitions}, restoreFrom={"savepoint": "sp-1"})
+    d = decide(observe({}, [], spec=spec))
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 1 and d.status["phase"] == "Pending" and "stableSpecDoc" not in d.status["tracking"]
+    return d.status, spec
+
+
+def _failed_by_rescale():
+    status, spec = _first_attempt_pending(2)
+    # The kubelet restarted the runtime in place once after exit 4: with 3 restarts of budget left the job
+    # still fails now (Spark refuses the same repartition again), not after crash-looping through maxRestarts.
+    refused = pod(ready=False, restart_count=1, last_exit_code=4,
+                  rescale_failure=RescaleFailure(source=4, target=2, reason="invalid-checkpoint"))
+    d = decide(observe(status, [refused], spec=spec, now=T0 + 30))
+    assert d.status["phase"] == "Failed" and d.status["restarts"] == 1
+    failure = d.status["lastFailure"]
+    assert failure["reason"] == "RescaleFailed"
+    assert "could not repartition the state from 4 to 2 partitions (invalid-checkpoint)" in failure["message"]
+    assert [a.name for a in d.of(DeletePod)] == ["job-1"] and not d.of(CreateAttempt)
+    (event,) = [a for a in d.of(Emit) if a.reason == "RescaleFailed"]
+    assert event.type == "Warning" and "from 4 to 2 partitions" in event.message
+    assert "LocalRecovery" not in [a.reason for a in d.of(Emit)]  # never counted as a local recovery
+    assert "localRecoveries" not in d.status or d.status["localRecoveries"] == 0
+    # It stays Failed, whatever the clock says, until the spec is edited.
+    d = decide(observe(d.status, [], spec=spec, now=T0 + 3600))
+    assert d.status["phase"] == "Failed" and not d.of(CreateAttempt)
+    return d.status
+
+
+def test_exit_4_outside_an_upgrade_fails_the_job_at_once_naming_the_partitions() -> None:
+    _failed_by_rescale()
+
+
+def test_a_spec_edit_after_a_failed_rescale_starts_a_new_attempt() -> None:
+    failed = _failed_by_rescale()
+    fixed = make_spec(spark={"shufflePartitions": 4}, restoreFrom={"savepoint": "sp-1"})  # the state's count
+    d = decide(observe(failed, [], spec=fixed, generation=2, now=T0 + 3700))
+    assert d.status["phase"] == "Pending" and "SpecChanged" in [a.reason for a in d.of(Emit)]
+    (create,) = d.of(CreateAttempt)
+    assert create.attempt == 2 and create.restore_from.savepoint == "sp-1"
+    # The new attempt runs: the old failure no longer holds the job.
+    d = decide(observe(d.status, [pod(2)], runtime=RUNTIME, spec=fixed, generation=2, now=T0 + 3760))
+    assert d.status["phase"] == "Running"
+
+
+def test_exit_4_without_a_termination_message_names_the_specs_partitions() -> None:
+    # restart.policy Never: the pod itself ends Failed with exit 4, and no message was written.
+    d = decide(observe(running(), [pod(phase="Failed", ready=False, exit_code=4)], runtime=RUNTIME))
+    assert d.status["phase"] == "Failed" and d.status["lastFailure"]["reason"] == "RescaleFailed"
+    assert "could not repartition the state to 4 partitions (exit 4" in d.status["lastFailure"]["message"]
+
+
+def test_a_rolled_back_upgrade_names_what_spark_refused() -> None:
+    d, new = _upgraded_attempt()
+    refused = pod(2, ready=False, phase="Failed", exit_code=4,
+                  rescale_failure=RescaleFailure(source=4, target=2, reason="spark"))
+    d = decide(observe(d.status, [refused], spec=new, generation=2, now=T0 + 30))
+    assert d.status["phase"] == "Upgrading" and d.status["lastFailure"]["reason"] == "RescaleFailed"
+    assert "from 4 to 2 partitions (spark)" in d.status["lastFailure"]["message"]
+    assert "(4 partitions)" in d.status["lastFailure"]["message"]
+
+
+def test_failure_text_as_far_as_the_message_says() -> None:
+    assert rescale_failure_text(RescaleFailure(6, 3, "invalid-checkpoint"), 3) == \
+        "from 6 to 3 partitions (invalid-checkpoint)"
+    assert rescale_failure_text(RescaleFailure(target=3), 5) == "to 3 partitions"
+    assert rescale_failure_text(None, 5) == "to 5 partitions"

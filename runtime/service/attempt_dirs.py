@@ -1,0 +1,74 @@
+"""Old attempts' work dirs on a shared hot volume, removed by the next attempt (docs/design.md §9).
+
+With `checkpoint.hotVolume` every attempt works in its own directory,
+`<hot volume>/<namespace>/<job>/<uid>/attempt-<n>` (operator/builders.py `work_dir`), so an executor
+of an old attempt that outlives its driver can only write into the old attempt's directory. Nothing
+ever reads an older attempt's directory again: a new attempt (a new pod) starts with an empty work
+dir and restores from the store. So the runtime of attempt n, once it has claimed its attempt in the
+store's fence (an older attempt can then no longer commit a checkpoint or publish output from the
+files being removed), deletes its siblings `attempt-<m>` with m < n: never its own, never a newer
+one (an old attempt's runtime restarted in place late removes nothing of a newer attempt), never a
+symlink, nothing outside the parent. A work dir not named `attempt-<n>` (the pod's emptyDir, a local
+run) has no siblings to remove.
+
+Best effort: a zombie executor may still be writing into an old directory while it is removed (its
+files reappear, a directory is not empty yet); what is left is logged and removed by the next
+attempt. Removal never fails the start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+log = logging.getLogger("sparkpoint.runtime")
+
+ATTEMPT_DIR = re.compile(r"attempt-([0-9]{1,9})")
+
+
+def attempt_number(work_dir: Path) -> int | None:
+    """n of a work dir named attempt-<n>; None for any other name."""
+    match = ATTEMPT_DIR.fullmatch(work_dir.name)
+    return int(match.group(1)) if match else None
+
+
+def older_attempt_dirs(work_dir: Path) -> list[Path]:
+    """The sibling directories of attempts strictly older than work_dir's, oldest first."""
+    current = attempt_number(work_dir)
+    if current is None:
+        return []
+    try:
+        entries = list(os.scandir(work_dir.parent))
+    except FileNotFoundError:
+        return []
+    older = []
+    for entry in entries:
+        number = attempt_number(Path(entry.name))
+        if number is not None and number < current and entry.is_dir(follow_symlinks=False):
+            older.append((number, Path(entry.path)))
+    return [path for _, path in sorted(older)]
+
+
+def remove_older_attempt_dirs(work_dir: Path) -> list[str]:
+    """Delete the work dirs of older attempts (call only once this attempt holds the store's fence).
+    Returns the names removed completely; what could not be removed is logged and left."""
+    removed: list[str] = []
+    left: list[dict[str, object]] = []
+    for path in older_attempt_dirs(work_dir):
+        errors: list[str] = []
+
+        def note(_func: object, failed_path: str, exc_info: tuple, errors: list[str] = errors) -> None:
+            if not isinstance(exc_info[1], FileNotFoundError):  # (a file a zombie removed itself)
+                errors.append(f"{failed_path}: {exc_info[1]}")
+
+        shutil.rmtree(path, onerror=note)  # (Python 3.11: no onexc yet)
+        if errors or path.exists():  # a zombie executor wrote into it meanwhile
+            left.append({"dir": path.name, "errors": errors[:3]})
+        else:
+            removed.append(path.name)
+    if removed or left:
+        log.info("older attempts' work dirs removed", extra={"removed": removed, "left": left})
+    return removed
