@@ -12,7 +12,9 @@ files a newer attempt superseded. What must stay, under the rules checkpoint obj
   manifests exist, and it names only its own staging folder, keys.batch_dir_key), and everything
   younger than the grace period;
 - everything at all while a savepoint is being copied (its source checkpoint may leave retention
-  during the copy, while the savepoint manifest, which names the same files, is not written yet).
+  during the copy, while the savepoint manifest, which names the same files, is not written yet);
+- for a delta sink, what its table still needs: its current version's files and the files a commit
+  removed within the Delta retention (delta_vacuum.py); `_delta_log/` itself is never deleted.
 
 Entries are deleted before files, so a crash in between leaves plain orphans for the next pass.
 Deleting an entry that no needed chain contains never changes the head readers pick: the head is the
@@ -38,12 +40,13 @@ from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pending_prefix
 
+from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
 from .keys import commit_key, file_keys, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_entry
 from .upsert import upsert_files, visible_files
 
 log = logging.getLogger("sparkpoint.gc")
-_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|staging|upserts)/")
+_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_delta_log|staging|upserts)/")
 
 
 @dataclass
@@ -54,6 +57,7 @@ class OutputGcResult:
     live_files: int = 0
     live_bytes: int = 0
     kept_young_or_newest: int = 0  # unreferenced, but younger than the grace or the newest attempt's
+    kept_for_table: int = 0  # needed by no checkpoint or reader, only by a delta table's retention
     skipped_paths: list[str] = field(default_factory=list)  # a broken chain: nothing deleted there
     dry_run: bool = False
 
@@ -62,7 +66,8 @@ class OutputGcResult:
 
 
 def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry_run: bool = False,
-                   clock: Callable[[], float] = time.time) -> OutputGcResult:
+                   clock: Callable[[], float] = time.time,
+                   delta_retention_seconds: float = DEFAULT_RETENTION_SECONDS) -> OutputGcResult:
     result = OutputGcResult(dry_run=dry_run)
     now = clock()
     if any(id_from_json_key(o.key).startswith("sp-") for o in store.list(pending_prefix(job))):
@@ -78,8 +83,10 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     for path, areas in sorted(by_path.items()):
         try:
             needed_entries, needed_files = _needed(store, job, path, areas.get("_commits", []), manifests)
-        except (OutputLineageError, ValueError) as exc:
-            log.error("output gc skipped a path: its history cannot be followed",
+            table_files = (table_needs(store, job, path, retention_seconds=delta_retention_seconds, now=now)
+                           if "_delta_log" in areas else set())
+        except (OutputLineageError, TableUnreadableError, ValueError) as exc:
+            log.error("output gc skipped a path: its history or its delta table cannot be read",
                       extra={"job": str(job), "path": path, "error": str(exc)})
             result.skipped_paths.append(path)
             continue
@@ -102,6 +109,10 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                 result.deleted_entries.append(f"{path}:{entry_id}")
         for info in [*areas.get("staging", []), *areas.get("upserts", [])]:
             if info.key in needed_files or "/_restores/" in info.key:
+                result.live_files += 1
+                result.live_bytes += info.size
+            elif info.key in table_files:
+                result.kept_for_table += 1
                 result.live_files += 1
                 result.live_bytes += info.size
             elif collectable(info):
