@@ -14,7 +14,7 @@ import sys
 import threading
 
 from sparkpoint.runtime.checkpoint import gc_pass
-from sparkpoint.runtime.checkpoint.gc_loop import PinsFile, record, run_loop
+from sparkpoint.runtime.checkpoint.gc_loop import PinsFile, record, record_output, run_loop
 from sparkpoint.runtime.sink.delta_vacuum import DEFAULT_RETENTION_SECONDS
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
 
@@ -62,6 +62,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         record(job, r)
         out = output_gc_pass(store, job, grace_seconds=args.grace, dry_run=args.dry_run,
                              delta_retention_seconds=args.delta_retention)
+        record_output(job, out)
         emit(args, _summary(r, out), lambda: (
             f"{'would delete' if r.dry_run else 'deleted'} {len(r.deleted_manifests)} manifests, "
             f"{r.deleted_objects} objects ({human_bytes(r.deleted_bytes)}); kept {len(r.kept_checkpoints)} "
@@ -88,6 +89,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         # Inside the loop's error handling: a failed output pass is logged and counted like a failed pass.
         out = output_gc_pass(store, job, grace_seconds=args.grace, dry_run=args.dry_run,
                              delta_retention_seconds=args.delta_retention)
+        record_output(job, out)
         print(json.dumps(_summary(r, out)) if args.json else
               f"gc: deleted {r.deleted_objects} objects ({human_bytes(r.deleted_bytes)})" + _output_text(out),
               flush=True)

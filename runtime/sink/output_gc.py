@@ -60,6 +60,24 @@ class OutputGcResult:
     kept_for_table: int = 0  # needed by no checkpoint or reader, only by a delta table's retention
     skipped_paths: list[str] = field(default_factory=list)  # a broken chain: nothing deleted there
     dry_run: bool = False
+    # Every object under outputs/ after the pass, for the sidecar's metrics: committed (entries, files
+    # and logs that readers, a kept checkpoint or a delta table need, and all of a skipped path), or
+    # staged (needed by nothing yet: the newest attempt's uploads ahead of their publish, garbage
+    # inside the grace). `counted` is False when the pass looked at nothing (a savepoint copy).
+    committed_objects: int = 0
+    committed_bytes: int = 0
+    staged_objects: int = 0
+    staged_bytes: int = 0
+    deleted_entry_bytes: int = 0
+    counted: bool = True
+
+    def keep(self, info: ObjectInfo, *, committed: bool) -> None:
+        if committed:
+            self.committed_objects += 1
+            self.committed_bytes += info.size
+        else:
+            self.staged_objects += 1
+            self.staged_bytes += info.size
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,6 +90,7 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     now = clock()
     if any(id_from_json_key(o.key).startswith("sp-") for o in store.list(pending_prefix(job))):
         log.info("output gc skipped: a savepoint is being copied", extra={"job": str(job)})
+        result.counted = False
         return result
     newest_attempt = read_fence(store, job)
     manifests = _sink_sections(store, job)  # read after the fence: a newer attempt's are spared by it
@@ -89,6 +108,8 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
             log.error("output gc skipped a path: its history or its delta table cannot be read",
                       extra={"job": str(job), "path": path, "error": str(exc)})
             result.skipped_paths.append(path)
+            for info in (o for infos in areas.values() for o in infos):
+                result.keep(info, committed=True)
             continue
         if upserts := areas.get("upserts"):
             needed_files |= _visible_upserts(store, upserts)
@@ -98,23 +119,28 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
             young = info.last_modified >= now - grace_seconds
             if young or (attempt is not None and attempt >= newest_attempt):
                 result.kept_young_or_newest += 1
+                result.keep(info, committed=False)
                 return False
             return True
 
+        for info in areas.get("_delta_log", []):
+            result.keep(info, committed=True)
         for info in areas.get("_commits", []):
             entry_id = id_from_json_key(info.key)
-            if info.key.endswith(".json") and entry_id not in needed_entries and collectable(info):
+            if not info.key.endswith(".json") or entry_id in needed_entries:
+                result.keep(info, committed=True)
+            elif collectable(info):
                 if not dry_run:
                     store.delete(info.key)
                 result.deleted_entries.append(f"{path}:{entry_id}")
+                result.deleted_entry_bytes += info.size
         for info in [*areas.get("staging", []), *areas.get("upserts", [])]:
-            if info.key in needed_files or "/_restores/" in info.key:
+            if info.key in needed_files or "/_restores/" in info.key or info.key in table_files:
+                if info.key not in needed_files and info.key in table_files:
+                    result.kept_for_table += 1
                 result.live_files += 1
                 result.live_bytes += info.size
-            elif info.key in table_files:
-                result.kept_for_table += 1
-                result.live_files += 1
-                result.live_bytes += info.size
+                result.keep(info, committed=True)
             elif collectable(info):
                 if not dry_run:
                     store.delete(info.key)
