@@ -45,20 +45,27 @@ class TableUnreadableError(ValueError):
     """delta-rs could not load the table's current version: the pass deletes nothing of that path."""
 
 
-def removed_paths(commit: bytes, cutoff_ms: int) -> set[str]:
-    """The data files (paths relative to the table's root) that one commit file removed at or after
-    `cutoff_ms`; a removal without a timestamp counts as recent."""
-    out: set[str] = set()
+def removals(commit: bytes) -> list[tuple[str, int | None]]:
+    """The (path relative to the table's root, deletionTimestamp in ms) of one commit file's removes."""
+    out: list[tuple[str, int | None]] = []
     for line in commit.splitlines():
         if not line.strip():
             continue
         remove = json.loads(line).get("remove")
-        if remove is None:
-            continue
-        stamp = remove.get("deletionTimestamp")
-        if stamp is None or int(stamp) >= cutoff_ms:
-            out.add(unquote(remove["path"]))
+        if remove is not None:
+            stamp = remove.get("deletionTimestamp")
+            out.append((unquote(remove["path"]), None if stamp is None else int(stamp)))
     return out
+
+
+def removed_paths(commit: bytes, cutoff_ms: int) -> set[str]:
+    """The data files that one commit file removed at or after `cutoff_ms`; a removal without a
+    timestamp counts as recent."""
+    return _recent(removals(commit), cutoff_ms)
+
+
+def _recent(removed: list[tuple[str, int | None]], cutoff_ms: int) -> set[str]:
+    return {path for path, stamp in removed if stamp is None or stamp >= cutoff_ms}
 
 
 def recent_commits(log: Iterable[ObjectInfo], cutoff: float) -> list[ObjectInfo]:
@@ -77,9 +84,29 @@ def table_needs(store: ObjectStore, job: JobRef, path: str, *, retention_seconds
         raise TableUnreadableError(f"the delta table at {root}/ cannot be read: {type(exc).__name__}: {exc}") from exc
     needed = set(current)
     cutoff = now - retention_seconds
-    for info in recent_commits(store.list(f"{root}/_delta_log/"), cutoff):
-        try:
-            needed |= removed_paths(store.get_bytes(info.key), int(cutoff * 1000))
-        except ObjectNotFoundError:
-            continue  # removed by delta-rs's log cleanup (older than the log retention) meanwhile
+    listed = recent_commits(store.list(f"{root}/_delta_log/"), cutoff)
+    for info in listed:
+        cache_key = _cache_key(store, info)
+        if cache_key not in _REMOVALS:
+            try:
+                _REMOVALS[cache_key] = removals(store.get_bytes(info.key))
+            except ObjectNotFoundError:
+                continue  # removed by delta-rs's log cleanup (older than the log retention) meanwhile
+        needed |= _recent(_REMOVALS[cache_key], int(cutoff * 1000))
+    _forget_all_but(f"{store.url}\n{root}/_delta_log/", {_cache_key(store, o) for o in listed})
     return {f"{root}/{p}" for p in needed}
+
+
+# Commit files never change once written (a job deleted and created again under the same name writes
+# them anew: size and time are in the key), so the sidecar reads each one once: a table checkpointed
+# every 10 s has some 60,000 commit files inside a week's retention.
+_REMOVALS: dict[str, list[tuple[str, int | None]]] = {}
+
+
+def _cache_key(store: ObjectStore, info: ObjectInfo) -> str:
+    return f"{store.url}\n{info.key}\n{info.size}\n{info.last_modified}"
+
+
+def _forget_all_but(prefix: str, keep: set[str]) -> None:
+    for key in [k for k in _REMOVALS if k.startswith(prefix) and k not in keep]:
+        del _REMOVALS[key]

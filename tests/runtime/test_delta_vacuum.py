@@ -165,6 +165,8 @@ def _run(model: DeltaGcModel, actions) -> None:  # type: ignore[no-untyped-def]
         assert _rows(model.store, model.job) == (list(range(model.expected_table())),) * 2, (action, arg)
 
 
+@pytest.mark.slow  # about a minute on two busy cores (a store copy per retained point after every pass)
+@pytest.mark.ci_sample
 @settings(max_examples=60, deadline=None)
 @given(st.lists(ACTIONS, min_size=8, max_size=30))
 def test_vacuum_never_takes_what_a_restore_or_the_table_needs(actions):
@@ -227,3 +229,32 @@ def test_the_current_version_is_kept_when_no_checkpoint_needs_it(store, job, tmp
     assert _rows(store, job) == ([0, 1, 2, 3, 4, 5],) * 2
     assert output_gc_pass(store, job, grace_seconds=0, clock=later, delta_retention_seconds=0).deleted_files == 1
     assert _rows(store, job) == ([0, 1, 2, 3, 4, 5],) * 2
+
+
+class CountingStore(DirectoryStore):
+    """A real directory store that counts its reads."""
+
+    reads: list[str] = []
+
+    def get_bytes(self, key: str) -> bytes:
+        self.reads.append(key)
+        return super().get_bytes(key)
+
+
+def test_each_commit_file_is_read_once_across_passes(tmp_path):
+    from sparkpoint.runtime.sink.delta_vacuum import table_needs
+
+    store = open_store(f"file://{tmp_path}/store")
+    job = JobRef("default", "reads")
+    model = DeltaGcModel(store=store, job=job, root=tmp_path)
+    _published(model, [("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0), ("restore", 0)])
+    counting = CountingStore(tmp_path / "store")
+    counting.reads = []
+    first = table_needs(counting, job, "default", retention_seconds=HOUR, now=time.time())
+    commits = [k for k in counting.reads if "/_delta_log/" in k and k.endswith(".json")]
+    assert len(commits) == 3 and len(set(commits)) == 3  # create, chk-2, the return to chk-1
+    _published(model, [("batch", 1), ("checkpoint", 0)])
+    counting.reads.clear()
+    second = table_needs(counting, job, "default", retention_seconds=HOUR, now=time.time())
+    assert [k for k in counting.reads if "/_delta_log/" in k and k.endswith(".json")] == [commits[0].replace("00000.json", "00003.json")]
+    assert first <= second  # chk-2's removed files are still inside the retention
