@@ -223,6 +223,8 @@ def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
         "command": ["sparkpoint", "gc", "--store", _store_url(job, spec), "--job", f"{job.namespace}/{job.name}",
                     "--retain", str(spec.checkpoint.retain), "--grace", gc.grace,
                     "--pending-timeout", gc.pending_timeout, "--interval", gc.interval,
+                    # only where it matters: an older job image's gc refuses the flag
+                    *(["--delta-retention", gc.delta_retention] if spec.job.sink.kind == "delta" else []),
                     "--pins-file", f"{CONFIG_DIR}/{PINS_FILE}",
                     "--metrics-port", str(GC_METRICS_PORT), "--json"],
         "env": _common_env(job, spec, deletes=True),

@@ -1,7 +1,8 @@
 """`sparkpoint gc --retain N --grace DURATION [--once] [--dry-run]`; without --once, the sidecar loop.
 
 Each pass collects checkpoint data first, then the sinks' output garbage (sink/output_gc.py), which
-keeps what the checkpoints the first part left still need."""
+keeps what the checkpoints the first part left still need, and for a delta sink what its table
+still needs within `--delta-retention` (sink/delta_vacuum.py): the pass is the table's vacuum."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import sys
 import threading
 
 from sparkpoint.runtime.checkpoint import gc_pass
-from sparkpoint.runtime.checkpoint.gc_loop import PinsFile, record, run_loop
+from sparkpoint.runtime.checkpoint.gc_loop import PinsFile, record, record_output, run_loop
+from sparkpoint.runtime.sink.delta_vacuum import DEFAULT_RETENTION_SECONDS
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
 
 from .cli_common import add_common, duration, emit, human_bytes, open_from_args
@@ -27,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="never delete an unreferenced object younger than this (e.g. 10m)")
     p.add_argument("--pending-timeout", type=duration, default=3600.0,
                    help="pending markers older than this are abandoned (default 1h)")
+    p.add_argument("--delta-retention", type=duration, default=DEFAULT_RETENTION_SECONDS,
+                   help="a delta sink's table keeps files a commit removed for this long (default 168h)")
     p.add_argument("--pin", action="append", default=[], help="checkpoint id to keep regardless (repeatable)")
     p.add_argument("--pins-file", default=None,
                    help="a JSON list of more checkpoint ids to keep, read again at every pass (the operator's)")
@@ -56,7 +60,9 @@ def cmd_gc(args: argparse.Namespace) -> int:
     if args.once:
         r = gc_pass(store, job, pins=[*args.pin, *PinsFile(args.pins_file)()], **options)
         record(job, r)
-        out = output_gc_pass(store, job, grace_seconds=args.grace, dry_run=args.dry_run)
+        out = output_gc_pass(store, job, grace_seconds=args.grace, dry_run=args.dry_run,
+                             delta_retention_seconds=args.delta_retention)
+        record_output(job, out)
         emit(args, _summary(r, out), lambda: (
             f"{'would delete' if r.dry_run else 'deleted'} {len(r.deleted_manifests)} manifests, "
             f"{r.deleted_objects} objects ({human_bytes(r.deleted_bytes)}); kept {len(r.kept_checkpoints)} "
@@ -81,7 +87,9 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
     def report(r) -> None:  # type: ignore[no-untyped-def]
         # Inside the loop's error handling: a failed output pass is logged and counted like a failed pass.
-        out = output_gc_pass(store, job, grace_seconds=args.grace, dry_run=args.dry_run)
+        out = output_gc_pass(store, job, grace_seconds=args.grace, dry_run=args.dry_run,
+                             delta_retention_seconds=args.delta_retention)
+        record_output(job, out)
         print(json.dumps(_summary(r, out)) if args.json else
               f"gc: deleted {r.deleted_objects} objects ({human_bytes(r.deleted_bytes)})" + _output_text(out),
               flush=True)

@@ -280,6 +280,10 @@ class GcSection(SpecModel):
     interval: duration_at_least("1s") = "60s"
     grace: Duration = "1m"
     pending_timeout: Duration = "1h"
+    # A delta sink's table keeps the data files a commit removed for this long (Delta's
+    # deletedFileRetentionDuration, default a week): time travel and readers of an older version
+    # still find them. Files a retained checkpoint needs are kept regardless (docs/design.md §7).
+    delta_retention: Duration = "168h"
     # What happens to checkpoints when the StreamingJob is deleted (savepoints are always kept).
     on_delete: Literal["retain", "delete"] = "retain"
     # A second Secret (same keys as checkpoint.storage.secretRef) for whatever deletes checkpoint

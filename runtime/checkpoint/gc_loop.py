@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from prometheus_client import Counter, Gauge
 
@@ -27,6 +28,31 @@ LAST_RUN = Gauge("sparkpoint_gc_last_run_timestamp_seconds", "End time of the la
                  _LABELS)
 PASS_SECONDS = Gauge("sparkpoint_gc_pass_duration_seconds", "Duration of the last GC pass", _LABELS)
 ERRORS = Counter("sparkpoint_gc_errors", "GC passes that failed", (*_LABELS, "reason"))
+# The sinks' output (sink/output_gc.py), after each pass. state: committed (what readers, a kept
+# checkpoint or a delta table need) or staged (needed by nothing yet: uploads ahead of their publish,
+# garbage inside the grace).
+OUTPUT_BYTES = Gauge("sparkpoint_gc_output_bytes", "Bytes under the job's outputs/ after the last pass",
+                     (*_LABELS, "state"))
+OUTPUT_OBJECTS = Gauge("sparkpoint_gc_output_objects", "Objects under the job's outputs/ after the last pass",
+                       (*_LABELS, "state"))
+OUTPUT_DELETED_OBJECTS = Counter("sparkpoint_gc_output_deleted_objects", "Output objects deleted by GC", _LABELS)
+OUTPUT_DELETED_BYTES = Counter("sparkpoint_gc_output_deleted_bytes", "Bytes of output objects deleted by GC",
+                               _LABELS)
+
+
+class OutputCounts(Protocol):
+    """What the output pass reports (sink/output_gc.py's OutputGcResult)."""
+
+    dry_run: bool
+    counted: bool
+    committed_objects: int
+    committed_bytes: int
+    staged_objects: int
+    staged_bytes: int
+    deleted_files: int
+    deleted_bytes: int
+    deleted_entries: list[str]
+    deleted_entry_bytes: int
 
 
 def record(job: JobRef, result: GcResult) -> None:
@@ -39,6 +65,18 @@ def record(job: JobRef, result: GcResult) -> None:
     ORPHAN_BYTES.labels(**labels).set(result.orphan_bytes)
     PASS_SECONDS.labels(**labels).set(result.seconds)
     LAST_RUN.labels(**labels).set(time.time())
+
+
+def record_output(job: JobRef, result: OutputCounts) -> None:
+    labels = {"namespace": job.namespace, "job": job.name}
+    if not result.dry_run:
+        OUTPUT_DELETED_OBJECTS.labels(**labels).inc(result.deleted_files + len(result.deleted_entries))
+        OUTPUT_DELETED_BYTES.labels(**labels).inc(result.deleted_bytes + result.deleted_entry_bytes)
+    if result.counted:
+        for state, objects, size in (("committed", result.committed_objects, result.committed_bytes),
+                                     ("staged", result.staged_objects, result.staged_bytes)):
+            OUTPUT_OBJECTS.labels(**labels, state=state).set(objects)
+            OUTPUT_BYTES.labels(**labels, state=state).set(size)
 
 
 class PinsFile:

@@ -19,8 +19,8 @@ the sink's folder (delta_table.py), in ONE Delta commit carrying
   point), before the continuation entry and before any batch of the new attempt is published.
 
 Staged files are the table's data files in place (paths under `staging/`), so the output GC that
-deletes the files of superseded histories acts as Delta's vacuum; time travel reaches the table's
-versions whose files are still kept (docs/design.md §7).
+deletes the files of superseded histories is the table's vacuum, keeping what the table's current
+version and the Delta retention still need (delta_vacuum.py, docs/design.md §7).
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ files a newer attempt superseded. What must stay, under the rules checkpoint obj
   manifests exist, and it names only its own staging folder, keys.batch_dir_key), and everything
   younger than the grace period;
 - everything at all while a savepoint is being copied (its source checkpoint may leave retention
-  during the copy, while the savepoint manifest, which names the same files, is not written yet).
+  during the copy, while the savepoint manifest, which names the same files, is not written yet);
+- for a delta sink, what its table still needs: its current version's files and the files a commit
+  removed within the Delta retention (delta_vacuum.py); `_delta_log/` itself is never deleted.
 
 Entries are deleted before files, so a crash in between leaves plain orphans for the next pass.
 Deleting an entry that no needed chain contains never changes the head readers pick: the head is the
@@ -38,12 +40,13 @@ from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pending_prefix
 
+from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
 from .keys import commit_key, file_keys, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_entry
 from .upsert import upsert_files, visible_files
 
 log = logging.getLogger("sparkpoint.gc")
-_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|staging|upserts)/")
+_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_delta_log|staging|upserts)/")
 
 
 @dataclass
@@ -54,19 +57,40 @@ class OutputGcResult:
     live_files: int = 0
     live_bytes: int = 0
     kept_young_or_newest: int = 0  # unreferenced, but younger than the grace or the newest attempt's
+    kept_for_table: int = 0  # needed by no checkpoint or reader, only by a delta table's retention
     skipped_paths: list[str] = field(default_factory=list)  # a broken chain: nothing deleted there
     dry_run: bool = False
+    # Every object under outputs/ after the pass, for the sidecar's metrics: committed (entries, files
+    # and logs that readers, a kept checkpoint or a delta table need, and all of a skipped path), or
+    # staged (needed by nothing yet: the newest attempt's uploads ahead of their publish, garbage
+    # inside the grace). `counted` is False when the pass looked at nothing (a savepoint copy).
+    committed_objects: int = 0
+    committed_bytes: int = 0
+    staged_objects: int = 0
+    staged_bytes: int = 0
+    deleted_entry_bytes: int = 0
+    counted: bool = True
+
+    def keep(self, info: ObjectInfo, *, committed: bool) -> None:
+        if committed:
+            self.committed_objects += 1
+            self.committed_bytes += info.size
+        else:
+            self.staged_objects += 1
+            self.staged_bytes += info.size
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry_run: bool = False,
-                   clock: Callable[[], float] = time.time) -> OutputGcResult:
+                   clock: Callable[[], float] = time.time,
+                   delta_retention_seconds: float = DEFAULT_RETENTION_SECONDS) -> OutputGcResult:
     result = OutputGcResult(dry_run=dry_run)
     now = clock()
     if any(id_from_json_key(o.key).startswith("sp-") for o in store.list(pending_prefix(job))):
         log.info("output gc skipped: a savepoint is being copied", extra={"job": str(job)})
+        result.counted = False
         return result
     newest_attempt = read_fence(store, job)
     manifests = _sink_sections(store, job)  # read after the fence: a newer attempt's are spared by it
@@ -78,10 +102,14 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     for path, areas in sorted(by_path.items()):
         try:
             needed_entries, needed_files = _needed(store, job, path, areas.get("_commits", []), manifests)
-        except (OutputLineageError, ValueError) as exc:
-            log.error("output gc skipped a path: its history cannot be followed",
+            table_files = (table_needs(store, job, path, retention_seconds=delta_retention_seconds, now=now)
+                           if "_delta_log" in areas else set())
+        except (OutputLineageError, TableUnreadableError, ValueError) as exc:
+            log.error("output gc skipped a path: its history or its delta table cannot be read",
                       extra={"job": str(job), "path": path, "error": str(exc)})
             result.skipped_paths.append(path)
+            for info in (o for infos in areas.values() for o in infos):
+                result.keep(info, committed=True)
             continue
         if upserts := areas.get("upserts"):
             needed_files |= _visible_upserts(store, upserts)
@@ -91,19 +119,28 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
             young = info.last_modified >= now - grace_seconds
             if young or (attempt is not None and attempt >= newest_attempt):
                 result.kept_young_or_newest += 1
+                result.keep(info, committed=False)
                 return False
             return True
 
+        for info in areas.get("_delta_log", []):
+            result.keep(info, committed=True)
         for info in areas.get("_commits", []):
             entry_id = id_from_json_key(info.key)
-            if info.key.endswith(".json") and entry_id not in needed_entries and collectable(info):
+            if not info.key.endswith(".json") or entry_id in needed_entries:
+                result.keep(info, committed=True)
+            elif collectable(info):
                 if not dry_run:
                     store.delete(info.key)
                 result.deleted_entries.append(f"{path}:{entry_id}")
+                result.deleted_entry_bytes += info.size
         for info in [*areas.get("staging", []), *areas.get("upserts", [])]:
-            if info.key in needed_files or "/_restores/" in info.key:
+            if info.key in needed_files or "/_restores/" in info.key or info.key in table_files:
+                if info.key not in needed_files and info.key in table_files:
+                    result.kept_for_table += 1
                 result.live_files += 1
                 result.live_bytes += info.size
+                result.keep(info, committed=True)
             elif collectable(info):
                 if not dry_run:
                     store.delete(info.key)

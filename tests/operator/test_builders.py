@@ -138,3 +138,16 @@ def test_the_gc_sidecar_reads_the_operators_pins_from_the_job_config_map():
     gc = next(c for c in builders.build_pod(job, spec, 1)["spec"]["containers"] if c["name"] == "gc")
     assert gc["command"][gc["command"].index("--pins-file") + 1] == f"{builders.CONFIG_DIR}/{builders.PINS_FILE}"
     assert {"name": "job", "mountPath": builders.CONFIG_DIR, "readOnly": True} in gc["volumeMounts"]
+
+
+def test_the_gc_sidecar_gets_the_delta_retention_only_for_a_delta_sink() -> None:
+    job = builders.JobRef("team", "clicks", "uid-1")
+    delta = config.parse_spec({"job": {"entrypoint": "m:f", "sink": {"kind": "delta"}}, "gc": {"deltaRetention": "24h"}})
+    command = builders.build_pod(job, delta, attempt=1)["spec"]["containers"][1]["command"]
+    assert command[command.index("--delta-retention") + 1] == "24h"
+    default = config.parse_spec({"job": {"entrypoint": "m:f", "sink": {"kind": "delta"}}})
+    command = builders.build_pod(job, default, attempt=1)["spec"]["containers"][1]["command"]
+    assert command[command.index("--delta-retention") + 1] == "168h"  # Delta's own default, a week
+    # Any other sink: not passed, so a job image whose gc predates the flag keeps running.
+    plain = config.parse_spec({"job": {"entrypoint": "m:f"}})
+    assert "--delta-retention" not in builders.build_pod(job, plain, attempt=1)["spec"]["containers"][1]["command"]

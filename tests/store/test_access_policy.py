@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import secrets
+import time
 import uuid
 
 import pytest
@@ -30,6 +32,7 @@ TEST_BUCKET = "sparkpoint-test"  # the session bucket of tests/conftest.py
 
 pytestmark = [pytest.mark.minio]
 JOB_A, JOB_B = JobRef("team-a", "clicks"), JobRef("team-b", "orders")
+JOB_C = JobRef("team-c", "table")  # a delta sink
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +43,7 @@ def users(minio_server):
                        secure=False)
     prefix = f"acl-{uuid.uuid4().hex[:8]}"
     made = {}
-    for job, role in ((JOB_A, "runtime"), (JOB_A, "gc"), (JOB_B, "job")):
+    for job, role in ((JOB_A, "runtime"), (JOB_A, "gc"), (JOB_B, "job"), (JOB_C, "runtime"), (JOB_C, "gc")):
         name = f"{prefix}-{job.name}-{role}"
         admin.policy_add(name, policy=job_policy(TEST_BUCKET, prefix, job, role))
         access, secret = f"{job.name}{role}{secrets.token_hex(4)}", secrets.token_urlsafe(24)
@@ -50,11 +53,13 @@ def users(minio_server):
     return {"prefix": prefix, "keys": made, "host": host, "endpoint": minio_server.endpoint}
 
 
-def _store(users, job, role):
+def _env(users, job, role) -> dict[str, str]:
     access, secret = users["keys"][(job, role)]
-    return open_store(f"s3://{TEST_BUCKET}/{users['prefix']}",
-                      env={"SPARKPOINT_S3_ENDPOINT": users["endpoint"], "AWS_ACCESS_KEY_ID": access,
-                           "AWS_SECRET_ACCESS_KEY": secret})
+    return {"SPARKPOINT_S3_ENDPOINT": users["endpoint"], "AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}
+
+
+def _store(users, job, role):
+    return open_store(f"s3://{TEST_BUCKET}/{users['prefix']}", env=_env(users, job, role))
 
 
 def _client(users, job, role) -> Minio:
@@ -204,3 +209,46 @@ def test_policy_document_shape_and_cli(capsys):
     resources = {r for s in doc["Statement"] for r in s["Resource"]}
     assert "arn:aws:s3:::ckpt/prod/team-a/clicks/*" in resources
     assert not any("s3:PutObject" in s["Action"] for s in doc["Statement"])
+
+
+def test_the_gc_credential_vacuums_a_delta_table_which_delta_rs_vacuum_cannot(users, tmp_path, monkeypatch):
+    """The sidecar's pass reads the table and deletes with GC's credential; delta-rs's own vacuum
+    would also have to write its VACUUM commits to the log, which that credential may not."""
+    from deltalake import DeltaTable
+
+    from sparkpoint.runtime.sink.delta import DeltaSink
+    from sparkpoint.runtime.sink.journal import SinkJournal
+    from sparkpoint.runtime.sink.output_gc import output_gc_pass
+    from tests.runtime.test_sink import FakeBatch, fake_write_files
+
+    runtime, gc = _store(users, JOB_C, "runtime"), _store(users, JOB_C, "gc")
+
+    def attempt(pod: str) -> DeltaSink:
+        return DeltaSink(runtime, JOB_C, attempt=write_fence(runtime, JOB_C), path="default", incarnation="uid-c",
+                         journal=SinkJournal(tmp_path / pod), write_files=fake_write_files,
+                         env=_env(users, JOB_C, "runtime"))
+
+    sink = attempt("pod-1")
+    sink.resume(None, None)
+    extras = []
+    for batch, cid in enumerate(["chk-000001", "chk-000002"]):
+        sink.write_batch(FakeBatch([{"v": batch}]), batch)
+        extras.append(sink.manifest_extra(batch))
+        sink.upload_staged(extras[-1])
+        sink.publish(cid, extras[-1])
+    attempt("pod-2").resume("chk-000001", extras[0])  # the table drops chk-2's file
+    for key, value in _env(users, JOB_C, "gc").items():
+        monkeypatch.setenv(key, value)  # the sidecar's environment
+    later = lambda: time.time() + 5  # noqa: E731
+    kept = output_gc_pass(gc, JOB_C, grace_seconds=0, clock=later, delta_retention_seconds=3600)
+    assert kept.kept_for_table == 1 and kept.deleted_files == 0 and not kept.skipped_paths
+    table = DeltaTable(sink.location.uri, storage_options={**sink.location.storage_options,
+                                                           "AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
+                                                           "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"]})
+    # delta-rs's error types vary by version; the write refused is its VACUUM START commit
+    with pytest.raises(Exception, match=r"privileges .*_delta_log/0+3\.json"):  # noqa: B017
+        table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    gone = output_gc_pass(gc, JOB_C, grace_seconds=0, clock=later, delta_retention_seconds=0)
+    assert gone.deleted_files == 1  # chk-2's file: still there after the refused vacuum, collected now
+    current = DeltaTable(sink.location.uri, storage_options=sink.location.storage_options)
+    assert current.to_pyarrow_table().column("v").to_pylist() == [0]
