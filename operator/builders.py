@@ -222,6 +222,9 @@ def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
                     "--retain", str(spec.checkpoint.retain), "--grace", gc.grace,
                     "--pending-timeout", gc.pending_timeout, "--interval", gc.interval,
                     "--pins-file", f"{CONFIG_DIR}/{PINS_FILE}",
+                    # Event logs (history/) are collected even with spark.eventLog.enabled false:
+                    # the logs of the attempts before the switch go with retention too.
+                    "--history-retain", str(spec.spark.event_log.retain_attempts),
                     "--metrics-port", str(GC_METRICS_PORT), "--json"],
         "env": _common_env(job, spec, deletes=True),
         "ports": [{"name": "gc-metrics", "containerPort": GC_METRICS_PORT}],
