@@ -49,6 +49,10 @@ class Kube:
                 return obj
             time.sleep(1.0)
 
+    def services(self, namespace: str, selector: str) -> list[dict]:
+        answer = self.core.list_namespaced_service(namespace, label_selector=selector)
+        return [self.core.api_client.sanitize_for_serialization(s) for s in answer.items]
+
     def logs(self, pod: str, *, tail: int | None, follow: bool) -> Any:
         kwargs: dict[str, Any] = {"container": "runtime", "follow": follow, "_preload_content": not follow}
         if tail is not None:
