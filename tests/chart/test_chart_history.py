@@ -56,7 +56,8 @@ def test_network_policy_admits_only_the_release_namespace(render) -> None:
 
 @pytest.mark.parametrize(("values", "message"), [
     ({"enabled": True, "jobs": ["default/a"]}, "historyServer.storeUrl"),
-    ({"enabled": True, "storeUrl": "file:///data"}, "historyServer.jobs"),
+    ({"enabled": True, "storeUrl": "s3://bucket/p", "secretName": "s"}, "historyServer.jobs"),
+    ({**HS, "storeUrl": "file:///data"}, "storeUrl"),
     ({"enabled": True, "storeUrl": "s3://bucket/p", "jobs": ["default/a"]}, "historyServer.secretName"),
     ({**HS, "jobs": ["just-a-name"]}, "jobs"),
     ({**HS, "storeUrl": "s3a://bucket/p"}, "storeUrl"),
