@@ -168,3 +168,12 @@ def test_mirror_flattens_attempts_prefers_the_completed_marker_and_follows_gc(tm
         store.delete(info.key)  # GC collected attempt 1
     r = mirror.sync()
     assert r.applications == 1 and not one.exists() and two.exists()
+
+
+def test_history_server_command_reads_the_mirror_and_deletes_nothing(tmp_path) -> None:
+    from sparkpoint.runtime.spark.history_server import MAIN, history_server_command
+
+    argv = history_server_command(str(tmp_path / "logs"), 18081, "/jars", java="/jdk/bin/java", heap="256m")
+    assert argv[:2] == ["/jdk/bin/java", "-Xmx256m"] and argv[-3:] == ["-cp", "/jars/*", MAIN]
+    assert f"-Dspark.history.fs.logDirectory=file:{tmp_path / 'logs'}" in argv
+    assert "-Dspark.history.ui.port=18081" in argv and "-Dspark.history.fs.cleaner.enabled=false" in argv
