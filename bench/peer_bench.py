@@ -58,7 +58,7 @@ BUCKET = "bench"
 ALL_SETUPS = ["floor", "vanilla-changelog", "sparkpoint-10s", "sparkpoint-full-10s", "vanilla-v2", "flink",
               "vanilla", "sparkpoint-60s", "sparkpoint-10s-nice10"]
 # At 20 ms only the setups whose batches can pay the latency (the floor is the reference).
-# Opt-in A/Bs (--setups): the live UI's cost (issue 30) is measured against sparkpoint-10s.
+# Opt-in A/Bs (--setups): the live UI's and event logs' cost (issue 30) is measured against sparkpoint-10s.
 OPT_IN_SETUPS = ["sparkpoint-10s-ui"]
 LATENCY_SETUPS = ["floor", "sparkpoint-10s", "vanilla-changelog", "flink"]
 SIZES = {  # rows per batch, keys, batches, payload bytes per key

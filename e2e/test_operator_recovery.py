@@ -1,5 +1,6 @@
-"""Restarts: a deleted pod becomes a new attempt restoring the latest checkpoint; a killed
-container recovers in place and is counted; a crash loop ends in Failed after maxRestarts."""
+"""Restarts: a deleted pod becomes a new attempt restoring the latest checkpoint (and Spark's History
+Server lists both attempts from their event logs); a killed container recovers in place and is
+counted; a crash loop ends in Failed after maxRestarts."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from history_check import attempts_with_logs, history_applications
 from kube_helpers import wait_for
-from operator_jobs import Jobs, condition
+from operator_jobs import BUCKET, Jobs, condition
+
+from sparkpoint.runtime.store import JobRef
 
 
 def _number(cid: str) -> int:
@@ -37,7 +41,7 @@ def runtime_pid(namespace: str, job: str) -> int | None:
 @pytest.mark.slow
 @pytest.mark.ci_sample
 def test_deleted_pod_becomes_a_new_attempt_resuming_after_the_latest_checkpoint(api_client, namespace, operator,
-                                                                                store_env):
+                                                                                store_env, tmp_path):
     jobs = Jobs(api_client, namespace, store_env)
     jobs.create("clicks")
     st = jobs.wait_status("clicks", "Running with a checkpoint",
@@ -65,6 +69,17 @@ def test_deleted_pod_becomes_a_new_attempt_resuming_after_the_latest_checkpoint(
     jobs.wait_status("clicks", "a checkpoint of attempt 2",
                      lambda s: _number(s["latestCheckpoint"]["id"]) > _number(restore["checkpoint"]), timeout=120,
                      operator=operator)
+    # Issue 30: both attempts' event logs are in the store (the deleted pod drained: its log is
+    # complete; the running one uploads its open log after a checkpoint), and Spark's History Server
+    # over them lists both attempts.
+    store_url, job = f"s3://{BUCKET}/{namespace}", JobRef(namespace, "clicks")
+    logs = wait_for("event logs of two attempts", lambda: (found := attempts_with_logs(store_url, store_env, job))
+                    and len(found) >= 2 and found, timeout=120, interval=2.0)
+    first, current = min(logs), max(logs)
+    assert any(n.startswith("appstatus_") and not n.endswith(".inprogress") for n in logs[first]), logs
+    apps = history_applications(store_url, store_env, job, tmp_path, expected=len(logs))
+    assert apps[f"sparkpoint-{namespace}-clicks-attempt-{first}"] is True
+    assert apps[f"sparkpoint-{namespace}-clicks-attempt-{current}"] is False  # still running
 
 
 @pytest.mark.slow

@@ -44,13 +44,13 @@ def test_job_runs_and_checkpoints_appear_in_status(api_client, namespace, helm_o
                              timeout=30).stdout
     assert "Running" in printed and latest["id"][:4] in printed
     assert_plugin_reads(namespace, "clicks")  # `kubectl sparkpoint list/status/checkpoints/logs`
-    assert_live_ui(pod.status.pod_ip, f"sparkpoint-{namespace}-clicks")
+    assert_live_ui(pod.status.pod_ip, f"sparkpoint-{namespace}-clicks-attempt-")
     assert_runs_as_its_service_account(api_client, namespace, operator)
 
 
 def assert_live_ui(pod_ip: str, app_name: str) -> None:
     """Spark's live UI (spark.ui.enabled by default) answers /api/v1/applications with the job's
-    application. A real node gives the pod its own 4040; the local cluster's pods share the host's
+    application (named after the job and the attempt: app_name is the prefix). A real node gives the pod its own 4040; the local cluster's pods share the host's
     network, where Spark moves a second UI to the next free port, so those are tried too."""
     found: list[str] = []
     for port in range(4040, 4057):
@@ -59,9 +59,9 @@ def assert_live_ui(pod_ip: str, app_name: str) -> None:
                 found += [app["name"] for app in json.loads(resp.read())]
         except OSError:
             continue
-        if app_name in found:
+        if any(name.startswith(app_name) for name in found):
             return
-    raise AssertionError(f"no Spark UI on {pod_ip}:4040-4056 serves {app_name}; found {found}")
+    raise AssertionError(f"no Spark UI on {pod_ip}:4040-4056 serves {app_name}*; found {found}")
 
 
 def assert_runs_as_its_service_account(api_client, namespace: str, operator) -> None:

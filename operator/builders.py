@@ -226,6 +226,9 @@ def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
                     # only where it matters: an older job image's gc refuses the flag
                     *(["--delta-retention", gc.delta_retention] if spec.job.sink.kind == "delta" else []),
                     "--pins-file", f"{CONFIG_DIR}/{PINS_FILE}",
+                    # Event logs (history/) are collected even with spark.eventLog.enabled false:
+                    # the logs of the attempts before the switch go with retention too.
+                    "--history-retain", str(spec.spark.event_log.retain_attempts),
                     "--metrics-port", str(GC_METRICS_PORT), "--json"],
         "env": _common_env(job, spec, deletes=True),
         "ports": [{"name": "gc-metrics", "containerPort": GC_METRICS_PORT}],

@@ -20,6 +20,7 @@ from sparkpoint.runtime.store import (
     ObjectStore,
     StoreError,
     checkpoints_prefix,
+    history_prefix,
     lineage_prefix,
     objects_prefix,
     open_store,
@@ -119,8 +120,8 @@ def savepoints(store: ObjectStore, job: JobRef) -> list[dict[str, Any]]:
 
 def delete_checkpoints(store: ObjectStore, job: JobRef) -> int:
     """gc.onDelete=delete: all the job's data, its sinks' outputs first, then its checkpoints,
-    pending markers, shared objects and last the lineage records describing them. A later job of the
-    same name then starts from nothing: kept commit entries would collide with its new checkpoint ids
+    pending markers, shared objects, Spark's event logs (history/) and last the lineage records
+    describing them. A later job of the same name then starts from nothing: kept commit entries would collide with its new checkpoint ids
     (chk-000001 again), kept lineage records would say its restoreFrom was applied. Kept: savepoints
     (self-contained, deleted only on request; restoring one starts a new output history after it) and
     the fence (attempt numbers keep growing across jobs of a name, so a zombie stays fenced)."""
@@ -128,7 +129,7 @@ def delete_checkpoints(store: ObjectStore, job: JobRef) -> int:
     # Outputs first: a deletion cut short then leaves checkpoints without output (a new job resumes
     # them and starts a new output history), never output whose ids a new job's checkpoints reuse.
     for prefix in (outputs_prefix(job), checkpoints_prefix(job), pending_prefix(job), objects_prefix(job),
-                   lineage_prefix(job)):
+                   history_prefix(job), lineage_prefix(job)):
         for info in list(store.list(prefix)):
             store.delete(info.key)
             deleted += 1

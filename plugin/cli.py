@@ -1,6 +1,7 @@
 """kubectl sparkpoint list | status JOB | checkpoints JOB | executors JOB | savepoint JOB | restore JOB
 --from ID | rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB | ui JOB
-[--port N], with kubectl's -n/--namespace, --context and -o json|yaml|wide."""
+[--port N] | history JOB [--port N] [--server-namespace NS], with kubectl's -n/--namespace, --context
+and -o json|yaml|wide."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tqdm import tqdm
 
 from . import executors as ex
 from . import format as fmt
-from . import ui
+from . import history, ui
 from .kube import Kube
 
 SAVEPOINT_STEPS = {"Pending": 1, "InProgress": 2, "Completed": 3, "Failed": 3}
@@ -66,6 +67,14 @@ def _parser() -> argparse.ArgumentParser:
     sui.add_argument("job")
     sui.add_argument("--port", type=int, default=ui.SPARK_UI_PORT,
                      help=f"the local port (default {ui.SPARK_UI_PORT}; 0 picks a free one)")
+    hs = sub.add_parser("history", parents=[common],
+                        help="port-forward to the chart's History Server and name the job's attempts there")
+    hs.add_argument("job")
+    hs.add_argument("--port", type=int, default=history.PORT,
+                    help=f"the local port (default {history.PORT}; 0 picks a free one)")
+    hs.add_argument("--server-namespace", default=history.DEFAULT_NAMESPACE,
+                    help=f"the chart's namespace (default {history.DEFAULT_NAMESPACE})")
+    hs.add_argument("--service", default=None, help="the History Server's Service (default: found by its labels)")
     return p
 
 
@@ -123,6 +132,28 @@ def _executors(kube: Kube, args, now: datetime) -> int:
     return 0
 
 
+def _history(kube: Kube, args) -> int:
+    job = kube.job(args.job)  # the job must exist (a typo fails here, not in the browser)
+    try:
+        if args.service:
+            service, port = args.service, history.PORT
+        else:
+            service, port = history.history_service(kube.services(args.server_namespace, history.SELECTOR),
+                                                    args.server_namespace)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    note = history.event_log_note(job)
+    if note:
+        print(note, file=sys.stderr)
+    argv = history.port_forward_argv(service, port, args.server_namespace, args.context, args.port)
+    base = f"http://127.0.0.1:{args.port}/" if args.port else "the local port kubectl prints below"
+    print(f"History Server (svc/{service} in {args.server_namespace}): {base}  (Ctrl-C stops the port-forward)\n"
+          f"streamingjob {args.job}'s attempts are the applications named {history.app_prefix(job)}<n>"
+          + (f"; the list: {base}api/v1/applications" if args.port else ""), flush=True)
+    return ui.forward(argv)
+
+
 def run(args, kube: Kube) -> int:
     now = datetime.now(UTC)
     if args.command == "list":
@@ -161,6 +192,8 @@ def run(args, kube: Kube) -> int:
         return _savepoint(kube, args)
     elif args.command == "ui":
         return _ui(kube, args)
+    elif args.command == "history":
+        return _history(kube, args)
     elif args.command == "logs":
         pod = (kube.job(args.job).get("status") or {}).get("pod")
         if not pod:
@@ -185,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
             fmt.rescale_patch(args.partitions, args.executors)
         if args.command == "ui":
             ui.port_forward_argv("-", "-", None, args.port)
+        if args.command == "history":
+            history.port_forward_argv("-", 0, "-", None, args.port)
         return run(args, Kube(args.context, args.namespace))
     except ConfigException as error:
         print(f"error: kubeconfig ($KUBECONFIG or ~/.kube/config): {error}", file=sys.stderr)

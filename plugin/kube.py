@@ -56,6 +56,10 @@ class Kube:
                                                                                   label_selector=label_selector))
         return list(_document(answer).get("items") or [])
 
+    def services(self, namespace: str, selector: str) -> list[dict]:
+        answer = self.core.list_namespaced_service(namespace, label_selector=selector)
+        return [self.core.api_client.sanitize_for_serialization(s) for s in answer.items]
+
     def logs(self, pod: str, *, tail: int | None, follow: bool) -> Any:
         kwargs: dict[str, Any] = {"container": "runtime", "follow": follow, "_preload_content": not follow}
         if tail is not None:

@@ -43,5 +43,5 @@ def forward(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return 0
     except FileNotFoundError:
-        print("error: kubectl not found on PATH (the ui command runs `kubectl port-forward`)", file=sys.stderr)
+        print("error: kubectl not found on PATH (the ui and history commands run `kubectl port-forward`)", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "sparkpoint.runtime.cli_output",
     "sparkpoint.runtime.cli_run",
     "sparkpoint.runtime.cli_executor",
+    "sparkpoint.runtime.cli_history",
 ]
 
 

@@ -2,7 +2,8 @@
 
 Each pass collects checkpoint data first, then the sinks' output garbage (sink/output_gc.py), which
 keeps what the checkpoints the first part left still need, and for a delta sink what its table
-still needs within `--delta-retention` (sink/delta_vacuum.py): the pass is the table's vacuum."""
+still needs within `--delta-retention` (sink/delta_vacuum.py): the pass is the table's vacuum; with
+--history-retain also the Spark event logs of old attempts (checkpoint/history_gc.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import threading
 
 from sparkpoint.runtime.checkpoint import gc_pass
 from sparkpoint.runtime.checkpoint.gc_loop import PinsFile, record, record_output, run_loop
+from sparkpoint.runtime.checkpoint.history_gc import history_gc_pass
 from sparkpoint.runtime.sink.delta_vacuum import DEFAULT_RETENTION_SECONDS
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
 
@@ -34,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pin", action="append", default=[], help="checkpoint id to keep regardless (repeatable)")
     p.add_argument("--pins-file", default=None,
                    help="a JSON list of more checkpoint ids to keep, read again at every pass (the operator's)")
+    p.add_argument("--history-retain", type=int, default=None,
+                   help="keep the event logs (history/) of this many newest attempts and the current one "
+                        "(>= 1; default: history/ is not collected)")
     p.add_argument("--once", action="store_true", help="one pass, then exit")
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
     p.add_argument("--interval", type=duration, default=60.0, help="time between passes in loop mode")
@@ -41,11 +46,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_gc)
 
 
-def _summary(r, out) -> dict:  # type: ignore[no-untyped-def]
+def _summary(r, out, hist) -> dict:  # type: ignore[no-untyped-def]
     d = r.to_dict()
     d["deleted_manifests"] = list(r.deleted_manifests)
     d["output"] = out.to_dict()
+    if hist is not None:
+        d["history"] = hist.to_dict()
     return d
+
+
+def _history(store, job, args):  # type: ignore[no-untyped-def]
+    if args.history_retain is None:
+        return None
+    return history_gc_pass(store, job, retain_attempts=args.history_retain, grace_seconds=args.grace,
+                           dry_run=args.dry_run)
+
+
+def _history_text(hist) -> str:  # type: ignore[no-untyped-def]
+    if hist is None:
+        return ""
+    return (f"; history: kept attempts {hist.kept_attempts}, deleted {hist.deleted_files} files "
+            f"({human_bytes(hist.deleted_bytes)})")
 
 
 def _output_text(out) -> str:  # type: ignore[no-untyped-def]
@@ -54,6 +75,8 @@ def _output_text(out) -> str:  # type: ignore[no-untyped-def]
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
+    if args.history_retain is not None and args.history_retain < 1:
+        raise ValueError("--history-retain must be at least 1 (the current attempt's log is always kept)")
     store, job = open_from_args(args)
     options = dict(retain=args.retain, grace_seconds=args.grace,
                    pending_timeout_seconds=args.pending_timeout, dry_run=args.dry_run)
@@ -63,11 +86,12 @@ def cmd_gc(args: argparse.Namespace) -> int:
         out = output_gc_pass(store, job, grace_seconds=args.grace, dry_run=args.dry_run,
                              delta_retention_seconds=args.delta_retention)
         record_output(job, out)
-        emit(args, _summary(r, out), lambda: (
+        hist = _history(store, job, args)
+        emit(args, _summary(r, out, hist), lambda: (
             f"{'would delete' if r.dry_run else 'deleted'} {len(r.deleted_manifests)} manifests, "
             f"{r.deleted_objects} objects ({human_bytes(r.deleted_bytes)}); kept {len(r.kept_checkpoints)} "
             f"checkpoints, live {human_bytes(r.live_bytes)}, orphan {human_bytes(r.orphan_bytes)}"
-            + _output_text(out)))
+            + _output_text(out) + _history_text(hist)))
         return 0
     if args.metrics_port:
         from prometheus_client import start_http_server
@@ -90,9 +114,10 @@ def cmd_gc(args: argparse.Namespace) -> int:
         out = output_gc_pass(store, job, grace_seconds=args.grace, dry_run=args.dry_run,
                              delta_retention_seconds=args.delta_retention)
         record_output(job, out)
-        print(json.dumps(_summary(r, out)) if args.json else
-              f"gc: deleted {r.deleted_objects} objects ({human_bytes(r.deleted_bytes)})" + _output_text(out),
-              flush=True)
+        hist = _history(store, job, args)
+        print(json.dumps(_summary(r, out, hist)) if args.json else
+              f"gc: deleted {r.deleted_objects} objects ({human_bytes(r.deleted_bytes)})" + _output_text(out)
+              + _history_text(hist), flush=True)
     run_loop(store, job, interval_seconds=args.interval, stop=stop, on_result=report,
              pins=lambda: [*args.pin, *pins_file()], **options)
     return 0

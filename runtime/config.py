@@ -80,6 +80,8 @@ RESERVED_CONF = {
     "spark.kubernetes.executor.podTemplateFile": "the runtime writes the executors' pod template",
     "spark.ui.enabled": "set spec.spark.ui.enabled instead",
     "spark.ui.port": "the UI listens on the Service's spark-ui port (4040)",
+    "spark.eventLog.enabled": "set spec.spark.eventLog.enabled instead",
+    "spark.eventLog.dir": "the runtime writes event logs to its work dir and uploads them to the store's history/",
 }
 
 
@@ -147,6 +149,14 @@ class SparkUi(SpecModel):
     enabled: bool = True
 
 
+class SparkEventLog(SpecModel):
+    # Spark's event logs of every attempt, rolled and compressed, uploaded to the job's store under
+    # history/<attempt>/ (docs/design.md §3) for Spark's History Server; the GC sidecar keeps the
+    # newest `retainAttempts` attempts' logs and never the current attempt's.
+    enabled: bool = True
+    retain_attempts: Annotated[int, Field(ge=1, le=1000)] = 5
+
+
 def _reserved_conf_rules() -> list[dict[str, str]]:
     return [cel(f"!('{key}' in self)", f"{key} is set by Sparkpoint: {why}") for key, why in RESERVED_CONF.items()]
 
@@ -165,6 +175,7 @@ class SparkSection(SpecModel):
     shuffle_partitions: Annotated[int, Field(ge=1, le=10000)] = 4
     executors: ExecutorsSpec | None = None
     ui: SparkUi = Field(default_factory=SparkUi)
+    event_log: SparkEventLog = Field(default_factory=SparkEventLog)
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
         cel("!has(self.executors) || (has(self.master) && self.master == 'k8s')", EXECUTORS_NEED_K8S, ".executors"),

@@ -7,6 +7,7 @@ Work dir layout (local disk, an emptyDir in a pod):
   freeze/<req>/   hard-linked checkpoint sets while they upload
   hash-cache.json file hashes by inode/size/mtime
   owner.json      which job, store, attempt and checkpoint the hot dir belongs to (hotdir.py)
+  event-log/<n>/  Spark's event logs of attempt n until uploaded to history/ (event_log.py)
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,9 @@ from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
 
 from . import attempt_dirs, faults, hotdir
 from .checkpointing import CheckpointPipeline
+from .event_log import EventLogUploader, event_log_conf
 from .metrics import RuntimeMetrics
+from .names import app_name, batch_in_flight, job_uid, launch
 from .recovery import RestoreOutcome, restore_on_start
 from .store_wait import wait_for_store
 
@@ -86,6 +88,7 @@ class JobRuntime:
         self.store: ObjectStore | None = None
         self.sink: Any = None
         self.sink_failed = False
+        self.event_log: EventLogUploader | None = None
 
     # --- status (read by the control API from another thread) ----------------------------------
     def committed_batch(self) -> int | None:
@@ -154,8 +157,8 @@ class JobRuntime:
             self.phase = "starting"
             # fence first: older attempts can no longer commit (and an older pod does not start)
             try:
-                self.attempt = write_fence(store, self.job, incarnation=self.opts.job_uid or _job_uid(self.job),
-                                           launch=_launch())
+                self.attempt = write_fence(store, self.job, incarnation=self.opts.job_uid or job_uid(self.job),
+                                           launch=launch())
             except FencedError as exc:  # exit 0: the kubelet does not restart it; the operator removes the pod
                 log.warning("superseded by a newer attempt: not starting", extra={"job": str(self.job),
                                                                                   "reason": str(exc)})
@@ -169,7 +172,7 @@ class JobRuntime:
                 store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
                 hot_dir=self.hot_dir, restore_from=spec.restore_from,
                 local_recovery=spec.checkpoint.local_recovery, attempt=self.attempt,
-                incarnation=self.opts.job_uid or _job_uid(self.job))
+                incarnation=self.opts.job_uid or job_uid(self.job))
             self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
             for fallback in self.restore.fallbacks:
                 self.metrics.restore_fallbacks.labels(fallback.reason).inc()
@@ -183,6 +186,8 @@ class JobRuntime:
         finally:
             if self.pipeline is not None:  # however the run ends, nothing will reuse what failed checkpoints
                 self.pipeline.writer.close()  # uploaded: drop their kept markers (in-flight ones stay)
+            if self.event_log is not None:  # however the run ends, the History Server gets its log
+                self.event_log.finish(self.spark)
             server.stop()
 
     def _make_sink(self, store: ObjectStore) -> Any:
@@ -192,7 +197,7 @@ class JobRuntime:
             journal.reset()  # batches after the restored checkpoint will be re-run
         if sink_spec.kind == "console":
             return ConsoleSink()
-        uid = self.opts.job_uid or _job_uid(self.job)  # output entries name the job incarnation that wrote them
+        uid = self.opts.job_uid or job_uid(self.job)  # output entries name the job incarnation that wrote them
         sink: UpsertSink | TransactionalSink
         if sink_spec.kind == "upsert":
             sink = UpsertSink(store, self.job, attempt=self.attempt, path=sink_spec.path,
@@ -244,8 +249,15 @@ class JobRuntime:
             from sparkpoint.runtime.spark.executors import prepare_driver
 
             cluster_conf = prepare_driver(spec, self.job.namespace, self.job.name, self.work_dir, os.environ)
-        self.spark = spark = build_session(spec.spark, f"sparkpoint-{self.job.namespace}-{self.job.name}",
-                                           cluster_conf)
+        event_log = None
+        if spec.spark.event_log.enabled:
+            self.event_log = EventLogUploader.for_attempt(self.store, self.job, self.attempt, self.work_dir)
+            event_log = event_log_conf(self.event_log.local_dir)
+        # The History Server lists applications by this name: job and attempt (§9, event logs).
+        self.spark = spark = build_session(spec.spark, app_name(self.job, self.attempt), cluster_conf, event_log)
+        if self.event_log is not None:
+            self.event_log.set_app(spark.sparkContext.applicationId)
+            self.event_log.start()
         if self.opts.handle_signals:
             install_signal_handlers(self)  # again: SparkContext replaces the SIGINT handler
         self._rescale_state(spark)
@@ -253,7 +265,7 @@ class JobRuntime:
         self.listener = install_progress_listener(spark, self._on_progress)
         r = self.restore
         writer = CheckpointWriter(self.store, self.job, attempt=self.attempt,
-                                  job_uid=self.opts.job_uid or _job_uid(self.job),
+                                  job_uid=self.opts.job_uid or job_uid(self.job),
                                   hash_cache=HashCache(self.work_dir / "hash-cache.json"),
                                   # No reuse by age: a checkpoint reuses only the base's objects and
                                   # those of this writer's kept markers, so GC may delete an orphan
@@ -306,6 +318,8 @@ class JobRuntime:
         if req.status == "completed" and req.kind == "checkpoint" and req.checkpoint_id:
             # The hot dir now holds this checkpoint's history (a restart may trust it: hotdir.py).
             hotdir.update_owner(self.work_dir, checkpoint=req.checkpoint_id)
+        if req.status == "completed" and self.event_log is not None:
+            self.event_log.request()  # on its own thread: the next checkpoint never waits for it
 
     def _start_proved(self) -> bool:
         """True once this start committed a batch past its restore point (then it is not suspect)."""
@@ -382,28 +396,6 @@ class JobRuntime:
         self.phase = "stopped" if ok else "failed"
         log.info("drained", extra={"ok": ok, "committed_batch": self.committed_batch()})
         return EXIT_OK if ok else EXIT_FAILED
-
-
-def batch_in_flight(hot_dir: Path) -> bool:
-    """True while Spark has planned a batch (offsets/N) that has not committed (commits/N)."""
-    try:
-        planned = max((int(n) for n in os.listdir(hot_dir / "offsets") if n.isdigit()), default=-1)
-    except FileNotFoundError:
-        return False
-    committed = latest_committed_batch(hot_dir)
-    return planned > (committed if committed is not None else -1)
-
-
-def _launch() -> int | None:
-    """The operator's attempt number of this pod (SPARKPOINT_ATTEMPT); None outside Kubernetes."""
-    value = os.environ.get("SPARKPOINT_ATTEMPT", "")
-    return int(value) if value.isdigit() else None
-
-
-def _job_uid(job: JobRef) -> str:
-    """The StreamingJob's uid (the operator sets it: each job of a name is a new incarnation); outside
-    Kubernetes a stable stand-in per name, so every `sparkpoint run` of a name is one incarnation."""
-    return os.environ.get("SPARKPOINT_JOB_UID") or str(uuid.uuid5(uuid.NAMESPACE_URL, f"sparkpoint:{job}"))
 
 
 def install_signal_handlers(runtime: JobRuntime) -> None:

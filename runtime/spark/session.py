@@ -14,10 +14,12 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
-def session_conf(spark: SparkSection) -> dict[str, str]:
-    """Defaults that keep a local driver lean, then the state store choice, then the user's conf."""
+def session_conf(spark: SparkSection, event_log: dict[str, str] | None = None) -> dict[str, str]:
+    """Defaults that keep a local driver lean, then the state store choice, then the user's conf.
+    event_log: the runtime's event log settings (service/event_log.py), which the user's conf may tune."""
     conf = {
         **ui_conf(spark),
+        **(event_log or {}),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         "spark.sql.streaming.stateStore.providerClass":
@@ -65,14 +67,14 @@ def extra_jars() -> list[str]:
     return sorted(str(jar) for jar in path.glob("*.jar"))
 
 
-def build_session(spark: SparkSection, app_name: str,
-                  cluster_conf: dict[str, str] | None = None):  # -> pyspark.sql.SparkSession
+def build_session(spark: SparkSection, app_name: str, cluster_conf: dict[str, str] | None = None,
+                  event_log: dict[str, str] | None = None):  # -> pyspark.sql.SparkSession
     """cluster_conf: the driver's settings for master k8s (executors.prepare_driver), its master
     URL included."""
     from pyspark.sql import SparkSession  # imported lazily: the CLI validates specs without a JVM
 
     ensure_user_identity()  # before the JVM starts: it needs a user name for this uid
-    conf = {**session_conf(spark), **(cluster_conf or {})}
+    conf = {**session_conf(spark, event_log), **(cluster_conf or {})}
     builder = SparkSession.builder.master(conf.pop("spark.master", spark.master)).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -24,6 +24,7 @@ from .layout import (
     JobRef,
     check_savepoint_name,
     checkpoints_prefix,
+    history_prefix,
     lineage_prefix,
     objects_prefix,
     outputs_prefix,
@@ -40,7 +41,7 @@ __all__ = [
     "ObjectInfo", "ObjectNotFoundError", "ObjectStore", "PendingMarker", "StoreAuthError",
     "StoreError", "StoreUnreachableError", "Totals", "open_store",
     "CREDENTIAL_KEYS", "ENDPOINT_ENV", "REGION_ENV", "SECRET_KEYS",
-    "check_savepoint_name", "checkpoints_prefix", "lineage_prefix", "objects_prefix", "outputs_prefix",
+    "check_savepoint_name", "checkpoints_prefix", "history_prefix", "lineage_prefix", "objects_prefix", "outputs_prefix",
     "pending_prefix", "savepoint_manifest_key", "savepoints_prefix",
 ]
 

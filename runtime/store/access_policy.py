@@ -7,6 +7,8 @@ A job's keys live under <prefix>/<namespace>/<job>/ (layout.py). Roles:
   job      runtime + gc in one credential (when spec.checkpoint.storage.secretRef is the only
            Secret; with spec.gc.secretRef the runtime gets `runtime`, the GC sidecar and the
            operator's deletions `gc`)
+  history  list and read the job's Spark event logs (history/*) only: the chart's History Server
+           mirror (`sparkpoint history sync`); one statement set per job it shows
 Shared by every job: list the store prefix's top level (the store's reachability probe; shows
 namespace names only) and the conditional-write probe key <prefix>/.sparkpoint-check/*.
 
@@ -22,7 +24,7 @@ from typing import Any
 
 from .layout import JobRef
 
-ROLES = ("runtime", "gc", "job")
+ROLES = ("runtime", "gc", "job", "history")
 PROBE_DIR = ".sparkpoint-check"
 
 
@@ -35,6 +37,12 @@ def job_policy(bucket: str, prefix: str, job: JobRef, role: str) -> dict[str, An
         raise ValueError(f"role must be one of {ROLES}, not {role!r}")
     root = _join(prefix, job.root)
     top = _join(prefix)
+    if role == "history":
+        return {"Version": "2012-10-17", "Statement": [
+            {"Sid": "ListTheJobsEventLogs", "Effect": "Allow", "Action": ["s3:ListBucket"],
+             "Resource": [f"arn:aws:s3:::{bucket}"], "Condition": {"StringLike": {"s3:prefix": [f"{root}/history/*"]}}},
+            {"Sid": "ReadTheJobsEventLogs", "Effect": "Allow", "Action": ["s3:GetObject"],
+             "Resource": [f"arn:aws:s3:::{bucket}/{root}/history/*"]}]}
     bucket_arn, objects = f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/{root}/*"
     statements: list[dict[str, Any]] = [
         {"Sid": "ListTheJobsKeys", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],

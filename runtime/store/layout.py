@@ -10,6 +10,7 @@
   attempts/<n>.json                 the claim of attempt n (conditional create; see fence.py)
   lineage/<n>.<kind>.<name>.json    attempt n applied restoreFrom <kind>:<name> (recovery.py)
   outputs/...                       the exactly-once sink's table
+  history/<n>/eventlog_v2_<app>/... Spark's event logs of attempt n (runtime/service/event_log.py)
 """
 
 from __future__ import annotations
@@ -159,3 +160,31 @@ def lineage_record_of(key: str) -> tuple[int, str] | None:
     if len(parts) != 3 or not parts[0].isdigit() or not parts[2]:
         return None
     return int(parts[0]), f"{parts[1]}:{parts[2]}"
+
+
+def history_prefix(job: JobRef) -> str:
+    return f"{job.root}/history/"
+
+
+def history_attempt_prefix(job: JobRef, attempt: int) -> str:
+    return f"{history_prefix(job)}{attempt:06d}/"
+
+
+def history_key(job: JobRef, attempt: int, relative: str) -> str:
+    """'eventlog_v2_local-1/events_1_local-1.zstd' of attempt 7 -> '…/history/000007/eventlog_v2_…/…'."""
+    parts = relative.split("/")
+    if len(parts) != 2 or not parts[0].startswith("eventlog_v2_") or not all(parts) or \
+            any(p in (".", "..") or p.startswith(".") for p in parts):
+        raise ValueError(f"not an event log file of a rolling log directory: {relative!r}")
+    return f"{history_attempt_prefix(job, attempt)}{relative}"
+
+
+def history_entry_of(key: str, job: JobRef) -> tuple[int, str, str] | None:
+    """'…/history/000007/eventlog_v2_X/events_1_X.zstd' -> (7, 'eventlog_v2_X', 'events_1_X.zstd')."""
+    prefix = history_prefix(job)
+    if not key.startswith(prefix):
+        return None
+    parts = key[len(prefix):].split("/")
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].startswith("eventlog_v2_") or not parts[2]:
+        return None
+    return int(parts[0]), parts[1], parts[2]

@@ -36,7 +36,7 @@ def leaf_keys(node: dict, prefix: str = "") -> list[str]:
     return keys
 
 
-PASSTHROUGH = {"resources", "podSecurityContext", "securityContext"}
+PASSTHROUGH = {"resources", "podSecurityContext", "securityContext", "historyServer.resources"}
 
 
 def test_every_value_is_documented_in_the_readme_table() -> None:

@@ -1,5 +1,6 @@
 """Spark's live UI (issue 30): the pod's `spark-ui` port and the env var that turns the UI on follow
-spec.spark.ui.enabled; the job's Service always names the port."""
+spec.spark.ui.enabled; the job's Service always names the port. Event logs (spec.spark.eventLog):
+the GC sidecar's retention of them and their deletion with the job."""
 
 from __future__ import annotations
 
@@ -37,3 +38,25 @@ def test_ui_beside_the_driver_ports_of_master_k8s() -> None:
 def test_service_names_the_ui_port_for_the_current_attempt() -> None:
     ports = {p["name"]: p for p in builders.build_service(JOB)["spec"]["ports"]}
     assert ports["spark-ui"] == {"name": "spark-ui", "port": 4040, "targetPort": "spark-ui"}
+
+
+def _gc_command(spark: dict) -> list[str]:
+    spec = config.parse_spec({**BASE, "spark": spark})
+    return builders.build_pod(JOB, spec, attempt=1)["spec"]["containers"][1]["command"]
+
+
+def test_gc_sidecar_collects_event_logs_with_the_specs_retention_even_when_logging_is_off() -> None:
+    for spark, retain in (({}, "5"), ({"eventLog": {"retainAttempts": 2}}, "2"),
+                          ({"eventLog": {"enabled": False, "retainAttempts": 3}}, "3")):
+        command = _gc_command(spark)
+        assert command[command.index("--history-retain") + 1] == retain
+
+
+def test_gc_on_delete_removes_the_event_logs_too(tmp_path) -> None:
+    from sparkpoint.operator.store_view import delete_checkpoints
+    from sparkpoint.runtime.store import DirectoryStore, JobRef
+    from sparkpoint.runtime.store.layout import history_key
+
+    store, job = DirectoryStore(tmp_path), JobRef("analytics", "clicks")
+    store.put_bytes(history_key(job, 1, "eventlog_v2_local-1/events_1_local-1.zstd"), b"x")
+    assert delete_checkpoints(store, job) == 1 and not list(store.list(""))

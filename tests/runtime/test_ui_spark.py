@@ -36,7 +36,7 @@ def test_the_live_ui_answers_with_the_jobs_application(tmp_path):
     try:
         wait_until(lambda: committed(tmp_path / "pod") >= 3, 300, "three committed batches", proc)
         apps = json.loads(_get(ui_port, "/api/v1/applications"))
-        assert [a["name"] for a in apps] == ["sparkpoint-default-uijob"]
+        assert [a["name"] for a in apps] == ["sparkpoint-default-uijob-attempt-1"]
         app = apps[0]["id"]
         assert json.loads(_get(ui_port, f"/api/v1/applications/{app}/jobs"))  # the batches ran as Spark jobs
         env = json.loads(_get(ui_port, f"/api/v1/applications/{app}/environment"))

@@ -43,7 +43,8 @@ def users(minio_server):
                        secure=False)
     prefix = f"acl-{uuid.uuid4().hex[:8]}"
     made = {}
-    for job, role in ((JOB_A, "runtime"), (JOB_A, "gc"), (JOB_B, "job"), (JOB_C, "runtime"), (JOB_C, "gc")):
+    for job, role in ((JOB_A, "runtime"), (JOB_A, "gc"), (JOB_B, "job"), (JOB_C, "runtime"), (JOB_C, "gc"),
+                      (JOB_A, "history")):
         name = f"{prefix}-{job.name}-{role}"
         admin.policy_add(name, policy=job_policy(TEST_BUCKET, prefix, job, role))
         access, secret = f"{job.name}{role}{secrets.token_hex(4)}", secrets.token_urlsafe(24)
@@ -198,6 +199,31 @@ def test_a_job_cannot_read_or_write_another_jobs_prefix(users, tmp_path):
     assert list(a_store.list(objects_prefix(JOB_A)))  # its own keys are listed
     with pytest.raises(Exception, match="(?i)denied"):
         list(a_store.list(objects_prefix(JOB_B)))
+
+
+def test_the_history_credential_mirrors_event_logs_and_reads_nothing_else(users, tmp_path):
+    """The chart's History Server sidecar (`sparkpoint history sync`) with the `history` role."""
+    from sparkpoint.runtime.service.history_sync import HistoryMirror
+    from sparkpoint.runtime.store.layout import history_key
+
+    prefix = users["prefix"]
+    runtime = _store(users, JOB_A, "runtime")
+    log_key = history_key(JOB_A, 1, "eventlog_v2_local-1/events_1_local-1.zstd")
+    runtime.put_bytes(log_key, b"events")
+    runtime.put_bytes(history_key(JOB_A, 1, "eventlog_v2_local-1/appstatus_local-1"), b"")
+    result = HistoryMirror(_store(users, JOB_A, "history"), [JOB_A], tmp_path / "logs").sync()
+    assert result.applications == 1 and result.downloaded == 2 and not result.errors
+    reader = _client(users, JOB_A, "history")
+    assert _denied(lambda: reader.get_object(TEST_BUCKET, f"{prefix}/{JOB_A.root}/fence.json"))
+    assert _denied(lambda: list(reader.list_objects(TEST_BUCKET, prefix=f"{prefix}/{JOB_A.root}/objects/",
+                                                    recursive=True)))
+    assert _denied(lambda: reader.put_object(TEST_BUCKET, f"{prefix}/{log_key}", io.BytesIO(b"x"), 1))
+    assert _denied(lambda: reader.remove_object(TEST_BUCKET, f"{prefix}/{log_key}"))
+    assert _denied(lambda: list(reader.list_objects(TEST_BUCKET, prefix=f"{prefix}/{JOB_B.root}/history/",
+                                                    recursive=True)))
+    # Another job's logs are named in the result, not raised: the mirror goes on with the others.
+    other = HistoryMirror(_store(users, JOB_A, "history"), [JOB_B, JOB_A], tmp_path / "logs2").sync()
+    assert other.applications == 1 and len(other.errors) == 1 and "team-b/orders" in other.errors[0]
 
 
 def test_policy_document_shape_and_cli(capsys):

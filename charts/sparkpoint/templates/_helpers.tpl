@@ -55,3 +55,10 @@ app.kubernetes.io/component: runtime
 {{- define "sparkpoint.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+
+{{/* Selector of the History Server pods (historyserver.yaml; `kubectl sparkpoint history` finds its Service by component). */}}
+{{- define "sparkpoint.historySelector" -}}
+app.kubernetes.io/name: sparkpoint
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: history-server
+{{- end -}}

@@ -1,0 +1,36 @@
+"""Names and facts one attempt derives from its job and work dir (runner.py's helpers)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
+from sparkpoint.runtime.store import JobRef
+
+
+def app_name(job: JobRef, attempt: int) -> str:
+    return f"sparkpoint-{job.namespace}-{job.name}-attempt-{attempt}"
+
+
+def batch_in_flight(hot_dir: Path) -> bool:
+    """True while Spark has planned a batch (offsets/N) that has not committed (commits/N)."""
+    try:
+        planned = max((int(n) for n in os.listdir(hot_dir / "offsets") if n.isdigit()), default=-1)
+    except FileNotFoundError:
+        return False
+    committed = latest_committed_batch(hot_dir)
+    return planned > (committed if committed is not None else -1)
+
+
+def launch() -> int | None:
+    """The operator's attempt number of this pod (SPARKPOINT_ATTEMPT); None outside Kubernetes."""
+    value = os.environ.get("SPARKPOINT_ATTEMPT", "")
+    return int(value) if value.isdigit() else None
+
+
+def job_uid(job: JobRef) -> str:
+    """The StreamingJob's uid (the operator sets it: each job of a name is a new incarnation); outside
+    Kubernetes a stable stand-in per name, so every `sparkpoint run` of a name is one incarnation."""
+    return os.environ.get("SPARKPOINT_JOB_UID") or str(uuid.uuid5(uuid.NAMESPACE_URL, f"sparkpoint:{job}"))
