@@ -187,6 +187,8 @@ case "${1:-all}" in
   kubernetes) build_kubernetes ;;
   node) build_node; build_kube_router ;;
   kube-router) build_kube_router ;;
+  # kind's node image (e2e/kind/build-node-image.sh): kubeadm and kubectl run inside the node.
+  kind) build_k8s_set k8s-kind kubernetes-kind kubeadm kubectl ;;
   all) build_etcd; build_kubernetes; build_node; build_kube_router ;;
-  *) echo "usage: $0 [all|etcd|kubernetes|node|kube-router]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|etcd|kubernetes|node|kube-router|kind]" >&2; exit 2 ;;
 esac
