@@ -5,7 +5,8 @@ only those too; with the policies deleted, the same outsider gets through (so th
 
 Every probe runs inside a pod (`kubectl exec`): traffic from the node itself is never subject to
 policy (kube-router, like the kubelet's probes, lets the node in), so the test process cannot be the
-client. Skipped on the node agent, whose pods share the host's network and no policy applies.
+client. Skipped on the node agent, whose pods share the host's network and no policy applies, and on
+`make e2e-kind`'s cluster, which has no policy engine.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def needs_real_node(core):
     if not real_node(core):
         pytest.skip("needs a real node with a NetworkPolicy engine (NODE=real make cluster-up runs kube-router); "
                     "the node agent's pods share the host's network, where no policy applies")
+    if os.environ.get("SPARKPOINT_E2E_CLUSTER") == "kind":
+        pytest.skip("make e2e-kind's cluster runs no NetworkPolicy engine (kindnet is replaced by a static "
+                    "bridge conflist: e2e/kind/README.md)")
 
 
 @pytest.fixture
