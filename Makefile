@@ -174,7 +174,7 @@ e2e-kind: venv prometheus
 	@line=$$(e2e/kind/local.sh up | tail -1); \
 	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make e2e-kind: the kind cluster did not come up" >&2; exit 1;; esac; \
 	  export "$${line#export }"; SPARKPOINT_E2E_CLUSTER=kind SPARKPOINT_E2E_MINIO=$(CURDIR)/e2e/kind/.state/minio.json \
-	  SPARKPOINT_E2E_STATE=$(CURDIR)/e2e/kind/.state \
+	  SPARKPOINT_E2E_STATE=$(CURDIR)/e2e/kind/.state SPARKPOINT_E2E_MINIO_UP="e2e/kind/local.sh minio" \
 	  $(PY) -m pytest -q -p no:cacheprovider --durations=10 $(MARKS) e2e --ignore=e2e/local $(ARGS)
 
 e2e-kind-down:

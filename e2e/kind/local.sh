@@ -40,15 +40,39 @@ export CONTAINERS_CONF="$state/containers.conf"
 command -v podman >/dev/null || { log "installing podman"; apt-get install -y -q --no-install-recommends podman >&2; }
 
 pod_subnet=$(sed -n 's/^ *podSubnet: *//p' "$here/kind-config-local.yaml")
-minio_pid="$state/minio.pid"
+minio_pid="$state/pids/minio.pid"
+# MinIO on the host's address (the interface with the default route); its pid where the suite's storage
+# outage (e2e/test_alerting.py) finds the local cluster's, `<pid> <program>`; `local.sh minio` restarts it.
+start_minio() {
+  local host_ip access secret port minio
+  host_ip=$(ip -4 route get 192.0.2.254 | sed -n 's/.* src \([0-9.]*\).*/\1/p')
+  if [ ! -f "$state/minio.json" ]; then
+    (umask 077 && printf '{"access_key": "kind-%s", "secret_key": "%s", "port": %s}\n' "$(openssl rand -hex 4)" \
+      "$(openssl rand -hex 24)" "$(shuf -i 20000-40000 -n 1)" >"$state/minio.json")
+  fi
+  read -r access secret port < <(python3 -c 'import json, sys; m = json.load(open(sys.argv[1]))
+print(m["access_key"], m["secret_key"], m["port"])' "$state/minio.json")
+  python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["endpoint"] = sys.argv[2]
+open(sys.argv[1], "w").write(json.dumps(m))' "$state/minio.json" "http://$host_ip:$port"
+  if ! { [ -f "$minio_pid" ] && kill -0 "$(cut -d' ' -f1 "$minio_pid")" 2>/dev/null; }; then
+    mkdir -p "$state/minio-data" "$state/pids"
+    minio=$("$repo/scripts/ensure-minio.sh")
+    MINIO_ROOT_USER=$access MINIO_ROOT_PASSWORD=$secret MINIO_BROWSER=off setsid "$minio" \
+      server --quiet --address "$host_ip:$port" "$state/minio-data" >>"$state/minio.log" 2>&1 </dev/null &
+    echo "$! $minio" >"$minio_pid"
+    for _ in $(seq 60); do curl -sf "http://$host_ip:$port/minio/health/live" >/dev/null && break; sleep 1; done
+  fi
+}
+
 case "${1:-up}" in
+  minio) start_minio; exit 0 ;;
   down)
     kind delete cluster --name "$cluster" >&2
     ip route del "$pod_subnet" 2>/dev/null || true
-    if [ -f "$minio_pid" ]; then kill "$(cat "$minio_pid")" 2>/dev/null || true; rm -f "$minio_pid"; fi
+    if [ -f "$minio_pid" ]; then kill "$(cut -d' ' -f1 "$minio_pid")" 2>/dev/null || true; rm -f "$minio_pid"; fi
     exit 0 ;;
   up) ;;
-  *) echo "usage: $0 [up|down]" >&2; exit 2 ;;
+  *) echo "usage: $0 [up|down|minio]" >&2; exit 2 ;;
 esac
 
 # kind mounts the host's /lib/modules into the node (read-only); this VM's kernel has no modules dir.
@@ -66,24 +90,7 @@ export KUBECONFIG="$state/kubeconfig"
 node_ip=$(podman inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$cluster-control-plane")
 ip route replace "$pod_subnet" via "$node_ip"
 
-# MinIO on the host's address (the interface with the default route), started once.
-host_ip=$(ip -4 route get 192.0.2.254 | sed -n 's/.* src \([0-9.]*\).*/\1/p')
-if [ ! -f "$state/minio.json" ]; then
-  (umask 077 && printf '{"access_key": "kind-%s", "secret_key": "%s", "port": %s}\n' "$(openssl rand -hex 4)" \
-    "$(openssl rand -hex 24)" "$(shuf -i 20000-40000 -n 1)" >"$state/minio.json")
-fi
-read -r access secret port < <(python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); print(m["access_key"], m["secret_key"], m["port"])' "$state/minio.json")
-python3 - "$state/minio.json" "http://$host_ip:$port" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1])); m["endpoint"] = sys.argv[2]; open(sys.argv[1], "w").write(json.dumps(m))
-PY
-if ! { [ -f "$minio_pid" ] && kill -0 "$(cat "$minio_pid")" 2>/dev/null; }; then
-  mkdir -p "$state/minio-data"
-  MINIO_ROOT_USER=$access MINIO_ROOT_PASSWORD=$secret MINIO_BROWSER=off setsid "$("$repo/scripts/ensure-minio.sh")" \
-    server --quiet --address "$host_ip:$port" "$state/minio-data" >"$state/minio.log" 2>&1 < /dev/null &
-  echo $! >"$minio_pid"
-  for _ in $(seq 60); do curl -sf "http://$host_ip:$port/minio/health/live" >/dev/null && break; sleep 1; done
-fi
+start_minio
 # The bucket and Secret examples/streamingjob.yaml names, as the local cluster's `up` makes them.
 (cd "$repo/e2e/local" && "$repo/.venv/bin/python" -c '
 import json, sys
