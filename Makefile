@@ -11,7 +11,7 @@ export SPARKPOINT_CACHE := $(CACHE)
 # $(MAKE) even under `make -n`, so a dry run of `test` would run the whole test suite.
 SUBMAKE = $(MAKE) --no-print-directory
 
-.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full chaos monitor operator clean image test-image
+.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full e2e-kind e2e-kind-down chaos monitor operator clean image test-image
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -165,6 +165,20 @@ e2e: venv minio prometheus
 	@line=$$($(PY) e2e/local/cluster.py up | tail -1); \
 	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make e2e: the local cluster did not come up" >&2; exit 1;; esac; \
 	  export "$${line#export }"; $(PY) -m pytest -q -p no:cacheprovider --durations=10 $(MARKS) e2e --ignore=e2e/local/tests
+
+# The same suite on kind (e2e/kind/README.md): podman from Debian as kind's provider, kind from the Go
+# module proxy, the node image built here (e2e/kind/build-node-image.sh); `make e2e-kind-down` deletes it.
+e2e-kind: venv prometheus
+	@scripts/ensure-helm.sh >/dev/null
+	@scripts/build-image.sh >/dev/null
+	@line=$$(e2e/kind/local.sh up | tail -1); \
+	  case "$$line" in "export KUBECONFIG="*) ;; *) echo "make e2e-kind: the kind cluster did not come up" >&2; exit 1;; esac; \
+	  export "$${line#export }"; SPARKPOINT_E2E_CLUSTER=kind SPARKPOINT_E2E_MINIO=$(CURDIR)/e2e/kind/.state/minio.json \
+	  SPARKPOINT_E2E_STATE=$(CURDIR)/e2e/kind/.state SPARKPOINT_E2E_MINIO_UP="e2e/kind/local.sh minio" \
+	  $(PY) -m pytest -q -p no:cacheprovider --durations=10 $(MARKS) e2e --ignore=e2e/local $(ARGS)
+
+e2e-kind-down:
+	@e2e/kind/local.sh down
 
 # Chaos (not in CI): kill job pods, runtime containers and the operator at random for CHAOS_MINUTES
 # (default 20; CHAOS_SEED to replay), then committed output must equal a failure-free run's

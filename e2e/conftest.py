@@ -140,12 +140,18 @@ def operator_process(api_client, namespace, streamingjob_crd, peering_crds, stor
 
 
 @pytest.fixture
-def helm_operator(api_client, namespace, streamingjob_crd, peering_crds, store_env):
+def chart_values() -> dict[str, str]:
+    """Extra `--set` values of the Helm-installed operator; a test module overrides this fixture."""
+    return {}
+
+
+@pytest.fixture
+def helm_operator(api_client, namespace, streamingjob_crd, peering_crds, store_env, chart_values):
     """The operator installed by `helm install` of charts/sparkpoint, watching the test namespace
     (e2e/helm_operator.py); uninstalled after the test's StreamingJobs are gone."""
     from helm_operator import HelmOperator
 
-    op = HelmOperator(api_client, namespace)
+    op = HelmOperator(api_client, namespace, chart_values)
     op.install()
     yield op
     try:

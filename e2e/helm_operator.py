@@ -58,7 +58,8 @@ class HelmOperator:
     def _set_args(self) -> list[str]:
         repository, tag = IMAGE.rsplit(":", 1)
         values = {"metrics.port": str(self.metrics_port), "image.repository": repository, "image.tag": tag,
-                  # Validated by the API server here (not enforced: the local cluster has no network plugin).
+                  # Enforced on the real node (kube-router; e2e/test_network_policy.py), only validated by
+                  # the API server on the node agent, whose pods share the host's network.
                   "networkPolicy.enabled": "true", **self.values}
         return ["--set-json", f'watchNamespaces=["{self.namespace}"]',
                 "--set", ",".join(f"{k}={v}" for k, v in values.items())]

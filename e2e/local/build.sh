@@ -4,7 +4,8 @@
 # versions pinned in versions.env, from the Go module proxy, into
 #   ${SPARKPOINT_CACHE:-~/.cache/sparkpoint}/etcd-<version>/bin
 #   ${SPARKPOINT_CACHE:-~/.cache/sparkpoint}/k8s-<version>/bin
-#   ${SPARKPOINT_CACHE:-~/.cache/sparkpoint}/k8s-node-<version>/bin, pause-<version>/
+#   ${SPARKPOINT_CACHE:-~/.cache/sparkpoint}/k8s-node-<version>/bin, pause-<version>/,
+#   kube-router-<version>/bin (the real node's NetworkPolicy engine)
 # Each is skipped when already built (a .complete marker is written last). Prints the built
 # dirs on stdout; progress and timings go to stderr.
 #
@@ -156,6 +157,25 @@ build_node() {
   echo "$out"
 }
 
+# The real node's NetworkPolicy engine (e2e/local/network_policy.py): kube-router, of which only the
+# network-policy controller runs. Its go.mod has no relative replaces, so `go install module@version`
+# builds it as released; the version variable is what `kube-router --version` prints.
+build_kube_router() {
+  local out="$cache/kube-router-$KUBE_ROUTER_VERSION" start
+  [ -f "$out/.complete" ] && { echo "$out/bin"; return; }
+  log "building kube-router $KUBE_ROUTER_VERSION into $out (once per machine)"
+  start=$(date +%s)
+  rm -rf "$out"; mkdir -p "$out/bin"
+  (cd "$out" && GOBIN="$out/bin" nice go install -trimpath -ldflags "-s -w \
+    -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION \
+    -X github.com/cloudnativelabs/kube-router/v2/pkg/version.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION") >&2
+  echo "$(( $(date +%s) - start ))" >"$out/build-seconds"
+  touch "$out/.complete"
+  log "kube-router built in $(cat "$out/build-seconds")s"
+  echo "$out/bin"
+}
+
 # One builder at a time per cache (a background build and `make e2e` may both call this):
 # the second waits, then finds the .complete markers and skips.
 mkdir -p "$cache"
@@ -165,7 +185,10 @@ flock 9
 case "${1:-all}" in
   etcd) build_etcd ;;
   kubernetes) build_kubernetes ;;
-  node) build_node ;;
-  all) build_etcd; build_kubernetes; build_node ;;
-  *) echo "usage: $0 [all|etcd|kubernetes|node]" >&2; exit 2 ;;
+  node) build_node; build_kube_router ;;
+  kube-router) build_kube_router ;;
+  # kind's node image (e2e/kind/build-node-image.sh): kubeadm and kubectl run inside the node.
+  kind) build_k8s_set k8s-kind kubernetes-kind kubeadm kubectl ;;
+  all) build_etcd; build_kubernetes; build_node; build_kube_router ;;
+  *) echo "usage: $0 [all|etcd|kubernetes|node|kube-router|kind]" >&2; exit 2 ;;
 esac

@@ -37,7 +37,8 @@ from harness.polling import WaitTimeout, wait_until  # noqa: E402  (the checkout
 log = logging.getLogger("cluster")
 REPO = HERE.parent.parent
 START_ORDER = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "minio", "node-agent"]
-REAL_NODE = ["containerd", "kubelet", "kube-proxy"]  # NODE=real instead of node-agent (real_node.py)
+# NODE=real instead of node-agent (real_node.py; kube-router enforces NetworkPolicy: network_policy.py)
+REAL_NODE = ["containerd", "kubelet", "kube-proxy", "kube-router"]
 
 
 def components_of(layout: c.Layout) -> list[str]:
@@ -250,8 +251,10 @@ def up(state: Path) -> None:
     start(layout, "kube-scheduler", c.scheduler_command(layout))
     start_minio(layout)
     if layout.node == "real":
+        import network_policy
         import real_node
         real_node.start(layout, start, wait_for, free_port)
+        network_policy.start(layout, start, wait_for)
         node_process = "kubelet"
     else:
         agent_env = dict(os.environ, PYTHONPATH=str(HERE))
@@ -305,7 +308,9 @@ def down(state: Path, purge: bool) -> None:
     layout = load_layout(state)
     if layout.pids.exists():
         if layout.node == "real":
+            import network_policy
             import real_node
+            network_policy.stop(layout, stop)
             real_node.stop(layout, stop)
         else:
             stop(layout, "node-agent", grace=60)

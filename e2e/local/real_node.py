@@ -136,16 +136,25 @@ def grant_apiserver_kubelet_access(layout: c.Layout) -> None:
             "metadata": {"name": "sparkpoint:apiserver-kubelet-client"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": c.APISERVER_KUBELET_CLIENT.user}]}
+    api_create(layout, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body)
+
+
+def api_create(layout: c.Layout, path: str, body: dict) -> None:
+    """POST `body` to the collection `path` as the cluster admin; an object already there is replaced
+    (an unconditional PUT, which RBAC objects allow), so an edited rule applies at the next `up`."""
     context = ssl.create_default_context(cafile=str(layout.pki / "ca.crt"))
     context.load_cert_chain(str(layout.pki / "admin.crt"), str(layout.pki / "admin.key"))
-    request = urllib.request.Request(layout.server_url + "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    try:
+
+    def send(method: str, url: str) -> None:
+        request = urllib.request.Request(url, data=json.dumps(body).encode(), method=method,
+                                         headers={"Content-Type": "application/json"})
         urllib.request.urlopen(request, context=context, timeout=10).close()
+    try:
+        send("POST", layout.server_url + path)
     except urllib.error.HTTPError as error:
-        if error.code != 409:  # already there
+        if error.code != 409:
             raise
+        send("PUT", f"{layout.server_url}{path}/{body['metadata']['name']}")
 
 
 # --- images ---------------------------------------------------------------------------------------
