@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import urllib.request
 
 from kube_helpers import wait_for
@@ -48,20 +49,27 @@ def test_job_runs_and_checkpoints_appear_in_status(api_client, namespace, helm_o
     assert_runs_as_its_service_account(api_client, namespace, operator)
 
 
-def assert_live_ui(pod_ip: str, app_name: str) -> None:
+def assert_live_ui(pod_ip: str, app_name: str, within: float = 120.0) -> None:
     """Spark's live UI (spark.ui.enabled by default) answers /api/v1/applications with the job's
-    application (named after the job and the attempt: app_name is the prefix). A real node gives the pod its own 4040; the local cluster's pods share the host's
-    network, where Spark moves a second UI to the next free port, so those are tried too."""
+    application (named after the job and the attempt: app_name is the prefix). A real node gives the
+    pod its own 4040; the local cluster's pods share the host's network, where Spark moves a second UI
+    to the next free port, so those are tried too. Tried again for `within` seconds: on a loaded
+    2-core machine the UI took 31 s to answer its first request (a single 10 s try failed there)."""
     found: list[str] = []
-    for port in range(4040, 4057):
-        try:
-            with urllib.request.urlopen(f"http://{pod_ip}:{port}/api/v1/applications", timeout=10) as resp:
-                found += [app["name"] for app in json.loads(resp.read())]
-        except OSError:
-            continue
-        if any(name.startswith(app_name) for name in found):
-            return
-    raise AssertionError(f"no Spark UI on {pod_ip}:4040-4056 serves {app_name}*; found {found}")
+    deadline = time.monotonic() + within
+    while True:
+        for port in range(4040, 4057):
+            try:
+                with urllib.request.urlopen(f"http://{pod_ip}:{port}/api/v1/applications", timeout=30) as resp:
+                    found += [app["name"] for app in json.loads(resp.read())]
+            except OSError:
+                continue
+            if any(name.startswith(app_name) for name in found):
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no Spark UI on {pod_ip}:4040-4056 serves {app_name}* within {within:g}s; "
+                                 f"found {found}")
+        time.sleep(5)
 
 
 def assert_runs_as_its_service_account(api_client, namespace: str, operator) -> None:
