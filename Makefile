@@ -21,7 +21,8 @@ help:
 	@echo "make test-full   the same with every slow scenario (store outages, all operator e2e scenarios)"
 	@echo "make bench   run the benchmarks, write docs/benchmarks.md (make bench-operator: only the operator load one)"
 	@echo "make soak    long fault-injection run, write docs/reliability.md"
-	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster and the e2e suite"
+	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster and the e2e suite (NODE=real: kubelet + containerd)"
+	@echo "make e2e-kind / e2e-kind-down   the same suite on kind with podman (e2e/kind/README.md)"
 	@echo "make image   build sparkpoint/operator:dev and sparkpoint/runtime:dev with buildah (make test-image tests them)"
 
 # --- setup ---------------------------------------------------------------------------------------
