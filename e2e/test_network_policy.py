@@ -18,9 +18,8 @@ import subprocess
 import uuid
 
 import pytest
-from kube_helpers import container_status, python_container, real_node, wait_for
+from kube_helpers import container_status, exists, python_container, real_node, wait_for
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 from operator_jobs import Jobs
 
 CONTROL, METRICS = 8080, 9091  # operator/builders.py CONTROL_PORT, METRICS_PORT
@@ -62,7 +61,7 @@ def monitoring(core):
     """The namespace the chart lets scrape metrics (networkPolicy.prometheusNamespaces)."""
     name = f"e2e-np-monitoring-{uuid.uuid4().hex[:5]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    wait_for("the default service account", lambda: _exists(
+    wait_for("the default service account", lambda: exists(
         lambda: core.read_namespaced_service_account("default", name)), timeout=60)
     yield name
     core.delete_namespace(name, grace_period_seconds=0)
@@ -71,16 +70,6 @@ def monitoring(core):
 @pytest.fixture
 def chart_values(monitoring) -> dict[str, str]:
     return {"networkPolicy.enabled": "true", "networkPolicy.prometheusNamespaces": f"{{{monitoring}}}"}
-
-
-def _exists(read) -> bool:
-    try:
-        read()
-        return True
-    except ApiException as error:
-        if error.status == 404:
-            return False
-        raise
 
 
 def start_sleeper(core: client.CoreV1Api, namespace: str, name: str) -> str:

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 from kube_helpers import wait_for
 from operator_jobs import Jobs
-from test_operator_executors import _driver_account_for_a_process_operator, _image, _running
+from test_operator_executors import _driver_account_for_a_process_operator, _image, _running, shared_hot_dir
 
 JOB = "elastic"
 
@@ -35,9 +33,7 @@ def _executors(core, namespace: str) -> list:
 def test_executors_are_added_under_a_backlog_and_released_when_idle(api_client, core, namespace, operator,
                                                                    store_env):
     _driver_account_for_a_process_operator(api_client, namespace, operator)
-    # Not under /tmp: in process mode the pod's own /tmp (an emptyDir) would hide a hostPath there.
-    hot = Path(tempfile.mkdtemp(prefix=f"sparkpoint-hot-{namespace}-", dir="/var/tmp"))
-    hot.chmod(0o777)  # the pods' uid 185 works in it (a PVC gets this from fsGroup)
+    hot = shared_hot_dir(namespace)
     image = os.environ.get("SPARKPOINT_E2E_EXECUTORS_IMAGE") or _image()
     jobs = Jobs(api_client, namespace, store_env)
     seen: list[tuple[float, int]] = []  # (seconds since create, running executors)

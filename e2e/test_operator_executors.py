@@ -70,6 +70,14 @@ def _running(pods: list[client.V1Pod]) -> list[client.V1Pod]:
     return [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
 
 
+def shared_hot_dir(namespace: str) -> Path:
+    """The hostPath standing in for a ReadWriteMany volume. Not under /tmp: in process mode the pod's
+    own /tmp (an emptyDir) would hide a hostPath there."""
+    hot = Path(tempfile.mkdtemp(prefix=f"sparkpoint-hot-{namespace}-", dir="/var/tmp"))
+    hot.chmod(0o777)  # the pods' uid 185 works in it (a PVC gets this from fsGroup)
+    return hot
+
+
 def _started(pod: client.V1Pod) -> datetime | None:
     status = (pod.status.container_statuses or [None])[0]
     return status.state.running.started_at if status and status.state.running else None
@@ -80,9 +88,7 @@ def _started(pod: client.V1Pod) -> datetime | None:
 def test_two_executors_checkpoint_and_survive_an_executor_and_a_driver_kill(api_client, core, namespace, operator,
                                                                           store_env):
     _driver_account_for_a_process_operator(api_client, namespace, operator)
-    # Not under /tmp: in process mode the pod's own /tmp (an emptyDir) would hide a hostPath there.
-    hot = Path(tempfile.mkdtemp(prefix=f"sparkpoint-hot-{namespace}-", dir="/var/tmp"))
-    hot.chmod(0o777)  # the pods' uid 185 works in it (a PVC gets this from fsGroup)
+    hot = shared_hot_dir(namespace)
     image = os.environ.get("SPARKPOINT_E2E_EXECUTORS_IMAGE") or _image()
     jobs = Jobs(api_client, namespace, store_env)
     try:
