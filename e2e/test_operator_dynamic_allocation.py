@@ -11,7 +11,6 @@ executor until its cleaner drops the files.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 
@@ -34,7 +33,7 @@ def test_executors_are_added_under_a_backlog_and_released_when_idle(api_client, 
                                                                    store_env):
     _driver_account_for_a_process_operator(api_client, namespace, operator)
     hot = shared_hot_dir(namespace)
-    image = os.environ.get("SPARKPOINT_E2E_EXECUTORS_IMAGE") or _image()
+    image = _image()
     jobs = Jobs(api_client, namespace, store_env)
     seen: list[tuple[float, int]] = []  # (seconds since create, running executors)
 

@@ -31,6 +31,10 @@ DRIVER_ACCOUNT = "sparkpoint-driver"
 
 
 def _image() -> str:
+    """SPARKPOINT_E2E_EXECUTORS_IMAGE, else the runtime image when buildah has one (it may have been
+    built from another tree: set the variable to be sure), else the process-mode image name."""
+    if os.environ.get("SPARKPOINT_E2E_EXECUTORS_IMAGE"):
+        return os.environ["SPARKPOINT_E2E_EXECUTORS_IMAGE"]
     present = shutil.which("buildah") and subprocess.run(
         ["buildah", "inspect", "--type", "image", RUNTIME_IMAGE], capture_output=True).returncode == 0
     return RUNTIME_IMAGE if present else "sparkpoint:e2e"
@@ -89,7 +93,7 @@ def test_two_executors_checkpoint_and_survive_an_executor_and_a_driver_kill(api_
                                                                           store_env):
     _driver_account_for_a_process_operator(api_client, namespace, operator)
     hot = shared_hot_dir(namespace)
-    image = os.environ.get("SPARKPOINT_E2E_EXECUTORS_IMAGE") or _image()
+    image = _image()
     jobs = Jobs(api_client, namespace, store_env)
     try:
         t0 = time.monotonic()
