@@ -56,7 +56,7 @@ def pod_logs(core: client.CoreV1Api, namespace: str, pod: str, container: str = 
 
 
 def real_node(core: client.CoreV1Api) -> bool:
-    """Whether pods run in containers (a kubelet with a CRI runtime: NODE=real, kind), not as host
+    """Whether pods run in containers (a kubelet with a CRI runtime: the local cluster's default node, kind), not as host
     processes of the local node agent (which reports the runtime local-process://)."""
     nodes = core.list_node().items
     return bool(nodes) and not any(

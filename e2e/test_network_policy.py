@@ -1,5 +1,5 @@
 """Issue 28: the chart's NetworkPolicies (`networkPolicy.enabled`) enforced by a real policy engine
-(kube-router on `NODE=real`, e2e/local/network_policy.py). A job pod's control API (8080) admits only
+(kube-router beside the real node, e2e/local/network_policy.py). A job pod's control API (8080) admits only
 the operator, its metrics port (9091) only the monitoring namespaces, and the operator's metrics port
 only those too; with the policies deleted, the same outsider gets through (so the test can fail).
 
@@ -49,7 +49,7 @@ SLEEPER = "import time\nwhile True:\n    time.sleep(60)"
 @pytest.fixture(autouse=True)
 def needs_real_node(core):
     if not real_node(core):
-        pytest.skip("needs a real node with a NetworkPolicy engine (NODE=real make cluster-up runs kube-router); "
+        pytest.skip("needs a real node with a NetworkPolicy engine (make cluster-up runs kube-router beside its default real node); "
                     "the node agent's pods share the host's network, where no policy applies")
     if os.environ.get("SPARKPOINT_E2E_CLUSTER") == "kind":
         pytest.skip("make e2e-kind's cluster runs no NetworkPolicy engine (kindnet is replaced by a static "

@@ -1,4 +1,4 @@
-"""Issue 28: what a real node (kubelet + containerd + runc: `NODE=real make cluster-up`, or kind) does
+"""Issue 28: what a real node (kubelet + containerd + runc: `make cluster-up`, the default node, or kind) does
 to a pod that the local node agent does not: the pod network, the image's user and file system,
 the security context enforced by the runtime, memory limits enforced by the kernel.
 
@@ -20,7 +20,7 @@ VERSIONS = Path(__file__).resolve().parents[1] / "versions.env"
 @pytest.fixture(autouse=True)
 def needs_real_node(core):
     if not real_node(core):
-        pytest.skip("needs a real kubelet and container runtime (NODE=real make cluster-up); "
+        pytest.skip("needs a real kubelet and container runtime (make cluster-up, the default node; not NODE=agent); "
                     "the node agent does not enforce this")
 
 

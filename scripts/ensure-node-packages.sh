@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real node's runtime (NODE=real make cluster-up, e2e/local/real_node.py): Debian's containerd,
+# The real node's runtime (make cluster-up, e2e/local/real_node.py): Debian's containerd,
 # runc and CNI plugins (bookworm: 1.6.20, 1.1.5, 1.1.1), plus iptables for kube-proxy and the
 # bridge plugin, and ipset for kube-router's policy controller (network_policy.py). Installs whatever
 # is missing, silently when nothing is. The packages' systemd service is never used: the cluster

@@ -124,7 +124,7 @@ build_kubernetes() {
   build_k8s_set k8s kubernetes kube-apiserver kube-controller-manager kube-scheduler
 }
 
-# The real node (NODE=real, e2e/local/real_node.py): the kubelet and kube-proxy from the same
+# The real node (the default node, e2e/local/real_node.py): the kubelet and kube-proxy from the same
 # module and version as the control plane, and the pause image: our static gowrappers/pause alone
 # in a docker archive for `ctr images import`, written with tar (no image tool needed here).
 build_node() {

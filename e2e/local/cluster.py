@@ -37,8 +37,10 @@ from harness.polling import WaitTimeout, wait_until  # noqa: E402  (the checkout
 log = logging.getLogger("cluster")
 REPO = HERE.parent.parent
 START_ORDER = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "minio", "node-agent"]
-# NODE=real instead of node-agent (real_node.py; kube-router enforces NetworkPolicy: network_policy.py)
+# The real node (the default: real_node.py; kube-router enforces NetworkPolicy: network_policy.py), or
+# with NODE=agent the node agent that runs pods as host processes (e2e/README.md says what still needs it).
 REAL_NODE = ["containerd", "kubelet", "kube-proxy", "kube-router"]
+DEFAULT_NODE = "real"
 
 
 def components_of(layout: c.Layout) -> list[str]:
@@ -66,7 +68,7 @@ def free_port() -> int:
 
 def load_layout(state: Path, node: str | None = None) -> c.Layout:
     """The layout of the cluster in `state`; ports are chosen once and then kept. `node` (agent or
-    real) is the one it was last brought up with unless given."""
+    real) is the one it was last brought up with unless given, and real for a new state dir."""
     versions = read_versions()
     cache = Path(os.environ.get("SPARKPOINT_CACHE", Path.home() / ".cache" / "sparkpoint"))
     saved = state / "cluster.json"
@@ -80,7 +82,7 @@ def load_layout(state: Path, node: str | None = None) -> c.Layout:
         state=state, repo=REPO, ports=ports,
         k8s_bin=cache / f"k8s-{versions['KUBERNETES_VERSION']}" / "bin",
         etcd_bin=cache / f"etcd-{versions['ETCD_VERSION']}" / "bin",
-        node=node or "agent",
+        node=node or DEFAULT_NODE,
     )
     if layout.node == "real":
         import real_node

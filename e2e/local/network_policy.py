@@ -1,4 +1,4 @@
-"""The real node's NetworkPolicy engine (NODE=real): kube-router's network-policy controller, and only
+"""The real node's NetworkPolicy engine (the default node): kube-router's network-policy controller, and only
 it (no routing, no service proxy, no CNI: the bridge plugin and kube-proxy do those). `cluster.py up`
 starts it after the kubelet and waits for its first sync; `down` stops it and removes the iptables
 chains and ipsets it made, which outlive it.

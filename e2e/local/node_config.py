@@ -1,4 +1,4 @@
-"""Pure descriptions of the real node (NODE=real): where its files live, the config files of
+"""Pure descriptions of the real node (the default node): where its files live, the config files of
 containerd, the CNI network, the kubelet and kube-proxy, and their command lines. No process is
 started here (see real_node.py).
 

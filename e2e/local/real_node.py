@@ -1,4 +1,4 @@
-"""The real node (NODE=real): containerd + runc, the kubelet and kube-proxy, started and stopped by
+"""The real node (the default node): containerd + runc, the kubelet and kube-proxy, started and stopped by
 cluster.py. The configs and command lines are in node_config.py; here is what touches the host:
 packages, sysctls, certificates, image imports, and the clean-up of containers on `down`.
 """
@@ -210,6 +210,10 @@ WaitFn = Callable[..., None]
 
 def start(layout: c.Layout, start_component: StartFn, wait_for: WaitFn, free_port: Callable[[], int]) -> None:
     """containerd, the images, the kubelet, kube-proxy. The caller waits for the Node to be Ready."""
+    if os.geteuid() != 0:
+        raise SystemExit("the real node (the default node) needs root: containerd, the kubelet and kube-proxy "
+                         "set sysctls, iptables chains and a bridge for the whole host. Run as root, or "
+                         "`NODE=agent make cluster-up` for the node agent (pods as host processes)")
     binaries = node_bin(layout)
     if not (binaries / "kubelet").exists():
         raise SystemExit(f"{binaries}/kubelet is missing: run e2e/local/build.sh first (make cluster-up does)")

@@ -53,7 +53,7 @@ def agent_node(core):
     """The node agent's own rules (loopback pod IPs, POD_IP, its log dir, the image-name rule); the real
     node's counterparts are in e2e/test_real_node.py."""
     if real_node(core):
-        pytest.skip("node agent behaviour; this cluster runs a real kubelet (NODE=real)")
+        pytest.skip("node agent behaviour; this cluster runs a real kubelet (the default; NODE=agent runs the agent)")
 
 
 def test_pods_get_loopback_addresses_and_their_output_is_kept(core, namespace, pods, agent_node):
