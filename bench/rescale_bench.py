@@ -163,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     parser.add_argument("--flink", action="store_true",
                         help="also Flink's stop-with-savepoint + restore at a new parallelism (bench/peers/flink_rescale.py)")
+    parser.add_argument("--small", action="store_true", help="a quick pass: 6000 keys (make bench's --small)")
     args = parser.parse_args(argv)
+    if args.small:
+        args.keys = min(args.keys, 6000)
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-rescale-bench-"))
     server = MinioServer().start()
     try:
