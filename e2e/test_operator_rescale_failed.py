@@ -17,8 +17,8 @@ from sparkpoint.runtime.checkpoint.catalog import latest_checkpoint
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 
-ROWS, KEYS, WINDOW, WATERMARK, TOTAL = 100, 40, 5, 2, 80
-BEFORE = 10  # committed batches before the rescale: state in every key's window, output on both sides
+ROWS, KEYS, WINDOW, WATERMARK, TOTAL = 100, 40, 5, 2, 30
+BEFORE = 8  # committed batches before the rescale: state in every key's window, output on both sides
 
 
 def state_partitions(manifest) -> set[int]:
