@@ -26,8 +26,8 @@ from harness.runtime_job import WindowedJob, canonical
 from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 
-ROWS, KEYS, WINDOW, WATERMARK, TOTAL = 100, 40, 5, 2, 80
-BEFORE = 10  # committed batches before the rescale
+ROWS, KEYS, WINDOW, WATERMARK, TOTAL = 100, 40, 5, 2, 30
+BEFORE = 6  # committed batches before the rescale
 
 
 @pytest.mark.slow
@@ -65,8 +65,11 @@ def test_rescale_executors_1_to_2_keeps_checkpoints_and_output_exactly_once(api_
             "RescaleFailed", "UpgradeFailed", "UpgradeTimeout"), st["lastFailure"]
         assert st.get("lastRescale") is None, st["lastRescale"]  # executors changed, partitions did not
         new = st["attempt"]
+        # At least two: under a loaded API server Spark's pod creation can time out after the pod was
+        # made, and its retry then runs one more than asked (seen here: 3 for instances 2).
         wait_for("two executors of the new attempt running", lambda: len(
-            _running(_executors(core, namespace, attempt=new))) == 2, timeout=300, interval=1.0)
+            _running(_executors(core, namespace, attempt=new))) >= 2, timeout=300, interval=1.0)
+        running = len(_running(_executors(core, namespace, attempt=new)))
         wait_for("the old attempt's executor gone", lambda: not _executors(core, namespace, attempt=attempt),
                  timeout=180, interval=1.0)
         spec = jobs.get("scaled")["spec"]["spark"]["executors"]
@@ -83,7 +86,7 @@ def test_rescale_executors_1_to_2_keeps_checkpoints_and_output_exactly_once(api_
         got = canonical(read_committed(store, JobRef(namespace, "scaled")))
         assert got == want, (f"missing {sum((want - got).values())}, extra {sum((got - want).values())} "
                              f"of {sum(want.values())} rows")
-        print(f"\nexecutors 1 -> 2: rescaled at batch {before}, new attempt {new} checkpointing after "
+        print(f"\nexecutors 1 -> 2 ({running} running): rescaled at batch {before}, new attempt {new} checkpointing after "
               f"{rescaled_s:.0f}s; {time.monotonic() - t0:.0f}s in all ({_image()})", flush=True)
     finally:
         shutil.rmtree(hot, ignore_errors=True)
