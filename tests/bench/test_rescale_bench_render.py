@@ -17,6 +17,7 @@ MIB = 1024 * 1024
 def flink_run(tag: str, savepoint_s: float, running: float | None, first_mib: int | None) -> dict:
     return {"tag": tag, "savepoint": {"path": f"s3://b/{tag}", "seconds": savepoint_s},
             "process_to_running_seconds": running, "tasks_running_seconds": running and running - 9,
+            "submitted_seconds": running and running - 20,
             "first_checkpoint": first_mib and {"fullSize": first_mib * MIB, "durationMs": 2500}}
 
 
@@ -25,8 +26,8 @@ def test_each_restore_row_pairs_the_stop_before_it_with_the_restore():
                                                       flink_run("p6", 3.5, 42.0, None)]}
     lines = rescale_bench.render_flink(r)
     rows = [line for line in lines if line.startswith("| parallelism")]
-    assert rows == ["| parallelism 4 -> 2 | 1.50 s | 31.0 s (from the job's submission: 22.0 s) | 12, 2.50 |",
-                    "| parallelism 2 -> 6 | 2.50 s | 42.0 s (from the job's submission: 33.0 s) | - |"]
+    assert rows == ["| parallelism 4 -> 2 | 1.50 s | 31.0 s (from the job's submission: 11.0 s) | 12, 2.50 |",
+                    "| parallelism 2 -> 6 | 2.50 s | 42.0 s (from the job's submission: 11.0 s) | - |"]
     assert "load average 3.0" in lines[1] and "4.5" in lines[1]
 
 
