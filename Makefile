@@ -11,7 +11,7 @@ export SPARKPOINT_CACHE := $(CACHE)
 # $(MAKE) even under `make -n`, so a dry run of `test` would run the whole test suite.
 SUBMAKE = $(MAKE) --no-print-directory
 
-.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers soak cluster-up cluster-down e2e e2e-full e2e-kind e2e-kind-down chaos monitor operator clean image test-image
+.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers bench-rescale soak cluster-up cluster-down e2e e2e-full e2e-kind e2e-kind-down chaos monitor operator clean image test-image
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -19,7 +19,7 @@ help:
 	@echo "make test    set up everything and run the tests (what CI runs: slow scenarios in sample)"
 	@echo "make test-unit   the pure tests only (no MinIO, Java or cluster): the edit-test loop"
 	@echo "make test-full   the same with every slow scenario (store outages, all operator e2e scenarios)"
-	@echo "make bench   run the benchmarks, write docs/benchmarks.md (make bench-operator: only the operator load one)"
+	@echo "make bench   run the benchmarks, write docs/benchmarks.md (make bench-operator, bench-rescale: only that one)"
 	@echo "make soak    long fault-injection run, write docs/reliability.md"
 	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster (a real node: kubelet + containerd) and the e2e suite; NODE=agent: the node agent"
 	@echo "make e2e-kind / e2e-kind-down   the same suite on kind with podman (e2e/kind/README.md)"
@@ -138,6 +138,11 @@ bench-peers: venv minio java
 # on the local cluster against stand-in runtimes; writes its section of docs/benchmarks.md.
 bench-operator: venv minio
 	$(PY) bench/operator_bench.py
+
+# Only the rescale benchmark (also part of `make bench`): Spark's state repartition beside Flink's
+# stop-with-savepoint + restore at a new parallelism; KEYS=600000 for ~1 GB of state.
+bench-rescale: venv minio java
+	$(PY) bench/rescale_bench.py --flink $(if $(KEYS),--keys $(KEYS))
 
 soak: venv minio java
 	$(PY) -m pytest -q tests/runtime/test_fault_injection.py --soak

@@ -9,6 +9,7 @@ with input after the restore (JVM start included).
 
     python bench/rescale_bench.py                 # ~100 MiB checkpoint, updates docs/benchmarks.md
     python bench/rescale_bench.py --keys 600000   # ~1 GiB
+    python bench/rescale_bench.py --flink         # and Flink's stop-with-savepoint + restore at 4 -> 2 -> 6
 """
 
 from __future__ import annotations
@@ -82,7 +83,18 @@ def run(args: argparse.Namespace, base: Path, env: dict[str, str]) -> dict[str, 
         print(f"start with {partitions} partitions ({tag})", flush=True)
         runs.append(start(job, base, store, env, tag, partitions, runs[-1]["committed"] + 3))
         print(json.dumps(runs[-1]), flush=True)
-    return {"keys": args.keys, "rows_per_batch": rows, "runs": runs}
+    result: dict[str, Any] = {"keys": args.keys, "rows_per_batch": rows, "runs": runs, "load": [os.getloadavg()[0]]}
+    if args.flink:  # the same keys and payload, the same MinIO, right after: side by side in one run
+        from peers import flink, flink_rescale
+
+        why = flink.unavailable()
+        if why:
+            result["flink_skipped"] = why
+        else:
+            print("Flink: grow at parallelism 4, stop with a savepoint, restore at 2, then 6", flush=True)
+            result["flink"] = flink_rescale.run(base, env, env["SPARKPOINT_S3_ENDPOINT"], BUCKET, args.keys, PAYLOAD)
+    result["load"].append(os.getloadavg()[0])
+    return result
 
 
 def render(r: dict[str, Any]) -> str:
@@ -111,8 +123,39 @@ def render(r: dict[str, Any]) -> str:
     lines += ["", "The last row is the baseline: the same restart without a rescale. A rescale adds Spark's "
               "repartition (it reads every state row of the restored version and writes them into the new "
               "partitions as batch N+1) and one checkpoint of the rewritten state, which shares no file with the "
-              "one before it.", END]
+              "one before it."]
+    lines += [*render_flink(r), END]
     return "\n".join(lines)
+
+
+def render_flink(r: dict[str, Any]) -> list[str]:
+    """Flink's rescale path beside Sparkpoint's, from the same run (bench/peers/flink_rescale.py)."""
+    if "flink_skipped" in r:
+        return ["", f"Flink: not run ({r['flink_skipped']})."]
+    if not r.get("flink"):
+        return []
+    lines = ["", f"Flink 2.2 (PyFlink MiniCluster, RocksDB, incremental checkpoints to the same MinIO), the same "
+             f"{r['keys']} keys x {PAYLOAD} B in keyed state (a GROUP BY per key), right after the runs above "
+             f"(load average {r['load'][0]:.1f} before the Spark runs, {r['load'][1]:.1f} after Flink's):", "",
+             "| step | stop-with-savepoint before it | process start -> every task RUNNING (state restored and "
+             "redistributed) | first checkpoint at the new parallelism (MiB, s) |", "| --- | --- | --- | --- |"]
+    prev = None
+    for run_ in r["flink"]:
+        if prev is not None:
+            ck = run_["first_checkpoint"]
+            first = f"{ck['fullSize'] / MIB:.0f}, {ck['durationMs'] / 1000:.2f}" if ck else "-"
+            lines.append(f"| parallelism {prev['tag'][1:]} -> {run_['tag'][1:]} | {prev['savepoint']['seconds']:.2f} s "
+                         f"| {run_['process_to_running_seconds']} s (from the job's submission: "
+                         f"{submit_to_running(run_)}) | {first} |")
+        prev = run_
+    return lines
+
+
+def submit_to_running(run_: dict[str, Any]) -> str:
+    """flink_job.py times both events from the start of its SQL statements: the difference is the
+    job's submission to every task RUNNING (state restored and redistributed)."""
+    running, submitted = run_.get("tasks_running_seconds"), run_.get("submitted_seconds")
+    return f"{running - submitted:.1f} s" if running is not None and submitted is not None else "-"
 
 
 def _pyspark() -> str:
@@ -125,7 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=60000, help="state keys (60000: ~100 MiB checkpoint)")
     parser.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
+    parser.add_argument("--flink", action="store_true",
+                        help="also Flink's stop-with-savepoint + restore at a new parallelism (bench/peers/flink_rescale.py)")
+    parser.add_argument("--small", action="store_true", help="a quick pass: 6000 keys (make bench's --small)")
     args = parser.parse_args(argv)
+    if args.small:
+        args.keys = min(args.keys, 6000)
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-rescale-bench-"))
     server = MinioServer().start()
     try:

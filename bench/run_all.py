@@ -18,7 +18,10 @@ HERE = Path(__file__).resolve().parent
 # peer_bench.py: Sparkpoint vs vanilla Spark on s3a, Flink and the floor (fetches its peers on first use),
 # then recovery after a kill, key churn and bucket bytes with GC (--small: tiny state, 1.5 min of GC;
 # 1 GB / 4 GB churn only by hand: python bench/peer_bench.py --full --sizes 100m,1g,4g).
-BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py"]
+# rescale_bench.py: Spark's repartition at 4 -> 2 -> 6 partitions beside Flink's stop-with-savepoint + restore
+# at a new parallelism (~100 MiB of state; 1 GB by hand: python bench/rescale_bench.py --keys 600000 --flink).
+BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py", "rescale_bench.py"]
+EXTRA = {"rescale_bench.py": ["--flink"]}
 
 
 def main(argv: list[str]) -> int:
@@ -28,7 +31,7 @@ def main(argv: list[str]) -> int:
     for name in [b for b in BENCHES if b in only]:
         started = time.monotonic()
         print(f"== {name}{' (small)' if small else ''}", flush=True)
-        code = subprocess.call([sys.executable, str(HERE / name), *(["--small"] if small else [])])
+        code = subprocess.call([sys.executable, str(HERE / name), *(["--small"] if small else []), *EXTRA.get(name, [])])
         print(f"== {name}: exit {code} after {time.monotonic() - started:.0f}s", flush=True)
         if code:
             failed.append(name)

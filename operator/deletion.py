@@ -1,6 +1,6 @@
 """Deleting a StreamingJob (kopf's finalizer): drain the job (its final checkpoint), then apply
-gc.onDelete. The decisions are finalize.py's (pure); this does their I/O. It always finishes:
-finalize.py says how.
+gc.onDelete, then remove its directory from a shared hot volume. The decisions are finalize.py's
+and hot_cleanup.py's (pure); this does their I/O. It always finishes: those modules say how.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, finalize, store_view
+from . import builders, finalize, hot_cleanup, store_view
+from .checkpoints import parse_time
 from .kube import Kube
 from .metrics import OperatorMetrics
 from .observe import pod_observation
@@ -64,6 +65,8 @@ class JobDeletion:
             raise Draining(f"waiting for {step.pods_left} pod(s) of {ns}/{name} to stop")
         if job.spec is not None and job.spec.gc.on_delete == "delete":
             await self.delete_job_data(job, job.spec, tracking.delete_data_since, now)
+        if hot_cleanup.needs_cleanup(job.spec):
+            await self.clean_hot_volume(job, now)
         self.metrics.job_phase(ns, name, None)
         self.store.forget_job((ns, name))
 
@@ -92,3 +95,30 @@ class JobDeletion:
         message = f"gc.onDelete is delete, but {why}: the job's data was left in {where}"
         self.post_event(job.body, "Warning", "DataNotDeleted", message)
         log.warning(message, extra={"job": f"{ns}/{name}"})
+
+    async def clean_hot_volume(self, job: StreamingJob, now: float) -> None:
+        """Remove <namespace>/<job>/<uid> from checkpoint.hotVolume with a pod of the job's image
+        (hot_cleanup.py). Raises Draining while it must wait; a cleanup that fails or times out
+        leaves the directory with a Warning Event naming it."""
+        ns, name, spec = job.meta.namespace, job.meta.name, job.spec
+        assert spec is not None and spec.checkpoint.hot_volume is not None
+        pod_name = hot_cleanup.cleanup_pod_name(job.meta.ref)
+        pod = await self.kube.get_pod(ns, pod_name)
+        phase = ((pod.get("status") or {}).get("phase") or "Pending") if pod is not None else None
+        executors = len(await self.kube.executor_pods(ns, name)) if pod is None else 0
+        since = parse_time((job.body.get("metadata") or {}).get("deletionTimestamp"))
+        step = hot_cleanup.cleanup_step(executors, phase, since, now)
+        if step.next == "create":
+            await self.kube.create(hot_cleanup.build_cleanup_pod(job.meta.ref, spec))
+        if step.next in ("create", "wait", "wait-executors"):
+            what = f"{executors} executor pod(s) to go" if step.next == "wait-executors" else "the cleanup pod"
+            raise Draining(f"removing {ns}/{name}'s directory from its hot volume: waiting for {what}", delay=3.0)
+        where = f"{ns}/{name}/{job.meta.uid} on {spec.checkpoint.hot_volume.describe()}"
+        if step.next == "give-up":
+            message = f"{step.why}: the job's work directory {where} was left"
+            self.post_event(job.body, "Warning", "HotVolumeNotCleaned", message)
+            log.warning(message, extra={"job": f"{ns}/{name}"})
+        else:
+            log.info("work directory removed from the hot volume", extra={"job": f"{ns}/{name}", "dir": where})
+        if pod is not None:
+            await self.kube.delete_pod(ns, pod_name)

@@ -102,6 +102,12 @@ class Kube:
                                _preload_content=False)
         return resp.get("items", [])
 
+    async def executor_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        """The executor pods Spark started for any attempt of the job (terminating ones included)."""
+        resp = await self._run(self.core.list_namespaced_pod, namespace,
+                               label_selector=f"{API_GROUP}/job={name},spark-role=executor", _preload_content=False)
+        return resp.get("items", [])
+
     async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         """The Secret's keys decoded; the values go to open_store only (never logged)."""
         resp = await self._run(self.core.read_namespaced_secret, name, namespace, _preload_content=False)

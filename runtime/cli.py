@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "sparkpoint.runtime.cli_run",
     "sparkpoint.runtime.cli_executor",
     "sparkpoint.runtime.cli_history",
+    "sparkpoint.runtime.cli_hot_volume",
 ]
 
 

@@ -120,3 +120,9 @@ class HotVolume(SpecModel):
     def volume_source(self) -> dict[str, Any]:
         """The pod's volume entry without its name: {"persistentVolumeClaim": {...}} or {"hostPath": {...}}."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    def describe(self) -> str:
+        """"claim NAME" or "hostPath PATH", for messages."""
+        if self.persistent_volume_claim is not None:
+            return f"claim {self.persistent_volume_claim.claim_name}"
+        return f"hostPath {self.host_path.path}" if self.host_path else "?"

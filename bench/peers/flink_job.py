@@ -95,6 +95,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--restore-from", default="", help="a retained checkpoint (.../chk-N) to start from")
     p.add_argument("--query", choices=["windowed", "churn"], default="windowed")
     p.add_argument("--trigger-ms", type=int, default=1000, help="churn: one batch of --rows rows per period")
+    p.add_argument("--stop-with-savepoint", default="",
+                   help="at the end, stop the job with a savepoint into this directory (Flink's rescale path)")
+    p.add_argument("--restored-only", action="store_true",
+                   help="with --restore-from: end once every task runs and --checkpoints more completed")
     args = p.parse_args(argv)
     churn = args.query == "churn"
     port = free_port()
@@ -153,7 +157,7 @@ def main(argv: list[str]) -> int:
     job_id = str(result.get_job_client().get_job_id())
     print(json.dumps({"event": "started", "job": job_id, "seconds": round(time.monotonic() - started, 2)}), flush=True)
     deadline = time.monotonic() + args.timeout
-    running_since = None
+    running_since = tasks_running = None
     # churn: every key row the aggregation is to read (fill: each key once; then `rows` per batch).
     expected, all_in_at = args.keys + args.rows * (args.batches - 1), None
     while time.monotonic() < deadline:
@@ -176,7 +180,15 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"event": "progress", "ts": round(time.time(), 3), "state": job["state"],
                           "records": records, "completed": counts.get("completed", 0),
                           "restored": counts.get("restored", 0), "failed": counts.get("failed", 0)}), flush=True)
-        if churn:
+        if tasks_running is None and job["state"] == "RUNNING" and all(
+                v.get("status") == "RUNNING" for v in job["vertices"]):  # state restored (INITIALIZING is over)
+            tasks_running = time.monotonic()
+            print(json.dumps({"event": "tasks_running", "seconds": round(tasks_running - started, 2),
+                              "ts": round(time.time(), 3)}), flush=True)
+        if args.restored_only:
+            if tasks_running is not None and counts.get("completed", 0) >= args.checkpoints:
+                break
+        elif churn:
             if all_in_at is None and records >= expected:
                 all_in_at = time.time()
             latest = ((cps.get("latest") or {}).get("completed") or {}).get("trigger_timestamp", 0) / 1000
@@ -210,8 +222,32 @@ def main(argv: list[str]) -> int:
     print(json.dumps({"event": "finished", "rows": rows, "state": job["state"], "seconds": round(elapsed, 2),
                       "rows_per_s": rows / elapsed if elapsed > 0 else 0,
                       "completed": len([h for h in history if h["status"] == "COMPLETED"])}), flush=True)
-    result.get_job_client().cancel()
+    if args.stop_with_savepoint:
+        print(json.dumps({"event": "savepoint", **stop_with_savepoint(port, job_id, args.stop_with_savepoint)}),
+              flush=True)
+    else:
+        result.get_job_client().cancel()
     return 0
+
+
+def stop_with_savepoint(port: int, job_id: str, target: str, timeout: float = 3600) -> dict:
+    """POST /jobs/<id>/stop (no drain: the state stays for the restore), then follow the trigger to
+    its end. The savepoint's path and how long the stop took."""
+    t0 = time.monotonic()
+    body = json.dumps({"targetDirectory": target, "drain": False}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/jobs/{job_id}/stop", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        trigger = json.loads(resp.read())["request-id"]
+    while time.monotonic() - t0 < timeout:
+        status = rest(port, f"/jobs/{job_id}/savepoints/{trigger}")
+        if status["status"]["id"] == "COMPLETED":
+            op = status.get("operation") or {}
+            if "failure-cause" in op:
+                raise RuntimeError(f"stop-with-savepoint failed: {str(op['failure-cause'])[:500]}")
+            return {"path": op["location"], "seconds": round(time.monotonic() - t0, 2)}
+        time.sleep(0.2)
+    raise RuntimeError(f"stop-with-savepoint not done after {timeout:g}s")
 
 
 def _windowed(env, t_env, args: argparse.Namespace):  # type: ignore[no-untyped-def]

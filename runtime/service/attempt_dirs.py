@@ -52,19 +52,26 @@ def older_attempt_dirs(work_dir: Path) -> list[Path]:
     return [path for _, path in sorted(older)]
 
 
+def remove_tree(path: Path) -> list[str]:
+    """rmtree that never raises (a directory, never a symlink's target: rmtree refuses a symlink);
+    returns the errors other than files that vanished meanwhile (a zombie removed them itself)."""
+    errors: list[str] = []
+
+    def note(_func: object, failed_path: str, exc_info: tuple) -> None:
+        if not isinstance(exc_info[1], FileNotFoundError):
+            errors.append(f"{failed_path}: {exc_info[1]}")
+
+    shutil.rmtree(path, onerror=note)  # (Python 3.11: no onexc yet)
+    return errors
+
+
 def remove_older_attempt_dirs(work_dir: Path) -> list[str]:
     """Delete the work dirs of older attempts (call only once this attempt holds the store's fence).
     Returns the names removed completely; what could not be removed is logged and left."""
     removed: list[str] = []
     left: list[dict[str, object]] = []
     for path in older_attempt_dirs(work_dir):
-        errors: list[str] = []
-
-        def note(_func: object, failed_path: str, exc_info: tuple, errors: list[str] = errors) -> None:
-            if not isinstance(exc_info[1], FileNotFoundError):  # (a file a zombie removed itself)
-                errors.append(f"{failed_path}: {exc_info[1]}")
-
-        shutil.rmtree(path, onerror=note)  # (Python 3.11: no onexc yet)
+        errors = remove_tree(path)
         if errors or path.exists():  # a zombie executor wrote into it meanwhile
             left.append({"dir": path.name, "errors": errors[:3]})
         else:

@@ -33,7 +33,7 @@ from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budg
 from sparkpoint.runtime.sink.upsert import UpsertSink
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
 
-from . import attempt_dirs, faults, hotdir
+from . import attempt_dirs, faults, hotdir, job_dirs
 from .checkpointing import CheckpointPipeline
 from .event_log import EventLogUploader, event_log_conf
 from .metrics import RuntimeMetrics
@@ -164,6 +164,7 @@ class JobRuntime:
                                                                                   "reason": str(exc)})
                 return EXIT_OK
             attempt_dirs.remove_older_attempt_dirs(self.work_dir)  # a shared hot volume's old attempts (§9)
+            job_dirs.remove_other_incarnations(self.work_dir)  # ...and deleted jobs of the same name
             self.metrics.attempt.set(self.attempt)
             self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
             log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})

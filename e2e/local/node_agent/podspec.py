@@ -131,6 +131,25 @@ class Mount:
     read_only: bool
 
 
+TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
+MESSAGE_LIMIT = 4096  # bytes of a termination message the kubelet keeps
+
+
+def termination_mount(container: dict, source: Path) -> Mount:
+    """The container's terminationMessagePath bound to a file of the pod's own, as the kubelet
+    does: what the process writes there becomes state.terminated.message."""
+    return Mount(source, container.get("terminationMessagePath") or TERMINATION_LOG, False)
+
+
+def termination_message(source: Path) -> str:
+    """What the container left in its termination message file (at most MESSAGE_LIMIT bytes)."""
+    try:
+        with open(source, "rb") as f:
+            return f.read(MESSAGE_LIMIT).decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
 def mounts_for(container: dict, volume_dirs: dict[str, Path]) -> list[Mount]:
     """Bind mounts for the container's volumeMounts, parents before children."""
     mounts = []

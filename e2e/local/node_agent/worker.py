@@ -138,6 +138,10 @@ class PodWorker(threading.Thread):
         base = dict(self.ctx.base_env, HOSTNAME=self.pod_name, POD_IP=self.pod_ip)
         log_file = self.log_root / record.name / f"{record.restart_count}.log"
         pid_file = self.dir / "containers" / f"{record.name}.pid"
+        message_file = self.termination_file(record.name)
+        message_file.parent.mkdir(parents=True, exist_ok=True)
+        message_file.write_bytes(b"")  # each run starts with an empty message, as with the kubelet
+        message_file.chmod(0o666)  # an image's own user writes it
         try:
             if self.ctx.images is not None and image_mode.is_local_image(spec.get("image", "")):
                 argv, env, view, probe_view = self.image_container(record, spec, pod, base)
@@ -147,6 +151,7 @@ class PodWorker(threading.Thread):
                                             lambda p: shutil.which(p, path=env.get("PATH")))
                 mounts, hidden = podspec.split_shadowing(podspec.mounts_for(spec, self.volume_dirs or {}),
                                                          [Path(self.ctx.venv_bin).resolve(), self.dir.resolve()])
+                mounts.append(podspec.termination_mount(spec, message_file))
                 if any(m.target.rstrip("/") == "/tmp" for m in hidden):
                     env["TMPDIR"] = str(next(m.source for m in hidden if m.target.rstrip("/") == "/tmp"))
                 working_dir = spec.get("workingDir") or str(self.dir)
@@ -171,6 +176,9 @@ class PodWorker(threading.Thread):
                 trackers[record.name] = ProbeTracker(probe, started)
         self.ctx_log("container started", container=record.name, pid=process.pid, argv=argv[:3])
 
+    def termination_file(self, container: str) -> Path:
+        return self.dir / "termination" / container
+
     def image_container(self, record: st.ContainerRecord, spec: dict, pod: dict, base: dict[str, str]):
         """argv, env and views of a container that runs in its locally built image (image_mode)."""
         images = self.ctx.images
@@ -186,7 +194,10 @@ class PodWorker(threading.Thread):
         argv = [podspec.expand(part, env) for part in image_mode.container_argv(spec, config)]
         if not argv:
             raise podspec.ConfigError("CreateContainerConfigError", "no command specified")
-        mounts = podspec.mounts_for(spec, self.volume_dirs or {})
+        message = podspec.termination_mount(spec, self.termination_file(record.name))
+        if message.target.startswith("/dev/"):  # /dev is the host's (rbind): the mount point must exist there
+            Path(message.target).touch(exist_ok=True)
+        mounts = [*podspec.mounts_for(spec, self.volume_dirs or {}), message]
         working_dir = spec.get("workingDir") or config.working_dir
         layer = self.dir / "layers" / record.name
         shutil.rmtree(layer, ignore_errors=True)  # each start gets a fresh writable layer
@@ -202,7 +213,8 @@ class PodWorker(threading.Thread):
         if code is None:
             return
         del self.processes[record.name]
-        record.terminated = st.Terminated(code, st.exit_reason(code), record.running_since or now_iso(), now_iso())
+        record.terminated = st.Terminated(code, st.exit_reason(code), record.running_since or now_iso(), now_iso(),
+                                          podspec.termination_message(self.termination_file(record.name)))
         record.running_since, record.ready = None, False
         self.ctx_log("container exited", container=record.name, exit_code=code)
         is_init = any(r is record for r in self.init)

@@ -148,3 +148,23 @@ def test_log_files_pick_the_pod_uid_and_order_runs_numerically(tmp_path: Path):
     assert [f.stem for f in log_files(tmp_path, "ns", "p", "main", "old")] == ["0"]
     assert log_files(tmp_path, "ns", "other", "main", None) == []
     assert tail(b"a\nb\nc\n", 2) == b"b\nc\n" and tail(b"a\n", None) == b"a\n" and tail(b"a\n", 0) == b""
+
+
+def test_the_termination_message_file_is_bound_at_the_containers_path_and_read_back(tmp_path):
+    """As the kubelet: terminationMessagePath (default /dev/termination-log) is a file of the pod's
+    own inside the container; what the process wrote there becomes state.terminated.message, cut at
+    4096 bytes; a container that wrote nothing has no message."""
+    from podspec import MESSAGE_LIMIT, termination_message, termination_mount
+
+    source = tmp_path / "termination" / "runtime"
+    source.parent.mkdir()
+    assert termination_mount({"name": "runtime"}, source).target == "/dev/termination-log"
+    assert termination_mount({"terminationMessagePath": "/tmp/why"}, source).target == "/tmp/why"
+    assert termination_message(source) == ""  # not even created
+    source.write_text('{"rescaleFailed": {"from": 2, "to": 4}}')
+    message = termination_message(source)
+    assert message == '{"rescaleFailed": {"from": 2, "to": 4}}'
+    assert Terminated(4, "Error", T0, T1, message).to_api()["terminated"]["message"] == message
+    source.write_bytes(b"x" * (MESSAGE_LIMIT + 100))
+    assert len(termination_message(source)) == MESSAGE_LIMIT
+    assert "message" not in Terminated(0, "Completed", T0, T1, "").to_api()["terminated"]

@@ -1,0 +1,85 @@
+"""A deleted job's directory on its shared hot volume, removed by the finalizer (docs/design.md §9). Pure.
+
+The operator does not mount job volumes, so once a deleted job's runtime pods are gone
+(deletion.py), and its executors too (they go with the driver pod that owns them), it runs one pod
+of the job's image with the hot volume mounted: `sparkpoint hot-volume remove-job` deletes exactly
+`<namespace>/<job>/<uid>` of this StreamingJob's uid (runtime/service/job_dirs.py). Nothing can
+read that directory again: the job is gone, and a job created later under its name gets a new uid.
+Kubernetes' own garbage collection cannot do it (it deletes objects, not files on a volume), nor can
+the job's GC sidecar (it dies with the job's pod), so it is a step of the finalizer the job has
+anyway. It must always finish: a cleanup that fails, or does not end within CLEANUP_FOR, leaves
+the directory with a Warning Event naming it, and the next job of the same name removes it
+(job_dirs.remove_other_incarnations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sparkpoint.runtime.config import JobSpec
+
+from .builders import (
+    HOT_DIR,
+    TMP_DIR,
+    JobRef,
+    _meta,
+    container_security_context,
+    hot_volume_source,
+    pod_security_context,
+)
+
+CLEANUP_FOR = 300.0  # seconds from the deletion's start; then the directory is left (Event)
+COMPONENT = "hot-cleanup"
+
+
+def cleanup_pod_name(job: JobRef) -> str:
+    # Attempt pods are <job>-<number> and executors <job>-<number>-exec-<n>: never this name.
+    return f"{job.name}-hot-cleanup"
+
+
+def needs_cleanup(spec: JobSpec | None) -> bool:
+    return spec is not None and spec.checkpoint.hot_volume is not None
+
+
+def build_cleanup_pod(job: JobRef, spec: JobSpec) -> dict[str, Any]:
+    """Runs once (restartPolicy Never), Pod Security restricted like the job's pods, no token."""
+    container = {
+        "name": "cleanup",
+        "image": spec.image,
+        "command": ["sparkpoint", "hot-volume", "remove-job", "--root", HOT_DIR, "--namespace", job.namespace,
+                    "--job", job.name, "--uid", job.uid, "--json"],
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": container_security_context(),
+        "volumeMounts": [{"name": "hot", "mountPath": HOT_DIR}, {"name": "tmp", "mountPath": TMP_DIR}],
+    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(job, cleanup_pod_name(job), COMPONENT),
+            "spec": {"restartPolicy": "Never", "containers": [container], "automountServiceAccountToken": False,
+                     "securityContext": pod_security_context(),
+                     "volumes": [{"name": "hot", **hot_volume_source(spec)}, {"name": "tmp", "emptyDir": {}}]}}
+
+
+Next = Literal["wait-executors", "create", "wait", "done", "give-up"]
+
+
+@dataclass(frozen=True)
+class CleanupStep:
+    next: Next
+    why: str = ""
+
+
+def cleanup_step(executors_left: int, pod_phase: str | None, deleting_since: float | None, now: float) -> CleanupStep:
+    """What the finalizer does about the hot volume this round. pod_phase: the cleanup pod's phase,
+    None while there is none. deleting_since: the StreamingJob's deletionTimestamp."""
+    late = deleting_since is not None and now - deleting_since > CLEANUP_FOR
+    if pod_phase == "Succeeded":
+        return CleanupStep("done")
+    if pod_phase == "Failed":
+        return CleanupStep("give-up", "the cleanup pod failed (its log names what stayed)")
+    if late:
+        return CleanupStep("give-up", f"the cleanup did not finish within {CLEANUP_FOR:g}s of the deletion")
+    if pod_phase is not None:
+        return CleanupStep("wait")
+    if executors_left:  # an executor still running could write into the directory being removed
+        return CleanupStep("wait-executors")
+    return CleanupStep("create")
