@@ -97,8 +97,8 @@ class SinkSpec(SpecModel):
     # start with a letter, digit or '_', so no '.', '..' or empty segment (stores refuse such keys).
     path: Annotated[str, StringConstraints(pattern=SINK_PATH_PATTERN)] = "default"
     key_columns: list[Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=list)
-    # transactional: the files Spark's executors write per batch (JSON lines for small jobs whose
-    # readers want text); upsert and console ignore it.
+    # transactional, delta and upsert: the files Spark's executors write per batch (JSON lines for
+    # small jobs whose readers want text); console always prints JSON lines.
     format: Literal["parquet", "jsonl"] = "parquet"
 
     # The same rule for the API server (CEL), carried into the CRD by sparkpoint.operator.crd.

@@ -196,12 +196,13 @@ class JobRuntime:
         if r.source != "local":
             journal.reset()  # batches after the restored checkpoint will be re-run
         if sink_spec.kind == "console":
-            return ConsoleSink()
+            return ConsoleSink(self.work_dir / "console-staging")
         uid = self.opts.job_uid or job_uid(self.job)  # output entries name the job incarnation that wrote them
         sink: UpsertSink | TransactionalSink
         if sink_spec.kind == "upsert":
             sink = UpsertSink(store, self.job, attempt=self.attempt, path=sink_spec.path,
-                              key_columns=sink_spec.key_columns, incarnation=uid)
+                              key_columns=sink_spec.key_columns, incarnation=uid, fmt=sink_spec.format,
+                              staging_dir=self.work_dir / "upsert-staging")
         elif sink_spec.kind == "delta":  # also a Delta table at outputs/<path>/ (sink/delta.py)
             sink = DeltaSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
                              staged_budget_bytes=staged_budget_bytes(), incarnation=uid, env=self.store_env)

@@ -43,7 +43,7 @@ from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pe
 from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
 from .keys import commit_key, file_keys, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_entry
-from .upsert import upsert_files, visible_files
+from .upsert import needed_keys, upsert_attempt
 
 log = logging.getLogger("sparkpoint.gc")
 _AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_delta_log|staging|upserts)/")
@@ -112,10 +112,10 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                 result.keep(info, committed=True)
             continue
         if upserts := areas.get("upserts"):
-            needed_files |= _visible_upserts(store, upserts)
+            needed_files |= needed_keys(store, upserts)
 
         def collectable(info: ObjectInfo) -> bool:
-            attempt = staged_attempt(info.key) if "/staging/" in info.key else _upsert_attempt(info.key)
+            attempt = staged_attempt(info.key) if "/staging/" in info.key else upsert_attempt(info.key)
             young = info.last_modified >= now - grace_seconds
             if young or (attempt is not None and attempt >= newest_attempt):
                 result.kept_young_or_newest += 1
@@ -202,13 +202,3 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
 
 def _missing(entry_id: str) -> dict[str, Any]:
     raise OutputLineageError(f"commit entry {entry_id} named by a kept checkpoint is missing")
-
-
-def _visible_upserts(store: ObjectStore, infos: list[ObjectInfo]) -> set[str]:
-    files, restores = upsert_files(store, infos)
-    return set(visible_files(files, restores))
-
-
-def _upsert_attempt(key: str) -> int | None:
-    m = re.search(r"-a(\d+)\.jsonl$", key)
-    return int(m.group(1)) if m else None
