@@ -26,6 +26,7 @@ from sparkpoint.runtime.checkpoint import CheckpointWriter, FencedError, HashCac
 from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
+from sparkpoint.runtime.sink.compaction import compaction_settings
 from sparkpoint.runtime.sink.console import ConsoleSink
 from sparkpoint.runtime.sink.delta import DeltaSink
 from sparkpoint.runtime.sink.journal import SinkJournal
@@ -205,7 +206,8 @@ class JobRuntime:
                               staging_dir=self.work_dir / "upsert-staging")
         elif sink_spec.kind == "delta":  # also a Delta table at outputs/<path>/ (sink/delta.py)
             sink = DeltaSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
-                             staged_budget_bytes=staged_budget_bytes(), incarnation=uid, env=self.store_env)
+                             staged_budget_bytes=staged_budget_bytes(), incarnation=uid, env=self.store_env,
+                             compaction=compaction_settings(sink_spec.compaction))
         else:
             sink = TransactionalSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
                                      staged_budget_bytes=staged_budget_bytes(), incarnation=uid,
