@@ -20,7 +20,8 @@ HERE = Path(__file__).resolve().parent
 # 1 GB / 4 GB churn only by hand: python bench/peer_bench.py --full --sizes 100m,1g,4g).
 # rescale_bench.py: Spark's repartition at 4 -> 2 -> 6 partitions beside Flink's stop-with-savepoint + restore
 # at a new parallelism (~100 MiB of state; 1 GB by hand: python bench/rescale_bench.py --keys 600000 --flink).
-BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py", "rescale_bench.py"]
+BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py", "rescale_bench.py",
+           "gc_memory_bench.py"]
 EXTRA = {"rescale_bench.py": ["--flink"]}
 
 

@@ -98,8 +98,9 @@ class RuntimeProcess:
 
     def __init__(self, job_file: Path, work_dir: Path, log_path: Path, *, until_batch: int | None,
                  env: dict[str, str] | None = None, port: int = 0, full_upload: bool = False,
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), stdout_path: Path | None = None):
         self.job_file, self.work_dir, self.log_path = job_file, work_dir, log_path
+        self.stdout_path = stdout_path  # stdout apart from the log (the console sink's rows); else both in the log
         self.extra_args = extra_args  # more `sparkpoint run` flags (e.g. a longer --grace)
         self.until_batch, self.env, self.port = until_batch, env or {}, port
         self.full_upload = full_upload  # the benchmarks' non-incremental baseline (sparkpoint run --full-upload)
@@ -116,10 +117,13 @@ class RuntimeProcess:
         cmd += self.extra_args
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child owns it)
+        out = open(self.stdout_path, "ab") if self.stdout_path else None  # noqa: SIM115
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env={**os.environ, "TZ": "UTC", **self.env})
+        self.proc = subprocess.Popen(cmd, stdout=out or log, stderr=log if out else subprocess.STDOUT,
+                                     start_new_session=True, env={**os.environ, "TZ": "UTC", **self.env})
         log.close()
+        if out:
+            out.close()
         return self
 
     def alive(self) -> bool:

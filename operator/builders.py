@@ -215,6 +215,21 @@ def _with_ui(container: dict[str, Any]) -> None:
     container["env"].append({"name": SPARK_UI_PORT_ENV, "value": str(SPARK_UI_PORT)})
 
 
+# The GC sidecar's memory limit. Its output pass holds the readers' whole chain of commit entries (one
+# per checkpoint since the job began, not bounded by retention) and, for a delta sink, the table as
+# delta-rs loads it. bench/gc_memory_bench.py (docs/benchmarks.md, "GC sidecar memory"): a delta
+# sink's pass peaked at 144 MiB with 10,000 entries and files and 219 MiB with 30,000 (delta-rs alone:
+# 96 and 105 MiB), about 3.7 MiB per 1,000 more; the old 256Mi limit was reached near 40,000, under
+# five days of 10 s checkpoints. 768Mi holds about 170,000 (four weeks). The other kinds' passes hold
+# the chain (or the upsert markers) without delta-rs: 512Mi by the same slope, not measured on its own.
+GC_MEMORY_LIMIT = "512Mi"
+GC_MEMORY_LIMIT_DELTA = "768Mi"
+
+
+def gc_memory_limit(spec: JobSpec) -> str:
+    return GC_MEMORY_LIMIT_DELTA if spec.job.sink.kind == "delta" else GC_MEMORY_LIMIT
+
+
 def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
     gc = spec.gc
     return {
@@ -232,7 +247,7 @@ def gc_container(job: JobRef, spec: JobSpec) -> dict[str, Any]:
                     "--metrics-port", str(GC_METRICS_PORT), "--json"],
         "env": _common_env(job, spec, deletes=True),
         "ports": [{"name": "gc-metrics", "containerPort": GC_METRICS_PORT}],
-        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": gc_memory_limit(spec)}},
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "hot", "mountPath": HOT_DIR}, {"name": "gc-tmp", "mountPath": TMP_DIR},
                          {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True}],

@@ -24,8 +24,10 @@ NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout"
 # Keys written before upgradeMode joined NOT_UPGRADES hashed it too.
 _LEGACY_HASHED = ("upgradeMode",)
 # Fields added while keys hashed the whole spec with its defaults (an older key lacks them), and the
-# ones merged beside this change (spark.eventLog, gc.deltaRetention): a key of 4c58921 lacks those.
-_ADDED_TO_FULL_KEYS: tuple[tuple[str, ...], ...] = (("spark", "ui"), ("spark", "eventLog"), ("gc", "deltaRetention"))
+# ones merged beside this change (spark.eventLog, gc.deltaRetention): a key of 4c58921 lacks those;
+# job.sink.compaction (issue 27) is null unless set, and such keys lack it too.
+_ADDED_TO_FULL_KEYS: tuple[tuple[str, ...], ...] = (("spark", "ui"), ("spark", "eventLog"), ("gc", "deltaRetention"),
+                                                   ("job", "sink", "compaction"))
 
 # Keys per live JobSpec object: a job's loop decides on the same parsed spec round after round
 # (reconcile parses it again only when it changes), and dumping it each time cost CPU at 1,000 jobs.

@@ -46,8 +46,9 @@ def cmd_read(args: argparse.Namespace) -> int:
         print(json.dumps({**summary, "rows": list(rows)}))
         return 0
     batches = summary["batches"]
-    span = f"batches {batches[0]['batch']}..{batches[-1]['batch']}" if batches else "no batches"
-    print(f"# {job} output {args.path!r}: {len(batches)} committed ({span}), {summary['rows_committed']} rows, "
+    span = f"batches {batches[0]['batch']}..{batches[-1].get('lastBatch', batches[-1]['batch'])}" if batches else "no batches"
+    count = sum(int(b.get("batches", 1)) for b in batches)  # a compacted file holds several
+    print(f"# {job} output {args.path!r}: {count} committed ({span}), {summary['rows_committed']} rows, "
           f"head {summary['head']}", flush=True)
     for row in rows:
         print(json.dumps(row, sort_keys=True))
@@ -58,6 +59,7 @@ def cmd_files(args: argparse.Namespace) -> int:
     store, job = open_from_args(args)
     summary = _summary(store, job, args.path)
     emit(args, summary, lambda: "\n".join(
-        f"batch {b['batch']}: {b['rows']} rows, {b['format']}: {' '.join(b['keys'])}" for b in summary["batches"])
+        f"batch {b['batch']}{'..' + str(b['lastBatch']) if 'lastBatch' in b else ''}: {b['rows']} rows, "
+        f"{b['format']}: {' '.join(b['keys'])}" for b in summary["batches"])
         or "no committed output")
     return 0

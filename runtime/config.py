@@ -88,6 +88,21 @@ RESERVED_CONF = {
 DELTA_NEEDS_PARQUET = "format must be parquet when kind is delta (a Delta table's data files are Parquet)"
 
 
+COMPACTION_NEEDS_DELTA = "compaction applies only when kind is delta"
+
+
+class Compaction(SpecModel):
+    # A delta sink's small-file compaction, run by the runtime (the table's one fenced writer) after a
+    # checkpoint's publish, at most once per interval ("0s": after every checkpoint). It merges runs of
+    # consecutive files smaller than targetFileSize, of batches every retained checkpoint and savepoint
+    # shares, into files up to that size; a run of fewer than minFiles files stays. The small files go
+    # when no kept point needs them and spec.gc.deltaRetention has passed (docs/design.md §7).
+    enabled: bool = True
+    interval: Duration = "1h"
+    target_file_size: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN), *quantity_at_least("1Mi")] = "128Mi"
+    min_files: Annotated[int, Field(ge=2)] = 10
+
+
 class SinkSpec(SpecModel):
     # transactional: exactly-once, published with checkpoints; delta: the same, also committed to a
     # Delta Lake table at outputs/<path>/ (Parquet only); upsert: per batch, idempotent by key;
@@ -97,16 +112,21 @@ class SinkSpec(SpecModel):
     # start with a letter, digit or '_', so no '.', '..' or empty segment (stores refuse such keys).
     path: Annotated[str, StringConstraints(pattern=SINK_PATH_PATTERN)] = "default"
     key_columns: list[Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=list)
-    # transactional: the files Spark's executors write per batch (JSON lines for small jobs whose
-    # readers want text); upsert and console ignore it.
+    # transactional, delta and upsert: the files Spark's executors write per batch (JSON lines for
+    # small jobs whose readers want text); console always prints JSON lines.
     format: Literal["parquet", "jsonl"] = "parquet"
+    # delta only; unset: the defaults of Compaction (None keeps it out of the operator's job document
+    # and spec key for every other kind)
+    compaction: Compaction | None = None
 
     # The same rule for the API server (CEL), carried into the CRD by sparkpoint.operator.crd.
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
         "rule": "!has(self.kind) || self.kind != 'upsert' || (has(self.keyColumns) && size(self.keyColumns) > 0)",
         "message": "keyColumns must name at least one column when kind is upsert"}, {
         "rule": "!has(self.kind) || self.kind != 'delta' || !has(self.format) || self.format == 'parquet'",
-        "message": DELTA_NEEDS_PARQUET}]})
+        "message": DELTA_NEEDS_PARQUET}, {
+        "rule": "!has(self.compaction) || (has(self.kind) && self.kind == 'delta')",
+        "message": COMPACTION_NEEDS_DELTA}]})
 
     @model_validator(mode="after")
     def _upsert_needs_keys(self) -> SinkSpec:
@@ -114,6 +134,8 @@ class SinkSpec(SpecModel):
             raise ValueError("keyColumns must name at least one column when kind is upsert")
         if self.kind == "delta" and self.format != "parquet":
             raise ValueError(DELTA_NEEDS_PARQUET)
+        if self.kind != "delta" and self.compaction is not None:
+            raise ValueError(COMPACTION_NEEDS_DELTA)
         return self
 
 

@@ -73,6 +73,7 @@ class CheckpointPipeline:
         self.lineage, self.spark_version, self.state_provider = lineage, spark_version, state_provider
         self.last_checkpointed_batch = last_batch  # batch of the newest completed checkpoint
         self.latest: dict[str, Any] | None = None  # facts about the newest completed checkpoint
+        self._maintenance: threading.Thread | None = None  # the sink's compaction, one at a time
         shutil.rmtree(freeze_root, ignore_errors=True)  # leftovers of a killed attempt
         freeze_root.mkdir(parents=True, exist_ok=True)
 
@@ -139,6 +140,8 @@ class CheckpointPipeline:
         finally:
             self.writer.tickets.release(frozen.ticket)  # idempotent: begin released it unless it never ran
             shutil.rmtree(frozen.dir, ignore_errors=True)
+            if (release := getattr(self.sink, "release_checkpoint", None)) is not None:
+                release(frozen.extra)  # a delta sink's compaction may go past its batches now
         seconds = time.perf_counter() - t0
         m = self.metrics
         m.checkpoint_duration.labels("async").observe(seconds)
@@ -154,6 +157,33 @@ class CheckpointPipeline:
         self.latest = {"id": result.id, "batchId": frozen.result.batch_id,
                        "completed": result.manifest.completion_time.isoformat(), "bytes": result.bytes,
                        "newBytes": result.new_bytes}
+        self._maintain_sink()
+
+    def _maintain_sink(self) -> None:
+        """A delta sink's compaction, when due, on a thread of its own after the checkpoint completed,
+        so it never delays or fails one (a failure is logged and counted; the next interval tries
+        again). One at a time; the process may die in one: its records make that safe."""
+        maintain = getattr(self.sink, "maintain", None)
+        if maintain is None or (self._maintenance is not None and self._maintenance.is_alive()):
+            return
+        self._maintenance = threading.Thread(target=self._run_maintenance, args=(maintain,),
+                                             name="sink-maintenance", daemon=True)
+        self._maintenance.start()
+
+    def _run_maintenance(self, maintain: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            done = maintain()
+        except FencedError:
+            return  # a newer attempt runs: it compacts
+        except Exception:
+            self.metrics.compaction_failures.inc()
+            log.exception("delta compaction failed")
+            return
+        if done:
+            self.metrics.compactions.inc()
+            self.metrics.compacted_files.inc(done["files"])
+            self.metrics.compaction_duration.observe(time.perf_counter() - t0)
 
     def on_finished(self, req: CheckpointRequest) -> None:
         if req.status == "timed_out":

@@ -56,6 +56,17 @@ class RuntimeMetrics:
             registry=r)
         self.sink_staged_bytes = Gauge(
             "sparkpoint_sink_staged_bytes", "Sink output staged on local disk, not yet published", registry=r)
+        # A delta sink's compaction (docs/design.md §7), run after a checkpoint's publish.
+        self.compactions = Counter(
+            "sparkpoint_delta_compactions", "Delta compaction commits (one per run that compacted)", registry=r)
+        self.compacted_files = Counter(
+            "sparkpoint_delta_compacted_files", "Small Delta data files replaced by compacted ones", registry=r)
+        self.compaction_failures = Counter(
+            "sparkpoint_delta_compaction_failures", "Compaction runs that failed (retried at the next interval)",
+            registry=r)
+        self.compaction_duration = Histogram(
+            "sparkpoint_delta_compaction_duration_seconds", "Duration of a compaction run that compacted",
+            buckets=_DURATION_BUCKETS, registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -26,6 +26,7 @@ from sparkpoint.runtime.checkpoint import CheckpointWriter, FencedError, HashCac
 from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
+from sparkpoint.runtime.sink.compaction import compaction_settings
 from sparkpoint.runtime.sink.console import ConsoleSink
 from sparkpoint.runtime.sink.delta import DeltaSink
 from sparkpoint.runtime.sink.journal import SinkJournal
@@ -197,15 +198,17 @@ class JobRuntime:
         if r.source != "local":
             journal.reset()  # batches after the restored checkpoint will be re-run
         if sink_spec.kind == "console":
-            return ConsoleSink()
+            return ConsoleSink(self.work_dir / "console-staging")
         uid = self.opts.job_uid or job_uid(self.job)  # output entries name the job incarnation that wrote them
         sink: UpsertSink | TransactionalSink
         if sink_spec.kind == "upsert":
             sink = UpsertSink(store, self.job, attempt=self.attempt, path=sink_spec.path,
-                              key_columns=sink_spec.key_columns, incarnation=uid)
+                              key_columns=sink_spec.key_columns, incarnation=uid, fmt=sink_spec.format,
+                              staging_dir=self.work_dir / "upsert-staging")
         elif sink_spec.kind == "delta":  # also a Delta table at outputs/<path>/ (sink/delta.py)
             sink = DeltaSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
-                             staged_budget_bytes=staged_budget_bytes(), incarnation=uid, env=self.store_env)
+                             staged_budget_bytes=staged_budget_bytes(), incarnation=uid, env=self.store_env,
+                             compaction=compaction_settings(sink_spec.compaction))
         else:
             sink = TransactionalSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
                                      staged_budget_bytes=staged_budget_bytes(), incarnation=uid,

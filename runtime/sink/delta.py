@@ -21,13 +21,26 @@ the sink's folder (delta_table.py), in ONE Delta commit carrying
 Staged files are the table's data files in place (paths under `staging/`), so the output GC that
 deletes the files of superseded histories is the table's vacuum, keeping what the table's current
 version and the Delta retention still need (delta_vacuum.py, docs/design.md §7).
+
+Compaction (`maintain`, after a checkpoint's publish, at most once per `job.sink.compaction.interval`):
+runs of small files of batches every retained point shares become one file, recorded in
+`_compactions/` before the Delta commit that swaps them (compaction.py). Every history this sink
+syncs the table to has the records applied, so "the files of the history that ends at X" means the
+compacted files where X's history holds a record's whole run. The compaction commit names the
+checkpoint the table is at, like the publish before it: the table still holds exactly that point's
+history, and the next publish only adds its files.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import os
+import shutil
+import tempfile
+import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,12 +50,38 @@ from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 
 from .batch_files import write_batch_files
-from .delta_table import DeltaLocation, TableFile, delta_location, last_published, open_table, sync_table
+from .compaction import (
+    CompactionSettings,
+    SchemaChanged,
+    apply_records,
+    common_prefix,
+    compacted_key,
+    compactions_prefix,
+    history_items,
+    item_keys,
+    last_batch,
+    load_records,
+    plan_runs,
+    record_id,
+    write_compacted,
+)
+from .delta_table import (
+    DeltaLocation,
+    TableFile,
+    delta_location,
+    last_published,
+    open_table,
+    sync_table,
+    table_paths,
+)
 from .journal import SinkJournal
 from .keys import commit_key, file_keys, sink_root
 from .lineage import follow_chain
+from .output_gc import sink_sections
 from .reader import _entry_ids
 from .transactional import DEFAULT_STAGED_BUDGET_BYTES, TransactionalSink, _number
+
+log = logging.getLogger("sparkpoint.sink")
 
 
 class DeltaSink(TransactionalSink):
@@ -51,12 +90,21 @@ class DeltaSink(TransactionalSink):
     def __init__(self, store: ObjectStore, job: JobRef, *, attempt: int, path: str, journal: SinkJournal,
                  staged_budget_bytes: int = DEFAULT_STAGED_BUDGET_BYTES, incarnation: str | None = None,
                  write_files: Callable[[Any, Path, str], int] = write_batch_files,
-                 env: Mapping[str, str] = os.environ):
+                 env: Mapping[str, str] = os.environ, compaction: CompactionSettings | None = None):
         super().__init__(store, job, attempt=attempt, path=path, journal=journal,
                          staged_budget_bytes=staged_budget_bytes, incarnation=incarnation, fmt="parquet",
                          write_files=write_files)
         self.root = sink_root(job, path) + "/"
         self.location: DeltaLocation = delta_location(store, sink_root(job, path), env)
+        self.compaction = compaction  # None: never compacts
+        self._table_lock = threading.Lock()  # one Delta commit at a time (overlapping checkpoints, compaction)
+        self._entries: dict[str, dict[str, Any]] = {}  # commit entries never change: read each once
+        self._records: dict[str, dict[str, Any]] = {}  # nor do compaction records
+        self._compacted_at = time.monotonic()
+        self._seq = 0
+        # afterBatch of every checkpoint frozen and not yet ended: its manifest is not in the store yet,
+        # and its history is the head's up to that batch, so compaction stays at or before it
+        self._frozen: list[int] = []
 
     # --- checkpoint phases ------------------------------------------------------------------------
     def manifest_extra(self, up_to_batch: int) -> dict[str, Any]:
@@ -65,13 +113,24 @@ class DeltaSink(TransactionalSink):
         extra = super().manifest_extra(up_to_batch)
         for f in extra["sink"]["files"]:
             f["parts"] = [self._part_stats(f["batch"], key) for key in f["keys"]]
+        with self._cond:  # until it ends, compaction keeps to the batches its history already holds
+            self._frozen.append(int(extra["sink"]["afterBatch"]))
         return extra
+
+    def release_checkpoint(self, extra: dict[str, Any]) -> None:
+        """The checkpoint frozen with `extra` ended (completed or failed): its manifest, if any, is
+        in the store now, where compaction sees it."""
+        after = (extra.get("sink") or {}).get("afterBatch")
+        with self._cond:
+            if after is not None and int(after) in self._frozen:
+                self._frozen.remove(int(after))
 
     def publish(self, checkpoint_id: str, extra: dict[str, Any]) -> bool:
         created = super().publish(checkpoint_id, extra)  # the commit entry first: the table follows it
         entry = extra.get("sink")
         if entry:
-            self._commit_checkpoint(checkpoint_id, entry)
+            with self._table_lock:
+                self._commit_checkpoint(checkpoint_id, entry)
         return created
 
     def _commit_checkpoint(self, checkpoint_id: str, entry: dict[str, Any]) -> None:
@@ -90,6 +149,10 @@ class DeltaSink(TransactionalSink):
 
     def _history_resumed(self) -> None:
         """Before the continuation entry: the table returns to the history this attempt continues."""
+        with self._table_lock:
+            self._return_table()
+
+    def _return_table(self) -> None:
         table = open_table(self.location)
         if table is None and self.head is None:
             return
@@ -104,25 +167,123 @@ class DeltaSink(TransactionalSink):
         return str(entry.get("incarnation") or self.incarnation or f"sparkpoint/{self.job.root}")
 
     def _load(self, entry_id: str) -> dict[str, Any] | None:
-        try:
-            return json.loads(self.store.get_bytes(commit_key(self.job, self.path, entry_id)))
-        except ObjectNotFoundError:
-            return None
+        if entry_id not in self._entries:
+            try:
+                self._entries[entry_id] = json.loads(self.store.get_bytes(commit_key(self.job, self.path, entry_id)))
+            except ObjectNotFoundError:
+                return None
+        return self._entries[entry_id]
+
+    def _chain(self, head_id: str | None, ids: list[str]) -> list[dict[str, Any]]:
+        return follow_chain(self._load(head_id), ids, self._load) if head_id else []
+
+    def _effective_items(self, head_id: str) -> list[dict[str, Any]]:
+        """The batch items of the history that ends at entry `head_id`, oldest first, records applied."""
+        items = history_items(self._chain(head_id, _entry_ids(self.store, self.job, self.path)))
+        return apply_records(items, load_records(self.store, self.job, self.path, self._records))
 
     def _history_files(self, head_id: str) -> list[TableFile]:
         """The files of the history that ends at entry `head_id`, oldest first."""
-        chain = follow_chain(self._load(head_id), _entry_ids(self.store, self.job, self.path), self._load)
-        out: list[TableFile] = []
-        seen: set[int] = set()
-        for doc in chain:
-            for f in doc["files"]:
-                if f["batch"] not in seen:  # entries from before lineage could overlap
-                    seen.add(f["batch"])
-                    out.extend(self._item_files(f))
-        return out
+        return self._files(self._effective_items(head_id))
+
+    def _files(self, items: list[dict[str, Any]]) -> list[TableFile]:
+        return [t for f in items for t in self._item_files(f)]
+
+    # --- compaction (docs/design.md §7) -----------------------------------------------------------
+    def maintain(self) -> dict[str, Any] | None:
+        """After a checkpoint's publish: compact if the interval has passed. The result, or None."""
+        if self.compaction is None or time.monotonic() - self._compacted_at < self.compaction.interval_seconds:
+            return None
+        self._compacted_at = time.monotonic()
+        return self.compact()
+
+    def compact(self) -> dict[str, Any] | None:
+        """Replace runs of small files that every retained point's history shares by one file each:
+        files and records first, then one Delta commit naming the checkpoint the table is at. The
+        files are written outside the table lock, so publishes go on meanwhile."""
+        settings = self.compaction or CompactionSettings()
+        with self._table_lock:
+            table = open_table(self.location)
+            if self.head is None or table is None or last_published(table) != self.head:
+                return None  # the table is not at this attempt's head (yet): nothing to compact against
+            effective = self._effective_items(self.head)
+            self._sync_to(table, effective)  # finishes a compaction that died between record and commit
+        with self._cond:
+            in_flight = list(self._frozen)
+        runs = plan_runs(effective, up_to_batch=min([self._shared_up_to(), *in_flight]),
+                         target_bytes=settings.target_bytes, min_files=settings.min_files)
+        new: list[dict[str, Any]] = []
+        tmp = Path(tempfile.mkdtemp(prefix="compaction-", dir=self.journal.dir.parent))
+        try:
+            for run in runs:
+                if (record := self._compact_run(run, tmp)) is not None:
+                    new.append(record)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not new:
+            return None
+        with self._table_lock:  # a publish may have moved the head on: its history still holds every run
+            table = open_table(self.location)
+            if table is not None and self.head is not None and last_published(table) == self.head:
+                self._sync_to(table, self._effective_items(self.head), [r["id"] for r in new])
+        result = {"records": [r["id"] for r in new], "files": sum(len(k) for r in new for k in r["replaces"]),
+                  "bytes": sum(int(r["size"]) for r in new)}
+        log.info("delta table compacted", extra=result)
+        return result
+
+    def _compact_run(self, run: list[dict[str, Any]], tmp: Path) -> dict[str, Any] | None:
+        self._seq += 1
+        rid = record_id(self.attempt, self._seq)
+        try:
+            done = write_compacted(self.store, run, tmp / f"{rid}.parquet")
+        except SchemaChanged as exc:
+            log.warning("compaction skipped a run", extra={"batch": run[0]["batch"], "reason": str(exc)})
+            return None
+        expected = sum(int(i["rows"]) for i in run)
+        if done.rows != expected:
+            raise ValueError(f"compaction of batches {run[0]['batch']}..{last_batch(run[-1])} read {done.rows} rows, "
+                             f"the entries name {expected}")
+        key = compacted_key(self.job, self.path, self.attempt, rid)
+        check_fence(self.store, self.job, self.attempt)
+        self.store.put_file(key, str(done.path))
+        record = {"id": rid, "attempt": self.attempt, "replaces": [item_keys(i) for i in run], "key": key,
+                  "batch": run[0]["batch"], "lastBatch": last_batch(run[-1]),
+                  "batches": sum(int(i.get("batches", 1)) for i in run), "rows": done.rows, "size": done.size}
+        if self.incarnation:
+            record["incarnation"] = self.incarnation
+        record_key = f"{compactions_prefix(self.job, self.path)}{rid}.json"
+        if not self.store.put_if_absent(record_key, json.dumps(record, sort_keys=True).encode()):
+            raise ValueError(f"{record_key} exists already: another writer holds attempt {self.attempt}")
+        self._records[record_key] = record
+        return record
+
+    def _sync_to(self, table: Any, items: list[dict[str, Any]], records: list[str] | None = None) -> None:
+        """Commit the table to exactly `items`' files if it holds others (a compaction commit: no data
+        changes), still naming the checkpoint it is at."""
+        want = self._files(items)
+        if table_paths(table) != {f.path for f in want}:
+            check_fence(self.store, self.job, self.attempt)
+            sync_table(self.location, want, checkpoint=self.head,
+                       compaction=records or sorted({i["compaction"] for i in items if "compaction" in i}))
+
+    def _shared_up_to(self) -> int:
+        """The last batch of the history every retained checkpoint and savepoint and this attempt's
+        head share (-1: none); what a point's manifest alone names counts as its own last entry."""
+        ids = _entry_ids(self.store, self.job, self.path)
+        chains = [[e["checkpoint"] for e in self._chain(self.head, ids)]]
+        for entry_id, sink in sink_sections(self.store, self.job):
+            if sink.get("path", "default").strip("/") != self.path.strip("/"):
+                continue
+            if "previous" not in sink:
+                return -1  # a manifest from before lineage: its history is not known well enough
+            chains.append([e["checkpoint"] for e in self._chain(sink["previous"], ids)] + [entry_id])
+        for entry_id in reversed(common_prefix(chains)):
+            if (entry := self._load(entry_id)) is not None:
+                return int(entry["upToBatch"])
+        return -1
 
     def _entry_files(self, entry: dict[str, Any]) -> list[TableFile]:
-        return [t for f in entry["files"] for t in self._item_files(f)]
+        return self._files(entry["files"])
 
     def _item_files(self, item: dict[str, Any]) -> list[TableFile]:
         keys = file_keys(item)

@@ -22,6 +22,7 @@ from typing import Any
 from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV, DirectoryStore, ObjectStore
 
 CHECKPOINT_META = "sparkpoint.checkpoint"  # commitInfo key: the checkpoint a commit published
+COMPACTION_META = "sparkpoint.compaction"  # commitInfo key: the compaction records a commit applied
 
 
 @dataclass(frozen=True)
@@ -76,22 +77,26 @@ def last_published(table: Any) -> str | None:
     return history[0].get(CHECKPOINT_META) if history else None
 
 
-def _add(f: TableFile, now_ms: int) -> Any:
+def _add(f: TableFile, now_ms: int, data_change: bool = True) -> Any:
     from deltalake.transaction import AddAction
 
-    return AddAction(f.path, f.size, {}, now_ms, True, json.dumps({"numRecords": f.rows}))
+    return AddAction(f.path, f.size, {}, now_ms, data_change, json.dumps({"numRecords": f.rows}))
 
 
 def sync_table(loc: DeltaLocation, want: list[TableFile], *, schema_of: Any = None,
                app: tuple[str, int] | None = None, checkpoint: str | None = None,
-               only_add: bool = False) -> bool:
+               only_add: bool = False, compaction: list[str] | None = None) -> bool:
     """Commit so that the table's version holds exactly `want` (with `only_add`: `want` added to what
     it holds). `schema_of()` gives the Arrow schema when the table must be created. `app`: the
-    commit's (app id, version) transaction. True if a commit was made."""
+    commit's (app id, version) transaction. `compaction`: the records this commit applies (its adds
+    and removes then change no data: Delta readers of changes skip it). True if a commit was made."""
     from deltalake import CommitProperties, Schema, Transaction
     from deltalake.transaction import RemoveAction, create_table_with_add_actions
 
     meta = {CHECKPOINT_META: checkpoint} if checkpoint else {}
+    if compaction:
+        meta[COMPACTION_META] = ",".join(compaction)
+    data_change = not compaction
     props = CommitProperties(custom_metadata=meta or None,
                              app_transactions=[Transaction(app[0], app[1])] if app else None)
     now = int(time.time() * 1000)
@@ -103,9 +108,9 @@ def sync_table(loc: DeltaLocation, want: list[TableFile], *, schema_of: Any = No
                                       mode="error", storage_options=loc.storage_options, commit_properties=props)
         return True
     held = table_paths(table)
-    adds = [_add(f, now) for f in want if f.path not in held]
+    adds = [_add(f, now, data_change) for f in want if f.path not in held]
     wanted = {f.path for f in want}
-    removes = [] if only_add else [RemoveAction(path=p, data_change=True, deletion_timestamp=now)
+    removes = [] if only_add else [RemoveAction(path=p, data_change=data_change, deletion_timestamp=now)
                                    for p in sorted(held - wanted)]
     if not adds and not removes and app is None:
         return False

@@ -40,18 +40,20 @@ from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pending_prefix
 
+from .compaction import apply_records, history_items, record_attempt
 from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
 from .keys import commit_key, file_keys, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_entry
-from .upsert import upsert_files, visible_files
+from .upsert import needed_keys, upsert_attempt
 
 log = logging.getLogger("sparkpoint.gc")
-_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_delta_log|staging|upserts)/")
+_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_compactions|_delta_log|staging|upserts)/")
 
 
 @dataclass
 class OutputGcResult:
     deleted_entries: list[str] = field(default_factory=list)  # "<path>:<entry id>"
+    deleted_records: int = 0  # compaction records no needed history applies
     deleted_files: int = 0
     deleted_bytes: int = 0
     live_files: int = 0
@@ -93,7 +95,7 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
         result.counted = False
         return result
     newest_attempt = read_fence(store, job)
-    manifests = _sink_sections(store, job)  # read after the fence: a newer attempt's are spared by it
+    manifests = sink_sections(store, job)  # read after the fence: a newer attempt's are spared by it
     by_path: dict[str, dict[str, list[ObjectInfo]]] = {}
     root = outputs_prefix(job)
     for info in store.list(root):
@@ -101,7 +103,9 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
             by_path.setdefault(m["path"], {}).setdefault(m["area"], []).append(info)
     for path, areas in sorted(by_path.items()):
         try:
-            needed_entries, needed_files = _needed(store, job, path, areas.get("_commits", []), manifests)
+            records = _records(store, areas.get("_compactions", []))
+            needed_entries, needed_files, used_records = _needed(store, job, path, areas.get("_commits", []),
+                                                                 manifests, records)
             table_files = (table_needs(store, job, path, retention_seconds=delta_retention_seconds, now=now)
                            if "_delta_log" in areas else set())
         except (OutputLineageError, TableUnreadableError, ValueError) as exc:
@@ -112,12 +116,21 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                 result.keep(info, committed=True)
             continue
         if upserts := areas.get("upserts"):
-            needed_files |= _visible_upserts(store, upserts)
+            needed_files |= needed_keys(store, upserts)
+        replaced = {k for r in records for run in r["replaces"] for k in run}
 
-        def collectable(info: ObjectInfo) -> bool:
-            attempt = staged_attempt(info.key) if "/staging/" in info.key else _upsert_attempt(info.key)
+        def collectable(info: ObjectInfo, replaced: set[str] = replaced) -> bool:
+            if "/staging/" in info.key:
+                attempt = staged_attempt(info.key)
+            elif "/_compactions/" in info.key:
+                attempt = record_attempt(id_from_json_key(info.key))
+            else:
+                attempt = upsert_attempt(info.key)
             young = info.last_modified >= now - grace_seconds
-            if young or (attempt is not None and attempt >= newest_attempt):
+            # The newest attempt's staging folder holds uploads no manifest names yet, so it stays,
+            # except the files a compaction replaced: those were published before they were compacted.
+            newest = attempt is not None and attempt >= newest_attempt and info.key not in replaced
+            if young or newest:
                 result.kept_young_or_newest += 1
                 result.keep(info, committed=False)
                 return False
@@ -125,6 +138,13 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
 
         for info in areas.get("_delta_log", []):
             result.keep(info, committed=True)
+        for info in areas.get("_compactions", []):  # with the entries, before the files they name
+            if id_from_json_key(info.key) in used_records or not info.key.endswith(".json"):
+                result.keep(info, committed=True)
+            elif collectable(info):
+                if not dry_run:
+                    store.delete(info.key)
+                result.deleted_records += 1
         for info in areas.get("_commits", []):
             entry_id = id_from_json_key(info.key)
             if not info.key.endswith(".json") or entry_id in needed_entries:
@@ -152,7 +172,7 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     return result
 
 
-def _sink_sections(store: ObjectStore, job: JobRef) -> list[tuple[str, dict[str, Any]]]:
+def sink_sections(store: ObjectStore, job: JobRef) -> list[tuple[str, dict[str, Any]]]:
     """(entry id, extra.sink) of every checkpoint manifest in the store and every savepoint."""
     out = []
     for cid in list_checkpoint_ids(store, job):
@@ -168,9 +188,23 @@ def _sink_sections(store: ObjectStore, job: JobRef) -> list[tuple[str, dict[str,
     return out
 
 
+def _records(store: ObjectStore, infos: list[ObjectInfo]) -> list[dict[str, Any]]:
+    out = []
+    for info in infos:
+        if info.key.endswith(".json"):
+            try:
+                out.append(json.loads(store.get_bytes(info.key)))
+            except ObjectNotFoundError:
+                continue
+    return sorted(out, key=lambda r: str(r["id"]))
+
+
 def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo],
-            manifests: list[tuple[str, dict[str, Any]]]) -> tuple[set[str], set[str]]:
-    """The entry ids and file keys of `path` that readers or a restore of a kept point need."""
+            manifests: list[tuple[str, dict[str, Any]]],
+            records: list[dict[str, Any]]) -> tuple[set[str], set[str], set[str]]:
+    """The entry ids, file keys and compaction records of `path` that readers or a restore of a kept
+    point need. A history's files are those of its items with the compaction records applied: the
+    small files a record replaced are needed only by a history that holds part of its run."""
     ids = [id_from_json_key(o.key) for o in commits if o.key.endswith(".json")]
 
     def load(entry_id: str) -> dict[str, Any] | None:
@@ -181,34 +215,32 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
 
     entries: set[str] = set()
     files: set[str] = set()
+    used: set[str] = set()
 
-    def keep_chain(head: dict[str, Any] | None) -> None:
+    def keep_history(head: dict[str, Any] | None, own: dict[str, Any] | None = None) -> None:
         if head is not None and head.get("kind") == "continuation":
             entries.add(continuation_id(int(head["attempt"])))
-        for doc in follow_chain(head, ids, load):
-            entries.add(doc["checkpoint"])
-            files.update(k for f in doc.get("files", []) for k in file_keys(f))
+        chain = follow_chain(head, ids, load)
+        entries.update(doc["checkpoint"] for doc in chain)
+        docs = [*chain, *([own] if own else [])]
+        applied: set[str] = set()
+        items = apply_records(history_items(docs), records, applied)
+        replaced = {k for r in records if r["id"] in applied for run in r["replaces"] for k in run}
+        files.update(k for item in items for k in file_keys(item))
+        # and every file the docs name that no applied record replaced (entries from before lineage
+        # may name a batch twice: both stay, as before compaction existed)
+        files.update(k for doc in docs for item in doc.get("files", []) for k in file_keys(item) if k not in replaced)
+        used.update(applied)
 
-    keep_chain(head_entry(ids, load))
+    keep_history(head_entry(ids, load))
     for entry_id, sink in manifests:
         if sink.get("path", "default").strip("/") != path:
             continue
         entries.add(entry_id)
-        files.update(k for f in sink.get("files", []) for k in file_keys(f))
-        if sink.get("previous") is not None:
-            keep_chain(load(sink["previous"]) or _missing(sink["previous"]))
-    return entries, files
+        previous = sink.get("previous")
+        keep_history(None if previous is None else (load(previous) or _missing(previous)), sink)
+    return entries, files, used
 
 
 def _missing(entry_id: str) -> dict[str, Any]:
     raise OutputLineageError(f"commit entry {entry_id} named by a kept checkpoint is missing")
-
-
-def _visible_upserts(store: ObjectStore, infos: list[ObjectInfo]) -> set[str]:
-    files, restores = upsert_files(store, infos)
-    return set(visible_files(files, restores))
-
-
-def _upsert_attempt(key: str) -> int | None:
-    m = re.search(r"-a(\d+)\.jsonl$", key)
-    return int(m.group(1)) if m else None

@@ -22,6 +22,7 @@ from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import id_from_json_key
 
+from .compaction import apply_records, history_items, load_records
 from .keys import LEGACY_FORMAT, commit_key, commits_prefix, file_format, file_keys
 from .lineage import follow_chain, head_entry
 from .rows import decode_rows
@@ -52,15 +53,16 @@ def committed_entries(store: ObjectStore, job: JobRef, path: str) -> list[dict[s
 
 
 def committed_files(store: ObjectStore, job: JobRef, path: str = "default") -> list[dict[str, Any]]:
-    """One item per committed batch, in batch order: {"batch", "rows", "format", "keys"}."""
-    out: list[dict[str, Any]] = []
-    seen_batches: set[int] = set()
-    for entry in committed_entries(store, job, path):
-        for f in entry["files"]:
-            if f["batch"] in seen_batches:
-                continue  # entries from before lineage could overlap (maxConcurrent > 1)
-            seen_batches.add(f["batch"])
-            out.append({"batch": f["batch"], "rows": f.get("rows"), "format": file_format(f), "keys": file_keys(f)})
+    """One item per committed batch, in batch order: {"batch", "rows", "format", "keys"}; a delta
+    sink's compacted file stands for the consecutive batches it holds ("lastBatch", "batches": how
+    many; compaction.py)."""
+    items = apply_records(history_items(committed_entries(store, job, path)), load_records(store, job, path))
+    out = []
+    for f in items:
+        item = {"batch": f["batch"], "rows": f.get("rows"), "format": file_format(f), "keys": file_keys(f)}
+        if "lastBatch" in f:
+            item.update(lastBatch=f["lastBatch"], batches=f["batches"])
+        out.append(item)
     return out
 
 

@@ -1,4 +1,8 @@
-"""Rows <-> JSON lines: the sinks' on-store format (one JSON object per line, UTF-8)."""
+"""Rows <-> JSON lines: the format of output the driver once encoded (one JSON object per line, UTF-8).
+
+No sink writes it any more (executors write every batch, batch_files.py); readers still decode the
+files older runtimes left, and tests use it to build them.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,3 @@ def encode_rows(rows: list[dict[str, Any]]) -> bytes:
 def decode_rows(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
 
-
-def collect_rows(df: Any) -> list[dict[str, Any]]:
-    """A micro-batch's rows as plain dicts (the driver holds one batch's output at a time)."""
-    return [row.asDict(recursive=True) for row in df.collect()]

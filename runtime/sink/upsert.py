@@ -2,21 +2,28 @@
 
 Layout under `outputs/<path>/upserts/`:
 
-  batch-<B>-a<A>.jsonl   batch B's changed rows as run by attempt A
+  batch-<B>-a<A>-<run>/part-<i>.parquet  batch B's changed rows as run by attempt A, written by Spark's
+                                         executors (`.json`: JSON lines with `job.sink.format: jsonl`)
+  batch-<B>-a<A>.json    {"batch", "attempt", "run", "format", "rows", "keys"}: the batch's marker, put
+                         after its files; it makes them visible and is the only truth (a re-run of the
+                         batch by the same attempt writes a new run and then replaces the marker)
+  batch-<B>-a<A>.jsonl   the same written by the driver, before executor-written files (still read)
   _restores/a<A>.json    {"attempt": A, "afterBatch": R, "incarnation": uid}: attempt A (of the
                          StreamingJob with that uid) continues from batch R
 
 Guarantee (at-least-once delivery, effectively-once state, also across restores to an older point):
-a reader folds, in batch order, for each batch the file of the newest attempt that may see it, keeping
-the last row per key. An attempt that starts after batch R (a restore of any checkpoint or savepoint,
-local recovery, or R = -1 for a fresh start) first records `_restores/a<A>.json`; from then on files
-of older attempts for batches after R are superseded, so a restore to an older point never mixes in
-rows of batches the restored history has not re-run (e.g. keys only the abandoned run produced).
-Once the new run has re-run past the old point, the table equals the failure-free result; in between
-a reader sees the state as of R plus the batches re-run so far.
+a reader folds, in batch order, for each batch the marker (or legacy file) of the newest attempt that
+may see it, keeping the last row per key. An attempt that starts after batch R (a restore of any
+checkpoint or savepoint, local recovery, or R = -1 for a fresh start) first records
+`_restores/a<A>.json`; from then on files of older attempts for batches after R are superseded, so a
+restore to an older point never mixes in rows of batches the restored history has not re-run (e.g.
+keys only the abandoned run produced). Once the new run has re-run past the old point, the table
+equals the failure-free result; in between a reader sees the state as of R plus the batches re-run so far.
 
-A store outage stalls this sink's batches (each batch must reach the store to be visible); it
-retries with backoff until the store is back and never drops rows nor ends the query for it.
+The driver never holds a batch: the executors write it into a local folder of the work dir
+(batch_files.py), the driver streams the files to the store and then puts the marker. A store outage
+stalls this sink's batches (each batch must reach the store to be visible); it retries with backoff
+until the store is back and never drops rows nor ends the query for it.
 """
 
 from __future__ import annotations
@@ -24,48 +31,72 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import threading
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from sparkpoint.runtime.checkpoint.fence import check_fence
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import StoreUnreachableError
 
-from .keys import sink_root
-from .rows import collect_rows, decode_rows, encode_rows
+from .batch_files import write_batch_files
+from .keys import FORMATS, sink_root
+from .reader import decode_file
+from .rows import decode_rows
 
 log = logging.getLogger("sparkpoint.sink")
-_FILE = re.compile(r"/batch-(\d+)(?:-a(\d+))?\.jsonl$")  # files from before attempts count as attempt 0
+# markers, and files from before executor-written output (before attempts: attempt 0)
+_FILE = re.compile(r"/batch-(\d+)(?:-a(\d+))?\.(jsonl|json)$")
 _RESTORE = re.compile(r"/_restores/a(\d+)\.json$")
+_ATTEMPT = re.compile(r"/upserts/batch-\d+-a(\d+)(?:\.jsonl?$|-[0-9a-f]+/)")
 MAX_RETRY_DELAY = 30.0
 
 
 class UpsertSink:
     kind = "upsert"
 
-    def __init__(self, store: ObjectStore, job: JobRef, *, path: str, key_columns: list[str], attempt: int = 0,
-                 incarnation: str | None = None):
+    def __init__(self, store: ObjectStore, job: JobRef, *, path: str, key_columns: list[str], staging_dir: Path,
+                 attempt: int = 0, incarnation: str | None = None, fmt: str = "parquet",
+                 write_files: Callable[[Any, Path, str], int] = write_batch_files):
         self.store, self.job, self.path, self.key_columns, self.attempt = store, job, path, key_columns, attempt
         self.incarnation = incarnation  # attempts are unique across jobs of one name (the fence is kept)
+        self.fmt, self.write_files = fmt, write_files  # write_files: Spark's executors write the batch
+        self.staging_dir = Path(staging_dir)  # in the work dir: executors on Kubernetes share it
+        shutil.rmtree(self.staging_dir, ignore_errors=True)  # a killed run's leftovers
+        self.staging_dir.mkdir(parents=True, exist_ok=True)
         self.stopping = threading.Event()
 
     def write_batch(self, df: Any, batch_id: int) -> int:
         missing = [c for c in self.key_columns if c not in df.columns]
         if missing:
             raise ValueError(f"upsert sink: key columns {missing} are not in the output {df.columns}")
-        rows = collect_rows(df)
-        if rows:
-            key = f"{sink_root(self.job, self.path)}/upserts/batch-{batch_id:09d}-a{self.attempt:06d}.jsonl"
-            self._put_until_stored(key, encode_rows(rows))
-        return len(rows)
+        run = uuid.uuid4().hex[:12]
+        local = self.staging_dir / f"batch-{batch_id}-{run}"
+        try:
+            rows = self.write_files(df, local, self.fmt)
+            if not rows:
+                return 0
+            root = f"{sink_root(self.job, self.path)}/upserts/batch-{batch_id:09d}-a{self.attempt:06d}"
+            parts = sorted(p for p in local.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc"))
+            keys = [f"{root}-{run}/part-{i:05d}{FORMATS[self.fmt]}" for i in range(len(parts))]
+            for part, key in zip(parts, keys, strict=True):  # streamed from disk: a batch may be gigabytes
+                self._until_stored(self.store.put_file, key, str(part))
+            marker = {"batch": batch_id, "attempt": self.attempt, "run": run, "format": self.fmt,
+                      "rows": rows, "keys": keys}
+            self._until_stored(self.store.put_bytes, f"{root}.json", json.dumps(marker).encode())
+            return rows
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
 
-    def _put_until_stored(self, key: str, data: bytes) -> None:
+    def _until_stored(self, put: Callable[[str, Any], object], key: str, source: Any) -> None:
         delay = 1.0
         while True:
             try:
-                self.store.put_bytes(key, data)
+                put(key, source)
                 return
             except StoreUnreachableError as exc:
                 if self.stopping.is_set():
@@ -115,21 +146,71 @@ def visible_files(files: list[tuple[int, int, str]], restores: list[tuple[int, i
 
 def upsert_files(store: ObjectStore, listed: Iterable[ObjectInfo]) -> tuple[list[tuple[int, int, str]],
                                                                           list[tuple[int, int]]]:
-    """(batch, attempt, key) files and (attempt, afterBatch) restores among listed upserts/ keys."""
+    """(batch, attempt, key) markers and legacy files, and (attempt, afterBatch) restores, among listed
+    upserts/ keys."""
     files, restores = [], []
     for o in listed:
-        if m := _FILE.search(o.key):
-            files.append((int(m.group(1)), int(m.group(2) or 0), o.key))
-        elif m := _RESTORE.search(o.key):
+        if m := _RESTORE.search(o.key):
             restores.append((int(m.group(1)), int(json.loads(store.get_bytes(o.key))["afterBatch"])))
+        elif m := _FILE.search(o.key):
+            files.append((int(m.group(1)), int(m.group(2) or 0), o.key))
     return files, restores
 
 
-def read_upserted(store: ObjectStore, job: JobRef, path: str, key_columns: list[str]) -> dict[str, dict]:
-    """The current table: key -> latest row."""
-    files, restores = upsert_files(store, store.list(f"{sink_root(job, path)}/upserts/"))
-    table: dict[str, dict] = {}
+def upsert_attempt(key: str) -> int | None:
+    """The attempt that wrote an upserts/ key (a marker, a legacy file or a part), None for others."""
+    m = _ATTEMPT.search(key)
+    return int(m.group(1)) if m else None
+
+
+def visible_batches(store: ObjectStore, listed: Iterable[ObjectInfo],
+                    cached: bool = False) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Per visible batch in fold order: its marker (or legacy file) and the (key, format) of the
+    files its rows are read from. `cached`: markers read in earlier calls (the GC sidecar's passes)."""
+    listed = list(listed)
+    files, restores = upsert_files(store, listed)
+    infos = {o.key: o for o in listed}
+    out: list[tuple[str, list[tuple[str, str]]]] = []
     for key in visible_files(files, restores):
-        for row in decode_rows(store.get_bytes(key)):
-            table[row_key(row, key_columns)] = row
+        if key.endswith(".jsonl"):
+            out.append((key, [(key, "legacy")]))
+        else:
+            marker = _marker(store, infos[key]) if cached else json.loads(store.get_bytes(key))
+            out.append((key, [(k, str(marker["format"])) for k in marker["keys"]]))
+    return out
+
+
+# A marker is replaced only by a re-run of its batch in the same attempt (its size and time change):
+# the GC sidecar, which resolves every visible batch each pass, reads each version once.
+_MARKERS: dict[tuple[str, str, int, float], dict[str, Any]] = {}
+
+
+def _marker(store: ObjectStore, info: ObjectInfo) -> dict[str, Any]:
+    key = (store.url, info.key, info.size, info.last_modified)
+    if key not in _MARKERS:
+        if len(_MARKERS) > 200_000:  # bounded: a sidecar's jobs have far fewer visible batches
+            _MARKERS.clear()
+        _MARKERS[key] = json.loads(store.get_bytes(info.key))
+    return _MARKERS[key]
+
+
+def needed_keys(store: ObjectStore, listed: Iterable[ObjectInfo]) -> set[str]:
+    """What the current table is read from: the visible batches' markers and their files (output GC)."""
+    return {k for marker, files in visible_batches(store, listed, cached=True)
+            for k in (marker, *(f for f, _ in files))}
+
+
+def iter_upserted_rows(store: ObjectStore, job: JobRef, path: str) -> Iterator[dict[str, Any]]:
+    """The visible batches' rows in fold order, one file in memory at a time."""
+    for _, files in visible_batches(store, store.list(f"{sink_root(job, path)}/upserts/")):
+        for key, fmt in files:
+            data = store.get_bytes(key)
+            yield from (decode_rows(data) if fmt == "legacy" else decode_file(data, fmt))
+
+
+def read_upserted(store: ObjectStore, job: JobRef, path: str, key_columns: list[str]) -> dict[str, dict]:
+    """The current table: key -> latest row (the table is in memory; a batch's file one at a time)."""
+    table: dict[str, dict] = {}
+    for row in iter_upserted_rows(store, job, path):
+        table[row_key(row, key_columns)] = row
     return table

@@ -151,3 +151,16 @@ def test_the_gc_sidecar_gets_the_delta_retention_only_for_a_delta_sink() -> None
     # Any other sink: not passed, so a job image whose gc predates the flag keeps running.
     plain = config.parse_spec({"job": {"entrypoint": "m:f"}})
     assert "--delta-retention" not in builders.build_pod(job, plain, attempt=1)["spec"]["containers"][1]["command"]
+
+
+def test_the_gc_sidecar_of_a_delta_sink_gets_room_for_its_table() -> None:
+    """The sidecar's pass over a delta table grows with its files (bench/gc_memory_bench.py)."""
+    delta = SPEC.model_copy(update={"job": SPEC.job.model_copy(update={
+        "sink": config.SinkSpec(kind="delta")})})
+
+    def gc_limit(spec: config.JobSpec) -> str:
+        pod = builders.build_pod(JOB, spec, attempt=1)
+        [gc] = [c for c in pod["spec"]["containers"] if c["name"] == "gc"]
+        return gc["resources"]["limits"]["memory"]
+    assert gc_limit(SPEC) == builders.GC_MEMORY_LIMIT == "512Mi"
+    assert gc_limit(delta) == builders.GC_MEMORY_LIMIT_DELTA == "768Mi"

@@ -40,7 +40,7 @@ def _pipeline(tmp_path: Path, store, max_concurrent: int, timeout: float = 60.0)
     job = JobRef("default", "order")
     writer = CheckpointWriter(store, job, attempt=write_fence(store, job), job_uid="u", upload_workers=1,
                               reuse_window_seconds=0)
-    pipe = CheckpointPipeline(store=store, job=job, writer=writer, sink=ConsoleSink(), hot_dir=tmp_path / "hot",
+    pipe = CheckpointPipeline(store=store, job=job, writer=writer, sink=ConsoleSink(tmp_path / "console"), hot_dir=tmp_path / "hot",
                               freeze_root=tmp_path / "freeze", metrics=RuntimeMetrics(), lineage={},
                               spark_version="4", state_provider="rocksdb", last_batch=None)
     coord = CheckpointCoordinator(sync_phase=pipe.sync, async_phase=pipe.run_async, interval=0,

@@ -124,6 +124,12 @@ def _spec_with(**sections) -> dict:
      "spec.gc.secretRef.name: "),
     (_spec_with(spark={"conf": {"spark.sql.shuffle.partitions": "8"}}),
      "spec.spark.conf: spark.sql.shuffle.partitions is set by Sparkpoint: set spec.spark.shufflePartitions"),
+    (_spec_with(job={"entrypoint": "a:b", "sink": {"compaction": {"interval": "0s"}}}),
+     "spec.job.sink: compaction applies only when kind is delta"),
+    (_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "delta", "compaction": {"minFiles": 1}}}),
+     "spec.job.sink.compaction.minFiles: Input should be greater than or equal to 2"),
+    (_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "delta", "compaction": {"targetFileSize": "100Ki"}}}),
+     "spec.job.sink.compaction.targetFileSize: must be at least 1Mi"),
 ])
 def test_nonsense_a_new_user_could_apply_is_refused_naming_the_field(spec, expected) -> None:
     with pytest.raises(config.SpecError) as err:
@@ -191,3 +197,16 @@ def test_bare_spec_file_names_become_valid_job_names(tmp_path) -> None:
         path = tmp_path / f"{stem}.yaml"
         path.write_text("job: {entrypoint: 'a:b'}\n")
         assert config.load_job_file(path)[0].name == expected
+
+
+def test_delta_compaction_defaults_and_settings() -> None:
+    from sparkpoint.runtime.sink.compaction import CompactionSettings, compaction_settings
+
+    spec = config.parse_spec(_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "delta"}}))
+    assert spec.job.sink.compaction is None  # unset: out of the operator's job document and spec key
+    assert compaction_settings(spec.job.sink.compaction) == CompactionSettings(3600.0, 128 << 20, 10)
+    spec = config.parse_spec(_spec_with(job={"entrypoint": "a:b", "sink": {
+        "kind": "delta", "compaction": {"interval": "5m", "targetFileSize": "64Mi", "minFiles": 4}}}))
+    assert compaction_settings(spec.job.sink.compaction) == CompactionSettings(300.0, 64 << 20, 4)
+    off = config.parse_spec(_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "delta", "compaction": {"enabled": False}}}))
+    assert compaction_settings(off.job.sink.compaction) is None

@@ -1,4 +1,4 @@
-"""The transactional sink's commit protocol and the upsert reader, on both store backends."""
+"""The transactional sink's commit protocol, on both store backends (the upsert sink: test_sink_upsert.py)."""
 
 from __future__ import annotations
 
@@ -11,25 +11,18 @@ from sparkpoint.runtime.checkpoint import FencedError, write_fence
 from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.rows import decode_rows, encode_rows
 from sparkpoint.runtime.sink.transactional import TransactionalSink, commit_key, read_committed, sink_root
-from sparkpoint.runtime.sink.upsert import read_upserted
 
 
 class FakeBatch:
-    """Just enough of a DataFrame for the sinks: collect() and columns (the upsert and console
-    sinks), and rows for fake_write_files (the transactional sink's stand-in for Spark's executors)."""
+    """Just enough of a DataFrame for the sinks: columns, and rows for fake_write_files (the sinks'
+    stand-in for Spark's executors). No collect(): a sink that collects a batch on the driver fails."""
 
-    def __init__(self, rows):
-        self.rows, self.columns = rows, sorted({k for r in rows for k in r})
-
-    def collect(self):
-        class Row(dict):
-            def asDict(self, recursive=False):  # noqa: N802 (pyspark's name)
-                return dict(self)
-        return [Row(r) for r in self.rows]
+    def __init__(self, rows, columns=None):
+        self.rows, self.columns = rows, columns or sorted({k for r in rows for k in r})
 
 
 def fake_write_files(df: FakeBatch, directory: Path, fmt: str) -> int:
-    """What Spark's executors do for the transactional sink (batch_files.py), without Spark: part
+    """What Spark's executors do for the sinks (batch_files.py), without Spark: part
     files under `directory` plus Spark's _SUCCESS marker; two parts when there are rows to split."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -109,19 +102,6 @@ def test_overlapping_commit_entries_do_not_duplicate(store, job, tmp_path):
     assert sorted(r["b"] for r in read_committed(store, job)) == [0, 1, 2]
 
 
-def test_upsert_reader_keeps_last_row_per_key(store, job):
-    from sparkpoint.runtime.sink.upsert import UpsertSink
-
-    sink = UpsertSink(store, job, path="agg", key_columns=["k"])
-    sink.write_batch(FakeBatch([{"k": 1, "n": 1}, {"k": 2, "n": 1}]), 0)
-    sink.write_batch(FakeBatch([{"k": 1, "n": 2}]), 1)
-    sink.write_batch(FakeBatch([{"k": 1, "n": 2}]), 1)  # a replayed batch overwrites itself
-    table = read_upserted(store, job, "agg", ["k"])
-    assert sorted((r["k"], r["n"]) for r in table.values()) == [(1, 2), (2, 1)]
-    with pytest.raises(ValueError, match="key columns"):
-        sink.write_batch(FakeBatch([{"other": 1}]), 2)
-
-
 def test_rows_round_trip():
     import datetime
 
@@ -180,30 +160,6 @@ def test_rerun_batch_without_rows_drops_the_stale_journal_entry(store, job, tmp_
     _stage(new, {1: []})  # Spark re-runs batch 1; this time it emits nothing
     _checkpoint(new, "chk-000001", 1)
     assert [r["v"] for r in read_committed(store, job)] == [1]
-
-
-def test_upsert_restore_to_an_older_point_supersedes_later_batches(store, job):
-    from sparkpoint.runtime.sink.upsert import UpsertSink
-
-    def table():
-        return sorted((r["k"], r["n"]) for r in read_upserted(store, job, "agg", ["k"]).values())
-
-    first = UpsertSink(store, job, path="agg", key_columns=["k"], attempt=write_fence(store, job))
-    first.resume(None, None, batch=None)
-    first.write_batch(FakeBatch([{"k": 1, "n": 1}]), 0)
-    first.write_batch(FakeBatch([{"k": 1, "n": 2}]), 1)
-    first.write_batch(FakeBatch([{"k": 2, "n": 1}]), 2)  # a key only the abandoned history produced
-    assert table() == [(1, 2), (2, 1)]
-    # restore the checkpoint of batch 0 and re-run with other boundaries: batch 1 now brings both rows
-    second = UpsertSink(store, job, path="agg", key_columns=["k"], attempt=write_fence(store, job))
-    second.resume("chk-000001", {}, batch=0)
-    assert table() == [(1, 1)]  # the state as of the restore point
-    second.write_batch(FakeBatch([{"k": 1, "n": 2}, {"k": 2, "n": 1}]), 1)
-    assert table() == [(1, 2), (2, 1)]
-    # a fresh start (no checkpoint) begins an empty table
-    third = UpsertSink(store, job, path="agg", key_columns=["k"], attempt=write_fence(store, job))
-    third.resume(None, None, batch=None)
-    assert table() == []
 
 
 def test_entries_from_before_lineage_are_read_as_a_linear_history(store, job, tmp_path):

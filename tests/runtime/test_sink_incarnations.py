@@ -183,12 +183,12 @@ def test_delete_policy_function_removes_outputs_and_keeps_savepoints_and_the_fen
     assert {o.key for o in store.list(f"{root}/")} == {f"{root}/savepoints/keep/manifest.json", fence_key(job)}
 
 
-def test_upsert_restore_records_name_the_incarnation(store, job):
+def test_upsert_restore_records_name_the_incarnation(store, job, tmp_path):
     from sparkpoint.runtime.sink.transactional import sink_root
     from sparkpoint.runtime.sink.upsert import UpsertSink
 
     sink = UpsertSink(store, job, path="agg", key_columns=["k"], attempt=write_fence(store, job),
-                      incarnation="uid-a")
+                      incarnation="uid-a", staging_dir=tmp_path / "upsert-staging")
     sink.resume(None, None)
     doc = json.loads(store.get_bytes(f"{sink_root(job, 'agg')}/upserts/_restores/a{sink.attempt:06d}.json"))
     assert doc == {"attempt": sink.attempt, "afterBatch": -1, "incarnation": "uid-a"}
