@@ -100,6 +100,8 @@ RUN apt-get update \
  && ln -s "$(dirname "$(dirname "$(readlink -f /usr/bin/java)")")" /usr/lib/jvm/java-17
 COPY --from=runtime-venv /opt/sparkpoint/venv /opt/sparkpoint/venv
 COPY --from=connector-jars /opt/sparkpoint/jars /opt/sparkpoint/jars
+# The examples' own modules (examples/kafka_to_delta.py): a StreamingJob names the folder in job.pythonPath.
+COPY examples/*.py /opt/sparkpoint/examples/
 # Spark's image layout on top of the pip-installed pyspark: SPARK_HOME's bin, sbin and jars are
 # the wheel's own; work-dir is the (writable) working directory.
 RUN pyspark_dir="$(find /opt/sparkpoint/venv/lib -maxdepth 3 -type d -name pyspark -path '*site-packages*')" \

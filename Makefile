@@ -21,7 +21,7 @@ help:
 	@echo "make test-full   the same with every slow scenario (store outages, all operator e2e scenarios)"
 	@echo "make bench   run the benchmarks, write docs/benchmarks.md (make bench-operator, bench-rescale: only that one)"
 	@echo "make soak    long fault-injection run, write docs/reliability.md"
-	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster (a real node: kubelet + containerd) and the e2e suite; NODE=agent: the node agent"
+	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster (a real node: kubelet + containerd) and the e2e suite; NODE=agent: the node agent; KAFKA=1: a Kafka broker too"
 	@echo "make e2e-kind / e2e-kind-down   the same suite on kind with podman (e2e/kind/README.md)"
 	@echo "make image   build sparkpoint/operator:dev and sparkpoint/runtime:dev with buildah (make test-image tests them)"
 
@@ -126,7 +126,7 @@ demo: venv java
 demo-kafka: venv java kafka
 	$(PY) -m harness.kafka_demo
 
-bench: venv minio java
+bench: venv minio java kafka
 	$(PY) bench/run_all.py
 
 # Only the peer benchmark (also part of `make bench`): Sparkpoint vs vanilla Spark on s3a, Flink, the
@@ -155,11 +155,14 @@ clean:
 # is real (kubelet, containerd, runc), whose pods run the project's images: `make image` runs first
 # (0.7 s when they are up to date; its progress goes to stderr). NODE=agent runs the node agent
 # instead (pods as host processes, no images needed; e2e/README.md says what still needs it).
+# KAFKA=1 also starts a Kafka broker beside MinIO (e2e/local/kafka_broker.py; off by default: a JVM every
+# cluster would carry, and the Kafka e2e test starts it on demand).
 IMAGES_FOR_NODE = [ "$$NODE" = agent ] || scripts/build-image.sh >&2
+KAFKA ?= 0
 cluster-up: venv minio
 	@e2e/local/build.sh >/dev/null
 	@$(IMAGES_FOR_NODE)
-	@$(PY) e2e/local/cluster.py up
+	@KAFKA=$(KAFKA) $(PY) e2e/local/cluster.py up
 
 cluster-down:
 	@$(PY) e2e/local/cluster.py down

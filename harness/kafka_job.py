@@ -204,19 +204,22 @@ class JobRuns:
                               self.env)
 
     def table_output(self, reader: str = "deltalake") -> Counter:
-        """The Delta table's rows as canonical() counts them, read by delta-rs or by polars (libraries
-        other than this project's reader, which follows the commit entries)."""
-        loc = self.table()
-        if reader == "polars":
-            import polars as pl
+        return table_rows(self.table(), reader)
 
-            rows = pl.read_delta(loc.uri, storage_options=loc.storage_options or None).to_dicts()
-        else:
-            from deltalake import DeltaTable
 
-            rows = DeltaTable(loc.uri, storage_options=loc.storage_options).to_pyarrow_table().to_pylist()
-        return Counter(json.dumps([int(r["window"]["start"].timestamp()), r["user"], r["events"], r["amount"]])
-                       for r in rows)
+def table_rows(loc: DeltaLocation, reader: str = "deltalake") -> Counter:
+    """A Delta table's current rows as canonical() counts them, read by delta-rs or by polars (libraries
+    other than this project's reader, which follows the commit entries)."""
+    if reader == "polars":
+        import polars as pl
+
+        rows = pl.read_delta(loc.uri, storage_options=loc.storage_options or None).to_dicts()
+    else:
+        from deltalake import DeltaTable
+
+        rows = DeltaTable(loc.uri, storage_options=loc.storage_options).to_pyarrow_table().to_pylist()
+    return Counter(json.dumps([int(r["window"]["start"].timestamp()), r["user"], r["events"], r["amount"]])
+                   for r in rows)
 
 
 def new_topic() -> str:

@@ -97,10 +97,12 @@ def _read(s: socket.socket, n: int) -> bytes:
 
 class KafkaServer:
     def __init__(self, data_dir: str | None = None, partitions: int = 2, startup_timeout: float = 90.0,
-                 heap: str = "512m"):
+                 heap: str = "512m", host: str = "127.0.0.1"):
+        """`host`: the address it listens on and advertises (the local cluster's real node: the host's
+        address, which pods reach; loopback is the pod's own there)."""
         self._own_data = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="sparkpoint-kafka-"))
-        self.partitions, self.startup_timeout, self.heap = partitions, startup_timeout, heap
+        self.partitions, self.startup_timeout, self.heap, self.host = partitions, startup_timeout, heap, host
         self.port = self.controller_port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = Path(str(self.data_dir).rstrip("/") + ".log")
@@ -108,29 +110,36 @@ class KafkaServer:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
-    def start(self) -> KafkaServer:
-        """Format on the first start; later starts reuse the data and ports (a broker coming back)."""
+    def command(self) -> list[str]:
+        """The broker's command line, after formatting the data dir on first use; a data dir formatted
+        earlier keeps its ports (read back from its config). The local cluster starts it itself."""
         libs = jars_dir("kafka")
         config = self.data_dir / "server.properties"
         if not config.exists():
             self._format(libs, config)
-        elif not self.port:  # a data dir formatted by an earlier process: its ports are in the config
-            self._read_ports(config)
+        elif not self.port:
+            self.read_listeners(config)
+        return [java(), f"-Xmx{self.heap}", "-Xms64m",
+                f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+                "-cp", f"{libs}/*", "kafka.Kafka", str(config)]
+
+    def answers(self) -> bool:
+        return api_versions_ok(self.host, self.port)
+
+    def start(self) -> KafkaServer:
+        """Format on the first start; later starts reuse the data and ports (a broker coming back)."""
+        argv = self.command()
         with open(self.log_path, "ab") as out:
             started = time.monotonic()
-            self.proc = subprocess.Popen(
-                [java(), f"-Xmx{self.heap}", "-Xms64m",
-                 f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
-                 "-cp", f"{libs}/*", "kafka.Kafka", str(config)],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
         def exited() -> None:
             if self.proc is None or self.proc.poll() is not None:
                 raise KafkaError(f"kafka exited while starting; log tail:\n{self._log_tail()}")
         try:
-            wait_until(lambda: api_versions_ok("127.0.0.1", self.port), self.startup_timeout,
+            wait_until(self.answers, self.startup_timeout,
                        "Kafka to answer", interval=0.2, give_up=exited)
         except WaitTimeout:
             self.halt()
@@ -143,8 +152,9 @@ class KafkaServer:
         self.port, self.controller_port = free_port(), free_port()
         props = {
             "process.roles": "broker,controller", "node.id": "1",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            # the controller stays on loopback: only the broker itself talks to it
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
@@ -165,10 +175,12 @@ class KafkaServer:
             config.unlink()
             raise KafkaError(f"kafka storage format failed: {run.stdout[-2000:]}{run.stderr[-2000:]}")
 
-    def _read_ports(self, config: Path) -> None:
+    def read_listeners(self, config: Path) -> None:
+        """The host and ports a data dir was formatted with (its config)."""
         props = dict(line.split("=", 1) for line in config.read_text().splitlines() if "=" in line)
         ports = dict(item.split("://") for item in props["listeners"].split(","))
-        self.port = int(ports["PLAINTEXT"].rsplit(":", 1)[1])
+        self.host, port = ports["PLAINTEXT"].rsplit(":", 1)
+        self.port = int(port)
         self.controller_port = int(ports["CONTROLLER"].rsplit(":", 1)[1])
 
     def _log_tail(self) -> str:

@@ -13,7 +13,7 @@ base=$(scripts/build-base.sh)
 inputs_hash() {
   {
     echo "$base"
-    find Dockerfile .dockerignore pyproject.toml setup.py README.md jars.lock scripts/fetch_jars.py image sparkpoint runtime operator plugin crds \
+    find Dockerfile .dockerignore pyproject.toml setup.py README.md jars.lock scripts/fetch_jars.py image examples sparkpoint runtime operator plugin crds \
       -type f -not -path '*/__pycache__/*' -not -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
   } | sha256sum | cut -c1-32
 }

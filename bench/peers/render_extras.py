@@ -248,14 +248,18 @@ def retention_lines(ex: dict[str, Any]) -> list[str]:
            f"The churn query (10% per interval) runs for {plan.get('retention_seconds', 0) / 60:.1f} min. Sparkpoint: "
            f"checkpoint every 10 s, retain 3, its GC loop (`sparkpoint gc`, the sidecar's command) every "
            f"{plan.get('gc_interval')} with grace {plan.get('grace')}; sampled every {plan.get('sample_seconds')} s: "
-           "the job's checkpoint area in the bucket (objects/ and checkpoints/; sink output excluded) against the "
-           f"live bytes of the retained checkpoints (GC, dry run). Goal: <= {RETENTION_GOAL}x. Vanilla: the same "
+           "the job's checkpoint area in the bucket (objects/ and checkpoints/) against the "
+           f"live bytes of the retained checkpoints (GC, dry run). Goal: <= {RETENTION_GOAL}x. The sink's output "
+           "(outputs/; the GC sidecar collects it too) is counted on its own: its bytes and objects at the end, "
+           "what of it readers and kept checkpoints still need (the output pass, dry run), and its growth over "
+           "the settled half of the run. Vanilla: the same "
            "query with changelog checkpointing and Spark's own cleanup (spark.sql.streaming.minBatchesToRetain, "
-           "default 100); everything under its checkpointLocation.", "",
+           "default 100); everything under its checkpointLocation (its output goes to local disk).", "",
            "| setup | samples | state (MiB, logical) | bucket at end (MiB) | checkpoint area at end (MiB) "
            "| retained checkpoints (MiB) | area / retained: end, median, max (settled) "
-           "| time-averaged (settled) | goal <= 1.5x |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| time-averaged (settled) | goal <= 1.5x | output at end (MiB, objects) | output needed at end (MiB) "
+           "| output growth (MiB/min, settled) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         last = r["samples"][-1] if r["samples"] else {}
         live = last.get("live_bytes")
@@ -266,11 +270,28 @@ def retention_lines(ex: dict[str, Any]) -> list[str]:
             ratio = f"{r['final']:.2f}, {r['median_settled']:.2f}, {r['max_settled']:.2f}"
         else:
             verdict, ratio = "n/a", "n/a"
+        output = (f"{last['output_area'] / MIB:.2f}, {last['output_objects']}" if "output_area" in last else "n/a")
+        needed = f"{last['output_needed'] / MIB:.2f}" if "output_needed" in last else "n/a"
+        growth = output_growth(r["samples"])
         out.append(f"| {r['setup']} | {len(r['samples'])} | {r['state_bytes'] / MIB:.1f} "
                    f"| {last.get('total', 0) / MIB:.2f} | {last.get('checkpoint_area', 0) / MIB:.2f} "
                    f"| {'n/a' if live is None else f'{live / MIB:.2f}'} | {ratio} "
-                   f"| {'n/a' if avg is None else f'{avg:.2f}'} | {verdict} |")
+                   f"| {'n/a' if avg is None else f'{avg:.2f}'} | {verdict} | {output} | {needed} "
+                   f"| {'n/a' if growth is None else f'{growth:.2f}'} |")
     return out + [""]
+
+
+def output_growth(samples: list[dict[str, Any]], settle_fraction: float = 0.5) -> float | None:
+    """MiB per minute the output area grew over the settled samples (from the first settled one to the
+    last): about 0 once GC keeps it bounded; what readers need grows with the history they read."""
+    with_output = [s for s in samples if "output_area" in s]
+    if len(with_output) < 2:
+        return None
+    settled = [s for s in with_output if s["t"] >= with_output[-1]["t"] * settle_fraction]
+    first, last = (settled[0], settled[-1]) if len(settled) >= 2 else (with_output[0], with_output[-1])
+    if last["t"] <= first["t"]:
+        return None
+    return (last["output_area"] - first["output_area"]) / MIB / ((last["t"] - first["t"]) / 60)
 
 
 def time_averaged_ratio(samples: list[dict[str, Any]], settle_fraction: float = 0.5) -> float | None:
@@ -290,7 +311,10 @@ def plots(ex: dict[str, Any], plot: Callable[..., str]) -> list[str]:
         def lines(ax) -> None:  # type: ignore[no-untyped-def]
             for r in rows:
                 t = [s["t"] / 60 for s in r["samples"]]
-                ax.plot(t, [s["checkpoint_area"] / MIB for s in r["samples"]], label=f"{r['setup']}: bucket")
+                ax.plot(t, [s["checkpoint_area"] / MIB for s in r["samples"]], label=f"{r['setup']}: checkpoint area")
+                if any("output_area" in s for s in r["samples"]):
+                    ax.plot(t, [s.get("output_area", 0) / MIB for s in r["samples"]], ls=":",
+                            label=f"{r['setup']}: output")
                 if any(s.get("live_bytes") for s in r["samples"]):
                     ax.plot(t, [s.get("live_bytes", 0) / MIB for s in r["samples"]], ls="--",
                             label=f"{r['setup']}: retained checkpoints")

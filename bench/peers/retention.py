@@ -1,9 +1,11 @@
 """Bucket bytes over time with retention and GC (issue 10; goal: at most 1.5x the bytes of the retained
 checkpoints). Sparkpoint runs the churn query with checkpoint.retain and its GC loop (`sparkpoint gc`,
 the sidecar's command, with the sidecar's interval and grace); every `sample_s` the harness lists the
-job's prefix and asks GC (dry run) for the live bytes of the retained checkpoints. Vanilla Spark runs
-the same query for as long, with its own cleanup (spark.sql.streaming.minBatchesToRetain); what it
-leaves is listed the same way."""
+job's prefix and asks GC (dry run) for the live bytes of the retained checkpoints and for what of the
+sink's output readers and kept checkpoints still need (the sidecar collects the rest of `outputs/`
+too). Vanilla Spark runs the same query for as long, with its own cleanup
+(spark.sql.streaming.minBatchesToRetain); what it leaves is listed the same way (its file sink writes
+to local disk, so its bucket holds no output)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Any
 
 from harness.runtime_job import RuntimeProcess
 from sparkpoint.runtime.checkpoint import gc_pass
+from sparkpoint.runtime.sink.output_gc import output_gc_pass
 from sparkpoint.runtime.store import JobRef, open_store
 
 from .churn import ChurnWorkload
@@ -28,18 +31,27 @@ from .common import Context, completed_checkpoints, json_lines
 from .sparkpoint_setup import churn_job
 
 JOB = Path(__file__).with_name("vanilla_job.py")
-CHECKPOINT_AREAS = ("/objects/", "/checkpoints/")
+CHECKPOINT_AREAS = ("objects", "checkpoints")
+OUTPUT_AREA = "outputs"
 
 
 def split_bytes(objects: Iterable[tuple[str, int]]) -> dict[str, int]:
-    """(key, size) of a job's prefix -> bytes of the checkpoint area (objects/, checkpoints/) and the
-    rest (sink output, journals), and the object count."""
-    out = {"total": 0, "checkpoint_area": 0, "objects": 0}
+    """(key, size) of a store holding one job (`<namespace>/<job>/<area>/...`) -> bytes and objects of
+    the checkpoint area (objects/, checkpoints/) and of the sinks' output (outputs/), and of everything
+    (the rest: fence, attempts, pending markers, event logs)."""
+    out = {"total": 0, "checkpoint_area": 0, "objects": 0, "checkpoint_objects": 0, "output_area": 0,
+           "output_objects": 0}
     for key, size in objects:
         out["total"] += size
         out["objects"] += 1
-        if any(area in f"/{key}" for area in CHECKPOINT_AREAS):
+        parts = key.split("/", 3)
+        area = parts[2] if len(parts) > 3 else ""
+        if area in CHECKPOINT_AREAS:
             out["checkpoint_area"] += size
+            out["checkpoint_objects"] += 1
+        elif area == OUTPUT_AREA:
+            out["output_area"] += size
+            out["output_objects"] += 1
     return out
 
 
@@ -93,8 +105,14 @@ def sparkpoint(ctx: Context, w: ChurnWorkload, tag: str, duration_s: float, samp
 
     def sample(_: float) -> dict[str, Any]:
         live = gc_pass(store, ref, retain=retain, grace_seconds=grace_s, dry_run=True)
+        # the output a pass would keep: what readers and kept checkpoints need, and the newest attempt's
+        # uploads ahead of their publish (staged); the rest of outputs/ is what the sidecar collects
+        out = output_gc_pass(store, ref, grace_seconds=grace_s, dry_run=True)
         return {**split_bytes((o.key, o.size) for o in store.list("")), "live_bytes": live.live_bytes,
-                "checkpoints": len(live.kept_checkpoints)}
+                "checkpoints": len(live.kept_checkpoints),
+                "output_needed": out.committed_bytes, "output_needed_objects": out.committed_objects,
+                "output_collectable": out.deleted_bytes + out.deleted_entry_bytes,
+                "output_collectable_objects": out.deleted_files + len(out.deleted_entries)}
     log = ctx.base / f"{tag}.log"
     try:
         _wait_running(lambda: bool(completed_checkpoints(json_lines(log))), p.alive, "its first checkpoint")

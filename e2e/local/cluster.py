@@ -259,7 +259,7 @@ def up(state: Path) -> None:
         network_policy.start(layout, start, wait_for)
         node_process = "kubelet"
     else:
-        agent_env = dict(os.environ, PYTHONPATH=str(HERE))
+        agent_env = dict(os.environ, PYTHONPATH=str(HERE), **connector_jars_env())
         start(layout, "node-agent", c.node_agent_command(layout), env=agent_env, cwd=HERE)
         node_process = "node-agent"
     wait_for(f"node {layout.node_name} to be Ready", lambda: node_ready(layout), 60, layout, node_process)
@@ -267,9 +267,31 @@ def up(state: Path) -> None:
         layout, "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 60,
         layout, "kube-controller-manager")
     provision_example_storage(layout)
+    if os.environ.get("KAFKA") == "1":
+        start_kafka(layout)
     log.info("cluster up", extra={"seconds": round(time.monotonic() - started, 1),
                                   "server": layout.server_url})
     print(f"export KUBECONFIG={layout.admin_kubeconfig}")
+
+
+def connector_jars_env() -> dict[str, str]:
+    """SPARKPOINT_SPARK_JARS_DIR for the node agent, which hands it to its pods: the runtime image
+    sets it (Spark's Kafka connector, /opt/sparkpoint/jars), and agent pods run the virtualenv in the
+    image's place. Without the cached jars (no network) pods just lack the connector."""
+    from harness.kafka_server import jars_dir
+
+    try:
+        return {"SPARKPOINT_SPARK_JARS_DIR": str(jars_dir("spark-kafka"))}
+    except subprocess.CalledProcessError as error:
+        log.warning("no Kafka connector jars for pods", extra={"error": (error.stderr or "")[-300:]})
+        return {}
+
+
+def start_kafka(layout: c.Layout) -> str:
+    """The Kafka broker beside MinIO (kafka_broker.py), reachable where pods reach MinIO."""
+    import kafka_broker
+
+    return kafka_broker.start(layout, start, wait_for, lambda name: component_running(layout, name), port_is_free)
 
 
 def provision_example_storage(layout: c.Layout) -> None:
@@ -317,6 +339,7 @@ def down(state: Path, purge: bool) -> None:
         else:
             stop(layout, "node-agent", grace=60)
             kill_leftover_pod_processes(layout)
+        stop(layout, "kafka", grace=15)
         for name in reversed(START_ORDER[:-1]):
             stop(layout, name, grace=15)
     if purge:
@@ -331,15 +354,18 @@ def down(state: Path, purge: bool) -> None:
 def status(state: Path) -> int:
     layout = load_layout(state)
     running = {name: pid_alive(layout.pids / f"{name}.pid") for name in components_of(layout)}
-    print(json.dumps({"components": running, "server": layout.server_url,
+    optional = {"kafka": pid_alive(layout.pids / "kafka.pid")}  # KAFKA=1 or `cluster.py kafka` only
+    print(json.dumps({"components": {**running, **optional}, "server": layout.server_url,
                       "kubeconfig": str(layout.admin_kubeconfig)}, indent=2))
     return 0 if all(running.values()) else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["up", "down", "status", "stop-minio"],
-                        help="stop-minio: stop only MinIO, as a storage outage (`up` starts it again)")
+    parser.add_argument("command", choices=["up", "down", "status", "stop-minio", "kafka"],
+                        help="stop-minio: stop only MinIO, as a storage outage (`up` starts it again); "
+                             "kafka: start the Kafka broker of a running cluster (KAFKA=1 up does too), "
+                             "print its bootstrap address")
     parser.add_argument("--state", type=Path, default=default_state_dir())
     parser.add_argument("--purge", action="store_true", help="down: also delete the state dir")
     args = parser.parse_args()
@@ -349,6 +375,8 @@ def main() -> int:
         up(state)
     elif args.command == "down":
         down(state, args.purge)
+    elif args.command == "kafka":
+        print(start_kafka(load_layout(state)))
     elif args.command == "stop-minio":
         stop(load_layout(state), "minio", grace=15)
         log.info("minio stopped (`up` starts it again)")

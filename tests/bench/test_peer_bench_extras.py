@@ -82,7 +82,11 @@ def test_compare_counts_missing_and_duplicate_rows():
 def test_bucket_bytes_split_and_ratio_to_retained_checkpoints():
     listed = [("default/j/objects/ab/abc", 300), ("default/j/checkpoints/chk-000001.json", 10),
               ("default/j/outputs/default/part", 1000)]
-    assert retention.split_bytes(listed) == {"total": 1310, "checkpoint_area": 310, "objects": 3}
+    assert retention.split_bytes(listed) == {"total": 1310, "checkpoint_area": 310, "objects": 3,
+                                             "checkpoint_objects": 2, "output_area": 1000, "output_objects": 1}
+    # a job named "outputs" or "objects" is neither: only the area under the job's prefix counts
+    named = retention.split_bytes([("default/outputs/fence.json", 5), ("default/objects/fence.json", 5)])
+    assert (named["output_area"], named["checkpoint_area"], named["total"]) == (0, 0, 10)
     samples = [{"t": 0, "checkpoint_area": 100, "live_bytes": 0}, {"t": 10, "checkpoint_area": 400, "live_bytes": 100},
                {"t": 60, "checkpoint_area": 150, "live_bytes": 100}, {"t": 120, "checkpoint_area": 120, "live_bytes": 100}]
     got = retention.ratio_summary(samples)
@@ -90,6 +94,19 @@ def test_bucket_bytes_split_and_ratio_to_retained_checkpoints():
     assert retention.ratio_summary([{"t": 0, "checkpoint_area": 5}])["final"] is None
     # The summary sits next to the samples in one result dict: it must not shadow them.
     assert "samples" not in got
+
+
+def test_retention_report_counts_output_and_its_growth():
+    samples = [{"t": t, "total": 0, "checkpoint_area": MIB, "live_bytes": MIB, "output_area": int(t / 60 * MIB),
+                "output_objects": t, "output_needed": MIB // 2} for t in (0, 60, 120, 180, 240)]
+    assert render_extras.output_growth(samples) == pytest.approx(1.0)  # 1 MiB a minute, settled half
+    flat = [dict(s, output_area=3 * MIB) if s["t"] >= 120 else s for s in samples]
+    assert render_extras.output_growth(flat) == 0.0  # bounded once GC caught up
+    assert render_extras.output_growth([{"t": 0}, {"t": 10}]) is None  # rows of runs before the output columns
+    row = {"setup": "sparkpoint-10s", "state_bytes": MIB, "final": 1.0, "median_settled": 1.0, "max_settled": 1.0,
+           "samples": samples}
+    text = "\n".join(render_extras.retention_lines({"plan": {"retention_seconds": 240}, "retention": [row]}))
+    assert "| met | 4.00, 240 | 0.50 | 1.00 |" in text
 
 
 def test_received_bytes_sums_servers_and_ignores_other_metrics():

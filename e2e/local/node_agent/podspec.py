@@ -14,7 +14,10 @@ from pathlib import Path
 _IMAGE_REPO = re.compile(r"^(?:.*/)?([^/:@]+)(?::[^/@]*)?(?:@.*)?$")
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
-PASSTHROUGH_ENV = ("JAVA_HOME", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+# SPARKPOINT_SPARK_JARS_DIR: the connector jars the runtime image carries (cluster.py sets it for the
+# agent); pods run the virtualenv in the image's place. Image-mode pods get the image's own env instead.
+PASSTHROUGH_ENV = ("JAVA_HOME", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                   "SPARKPOINT_SPARK_JARS_DIR")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
