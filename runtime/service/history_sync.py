@@ -1,4 +1,4 @@
-"""Mirror jobs' event logs (`history/<attempt>/eventlog_v2_<app>/...`, docs/design.md §3) into one
+"""Mirror jobs' event logs (`history/<attempt>/<start>/eventlog_v2_<app>/...`, docs/design.md §3) into one
 local directory that Spark's History Server reads (`spark.history.fs.logDirectory`); the chart's
 History Server runs it as a sidecar (`sparkpoint history sync`, docs/design.md §9).
 
@@ -7,8 +7,9 @@ logs live under its own prefix, per attempt; and s3a needs hadoop-aws and the AW
 image. The mirror uses the store client every other part uses (S3 or a directory store), so the
 History Server holds no new jars and only a read credential.
 
-Local names: `eventlog_v2_<namespace>_<job>_<attempt>_<app id>/` (Spark accepts any directory name
-starting with `eventlog_v2_`; the application's id and name come from the events). A file is
+Local names: `eventlog_v2_<namespace>_<job>_<attempt>_<start>_<app id>/` (Spark accepts any directory
+name starting with `eventlog_v2_`; the application's id and name come from the events; a start in the
+layout before the attempt level, `history/<start>/...`, mirrors with attempt = start). A file is
 downloaded again when the store's size or modification time changed, into a hidden temp file renamed
 into place, so the History Server never reads a half-written file. When the store holds both markers
 of an application (`appstatus_X.inprogress` and `appstatus_X`, before GC removes the stale one), only
@@ -32,8 +33,8 @@ log = logging.getLogger("sparkpoint.history")
 _PREFIX = "eventlog_v2_"
 
 
-def local_dir_name(job: JobRef, attempt: int, app_dir: str) -> str:
-    return f"{_PREFIX}{job.namespace}_{job.name}_{attempt:06d}_{app_dir.removeprefix(_PREFIX)}"
+def local_dir_name(job: JobRef, attempt: int, start: int, app_dir: str) -> str:
+    return f"{_PREFIX}{job.namespace}_{job.name}_{attempt:06d}_{start:06d}_{app_dir.removeprefix(_PREFIX)}"
 
 
 def job_dir_prefix(job: JobRef) -> str:
@@ -45,8 +46,8 @@ def wanted(infos: list[ObjectInfo], job: JobRef) -> dict[str, ObjectInfo]:
     out: dict[str, ObjectInfo] = {}
     for info in infos:
         entry = history_entry_of(info.key, job)
-        if entry is not None and not entry[2].startswith("."):
-            out[f"{local_dir_name(job, entry[0], entry[1])}/{entry[2]}"] = info
+        if entry is not None and not entry.name.startswith("."):
+            out[f"{local_dir_name(job, entry.attempt, entry.start, entry.app_dir)}/{entry.name}"] = info
     for rel in [r for r in out if r.endswith(".inprogress")]:
         if rel.removesuffix(".inprogress") in out:
             del out[rel]

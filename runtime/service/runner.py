@@ -7,7 +7,8 @@ Work dir layout (local disk, an emptyDir in a pod):
   freeze/<req>/   hard-linked checkpoint sets while they upload
   hash-cache.json file hashes by inode/size/mtime
   owner.json      which job, store, attempt and checkpoint the hot dir belongs to (hotdir.py)
-  event-log/<n>/  Spark's event logs of attempt n until uploaded to history/ (event_log.py)
+  event-log/<a>.<s>/  Spark's event logs of attempt a's runtime start s until uploaded to history/
+                  (event_log.py)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from sparkpoint.runtime.checkpoint import CheckpointWriter, FencedError, HashCache, write_fence
 from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
+from sparkpoint.runtime.checkpoint.fence import restarts_before
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
 from sparkpoint.runtime.sink.console import ConsoleSink
@@ -37,7 +39,7 @@ from . import attempt_dirs, faults, hotdir
 from .checkpointing import CheckpointPipeline
 from .event_log import EventLogUploader, event_log_conf
 from .metrics import RuntimeMetrics
-from .names import app_name, batch_in_flight, job_uid, launch
+from .names import app_name, batch_in_flight, history_attempt, job_uid, launch
 from .recovery import RestoreOutcome, restore_on_start
 from .store_wait import wait_for_store
 
@@ -75,7 +77,9 @@ class JobRuntime:
         self.store_url = storage.url if storage else default_store_url(self.work_dir)
         self.metrics = RuntimeMetrics()
         self.phase = "starting"
-        self.attempt = 0
+        self.attempt = 0  # the number this start claimed in the store (the fence, §5)
+        self.launch: int | None = None  # the operator's attempt of the pod (SPARKPOINT_ATTEMPT)
+        self.restart = 0  # in-place restarts of the operator's attempt before this start
         self.restore: RestoreOutcome | None = None
         self.rescale: Any = None  # spark.rescale.Rescale once this attempt repartitioned its state
         self.last_progress: dict[str, Any] | None = None
@@ -156,14 +160,15 @@ class JobRuntime:
                 return EXIT_OK
             self.phase = "starting"
             # fence first: older attempts can no longer commit (and an older pod does not start)
+            incarnation, self.launch = self.opts.job_uid or job_uid(self.job), launch()
             try:
-                self.attempt = write_fence(store, self.job, incarnation=self.opts.job_uid or job_uid(self.job),
-                                           launch=launch())
+                self.attempt = write_fence(store, self.job, incarnation=incarnation, launch=self.launch)
             except FencedError as exc:  # exit 0: the kubelet does not restart it; the operator removes the pod
                 log.warning("superseded by a newer attempt: not starting", extra={"job": str(self.job),
                                                                                   "reason": str(exc)})
                 return EXIT_OK
             attempt_dirs.remove_older_attempt_dirs(self.work_dir)  # a shared hot volume's old attempts (§9)
+            self.restart = restarts_before(store, self.job, self.attempt, incarnation, self.launch)
             self.metrics.attempt.set(self.attempt)
             self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
             log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
@@ -250,11 +255,13 @@ class JobRuntime:
 
             cluster_conf = prepare_driver(spec, self.job.namespace, self.job.name, self.work_dir, os.environ)
         event_log = None
+        attempt = history_attempt(self.launch, self.attempt)
         if spec.spark.event_log.enabled:
-            self.event_log = EventLogUploader.for_attempt(self.store, self.job, self.attempt, self.work_dir)
+            self.event_log = EventLogUploader.for_attempt(self.store, self.job, attempt, self.attempt, self.work_dir)
             event_log = event_log_conf(self.event_log.local_dir)
-        # The History Server lists applications by this name: job and attempt (§9, event logs).
-        self.spark = spark = build_session(spec.spark, app_name(self.job, self.attempt), cluster_conf, event_log)
+        # The UI and the History Server list applications by this name: job, attempt, restart (§9).
+        self.spark = spark = build_session(spec.spark, app_name(self.job, attempt, self.restart), cluster_conf,
+                                           event_log)
         if self.event_log is not None:
             self.event_log.set_app(spark.sparkContext.applicationId)
             self.event_log.start()

@@ -58,5 +58,5 @@ def test_gc_on_delete_removes_the_event_logs_too(tmp_path) -> None:
     from sparkpoint.runtime.store.layout import history_key
 
     store, job = DirectoryStore(tmp_path), JobRef("analytics", "clicks")
-    store.put_bytes(history_key(job, 1, "eventlog_v2_local-1/events_1_local-1.zstd"), b"x")
+    store.put_bytes(history_key(job, 1, 1, "eventlog_v2_local-1/events_1_local-1.zstd"), b"x")
     assert delete_checkpoints(store, job) == 1 and not list(store.list(""))

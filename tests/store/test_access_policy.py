@@ -208,9 +208,9 @@ def test_the_history_credential_mirrors_event_logs_and_reads_nothing_else(users,
 
     prefix = users["prefix"]
     runtime = _store(users, JOB_A, "runtime")
-    log_key = history_key(JOB_A, 1, "eventlog_v2_local-1/events_1_local-1.zstd")
+    log_key = history_key(JOB_A, 1, 1, "eventlog_v2_local-1/events_1_local-1.zstd")
     runtime.put_bytes(log_key, b"events")
-    runtime.put_bytes(history_key(JOB_A, 1, "eventlog_v2_local-1/appstatus_local-1"), b"")
+    runtime.put_bytes(history_key(JOB_A, 1, 1, "eventlog_v2_local-1/appstatus_local-1"), b"")
     result = HistoryMirror(_store(users, JOB_A, "history"), [JOB_A], tmp_path / "logs").sync()
     assert result.applications == 1 and result.downloaded == 2 and not result.errors
     reader = _client(users, JOB_A, "history")
