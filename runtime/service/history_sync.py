@@ -15,6 +15,13 @@ into place, so the History Server never reads a half-written file. When the stor
 of an application (`appstatus_X.inprogress` and `appstatus_X`, before GC removes the stale one), only
 the completed one is mirrored. Local directories whose store files are gone (collected by GC) are
 removed. The mirror never writes to or deletes from the store.
+
+Which jobs: the ones named (`--job`), or, without names, every job of the store, found again at every
+pass (`discover_jobs`). The store lists with a delimiter for that
+(`ObjectStore.list_children`: S3's CommonPrefixes, a directory's subdirectories): one request for the
+namespaces under the store's root, one per namespace for its jobs, then each job's `history/` listing
+(empty for a job without logs), so a pass costs 1 + namespaces + jobs listings, never a listing of
+the jobs' checkpoint objects. Names that are not DNS labels (`.sparkpoint-check`) are not jobs.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
+from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore, StoreError
 from sparkpoint.runtime.store.layout import history_entry_of, history_prefix
 
 log = logging.getLogger("sparkpoint.history")
@@ -59,27 +66,63 @@ class SyncResult:
     downloaded: int = 0
     downloaded_bytes: int = 0
     removed: int = 0
+    jobs: int = 0
     applications: int = 0
     errors: list[str] = field(default_factory=list)
 
 
+def discover_jobs(store: ObjectStore) -> list[JobRef]:
+    """Every <namespace>/<job> of the store (whether it has event logs shows in its history/ listing,
+    which the pass makes anyway: checking first would cost the same request again)."""
+    jobs = []
+    for namespace in store.list_children(""):
+        if not _is_label(namespace):
+            continue
+        for name in store.list_children(f"{namespace}/"):
+            if _is_label(name):
+                jobs.append(JobRef(namespace, name))
+    return jobs
+
+
+def _is_label(name: str) -> bool:
+    try:
+        JobRef(name, name)
+    except ValueError:
+        return False
+    return True
+
+
 class HistoryMirror:
-    def __init__(self, store: ObjectStore, jobs: list[JobRef], dest: Path):
+    """jobs: the jobs to mirror, or None: every job of the store with event logs, found at each pass."""
+
+    def __init__(self, store: ObjectStore, jobs: list[JobRef] | None, dest: Path):
         self.store, self.jobs, self.dest = store, jobs, dest
         self.seen: dict[str, tuple[int, float]] = {}  # local relative path -> (size, store mtime) mirrored
         dest.mkdir(parents=True, exist_ok=True)
 
     def sync(self) -> SyncResult:
         result = SyncResult()
-        for job in self.jobs:
+        try:
+            jobs = self.jobs if self.jobs is not None else discover_jobs(self.store)
+        except StoreError as exc:  # nothing known this pass: keep every local copy
+            result.errors.append(f"discovering jobs: {type(exc).__name__}: {exc}")
+            log.warning("history job discovery failed", extra={"error": str(exc)})
+            return result
+        want: dict[str, ObjectInfo] = {}
+        failed: list[JobRef] = []
+        for job in jobs:
             try:
-                self._sync_job(job, result)
+                want.update(self._sync_job(job, result))
             except Exception as exc:  # noqa: BLE001 - one job's store trouble must not stop the others
+                failed.append(job)
                 result.errors.append(f"{job}: {type(exc).__name__}: {exc}")
                 log.warning("history sync failed", extra={"job": str(job), "error": str(exc)})
+        self._remove_unwanted(want, failed, result)
+        result.jobs = len(jobs)
+        result.applications = len({rel.split("/", 1)[0] for rel in want})
         return result
 
-    def _sync_job(self, job: JobRef, result: SyncResult) -> None:
+    def _sync_job(self, job: JobRef, result: SyncResult) -> dict[str, ObjectInfo]:
         want = wanted(list(self.store.list(history_prefix(job))), job)
         for rel, info in sorted(want.items(), key=lambda kv: kv[0].rsplit("/", 1)[1].startswith("appstatus_")):
             target = self.dest / rel
@@ -92,9 +135,15 @@ class HistoryMirror:
             self.seen[rel] = (info.size, info.last_modified)
             result.downloaded += 1
             result.downloaded_bytes += info.size
-        # What the store no longer has (GC'd attempts, a replaced .inprogress marker) goes locally too.
-        prefix = job_dir_prefix(job)
-        for app_dir in [d for d in self.dest.iterdir() if d.is_dir() and d.name.startswith(prefix)]:
+        return want
+
+    def _remove_unwanted(self, want: dict[str, ObjectInfo], failed: list[JobRef], result: SyncResult) -> None:
+        """What the store no longer has (collected attempts, a replaced .inprogress marker, a job gone
+        from the list or the store) goes locally too; a job whose listing failed keeps its copies."""
+        keep = tuple(job_dir_prefix(j) for j in failed)
+        for app_dir in [d for d in self.dest.iterdir() if d.is_dir() and d.name.startswith(_PREFIX)]:
+            if keep and app_dir.name.startswith(keep):
+                continue
             for f in [f for f in app_dir.iterdir() if f.is_file() and not f.name.startswith(".")]:
                 rel = f"{app_dir.name}/{f.name}"
                 if rel not in want:
@@ -103,4 +152,3 @@ class HistoryMirror:
                     result.removed += 1
             if not any(rel.startswith(f"{app_dir.name}/") for rel in want):
                 shutil.rmtree(app_dir, ignore_errors=True)
-        result.applications += len({rel.split("/", 1)[0] for rel in want})

@@ -215,6 +215,27 @@ def test_mirror_names_attempt_and_start_prefers_the_completed_marker_and_follows
     assert r.applications == 2 and not one.exists() and two.exists() and three.exists()
 
 
+def test_mirror_without_job_names_finds_every_jobs_logs_and_drops_a_deleted_job(tmp_path) -> None:
+    store = DirectoryStore(tmp_path / "store")
+    other, quiet = JobRef("team-b", "orders"), JobRef("team-b", "no-logs")
+    _put(store, 1, "a1", "events_1_a1.zstd")
+    store.put_bytes(history_key(other, 2, 5, "eventlog_v2_b/events_1_b.zstd"), b"b")
+    store.put_bytes(f"{quiet.root}/fence.json", b"{}")  # a job without event logs
+    store.put_bytes(".sparkpoint-check/conditional-put", b"probe")  # not a namespace
+    store.put_bytes("notes.txt", b"not a job")
+    dest = tmp_path / "logs"
+    mirror = HistoryMirror(store, None, dest)
+    r = mirror.sync()
+    assert r.jobs == 3 and r.applications == 2 and not r.errors
+    assert sorted(p.name for p in dest.iterdir()) == [local_dir_name(JOB, 1, 1, "eventlog_v2_a1"),
+                                                      local_dir_name(other, 2, 5, "eventlog_v2_b")]
+    # A job deleted with gc.onDelete: delete leaves no key: its copies go at the next pass.
+    store.delete(history_key(other, 2, 5, "eventlog_v2_b/events_1_b.zstd"))
+    r = mirror.sync()
+    assert r.jobs == 2 and r.applications == 1 and r.removed == 1
+    assert [p.name for p in dest.iterdir()] == [local_dir_name(JOB, 1, 1, "eventlog_v2_a1")]
+
+
 def test_history_server_command_reads_the_mirror_and_deletes_nothing(tmp_path) -> None:
     from sparkpoint.runtime.spark.history_server import MAIN, history_server_command
 
