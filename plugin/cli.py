@@ -1,11 +1,12 @@
 """kubectl sparkpoint list | status JOB | checkpoints JOB | executors JOB | savepoint JOB | restore JOB
 --from ID | rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB | ui JOB
-[--port N] | history JOB [--port N] [--server-namespace NS], with kubectl's -n/--namespace, --context
+[--port N] | history JOB [--port N | --list] [--server-namespace NS], with kubectl's -n/--namespace, --context
 and -o json|yaml|wide."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import UTC, datetime
 
@@ -75,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     hs.add_argument("--server-namespace", default=history.DEFAULT_NAMESPACE,
                     help=f"the chart's namespace (default {history.DEFAULT_NAMESPACE})")
     hs.add_argument("--service", default=None, help="the History Server's Service (default: found by its labels)")
+    hs.add_argument("--list", action="store_true",
+                    help="no port-forward: print the job's applications (through the API server's service proxy)")
     return p
 
 
@@ -146,6 +149,14 @@ def _history(kube: Kube, args) -> int:
     note = history.event_log_note(job)
     if note:
         print(note, file=sys.stderr)
+    if args.list:
+        apps = history.job_applications(json.loads(kube.service_get(args.server_namespace, service, "http",
+                                                                    "api/v1/applications")), job)
+        _print({"applications": apps}, args.output, fmt.table(*history.application_rows(apps)))
+        if not apps:
+            print(f"no applications of streamingjob {args.job} yet (the mirror syncs every historyServer.syncInterval, "
+                  "the server reads it every 10 s)", file=sys.stderr)
+        return 0
     argv = history.port_forward_argv(service, port, args.server_namespace, args.context, args.port)
     base = f"http://127.0.0.1:{args.port}/" if args.port else "the local port kubectl prints below"
     print(f"History Server (svc/{service} in {args.server_namespace}): {base}  (Ctrl-C stops the port-forward)\n"

@@ -60,6 +60,12 @@ class Kube:
         answer = self.core.list_namespaced_service(namespace, label_selector=selector)
         return [self.core.api_client.sanitize_for_serialization(s) for s in answer.items]
 
+    def service_get(self, namespace: str, service: str, port: str, path: str) -> bytes:
+        """GET `path` of a Service's named port through the API server's service proxy."""
+        answer = self.core.connect_get_namespaced_service_proxy_with_path(
+            f"{service}:{port}", namespace, path, _preload_content=False)  # raw: the client would repr() JSON
+        return bytes(answer.data)  # type: ignore[attr-defined]  # typed str, a urllib3 response without preloading
+
     def logs(self, pod: str, *, tail: int | None, follow: bool) -> Any:
         kwargs: dict[str, Any] = {"container": "runtime", "follow": follow, "_preload_content": not follow}
         if tail is not None:
