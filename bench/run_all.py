@@ -18,7 +18,8 @@ HERE = Path(__file__).resolve().parent
 # peer_bench.py: Sparkpoint vs vanilla Spark on s3a, Flink and the floor (fetches its peers on first use),
 # then recovery after a kill, key churn and bucket bytes with GC (--small: tiny state, 1.5 min of GC;
 # 1 GB / 4 GB churn only by hand: python bench/peer_bench.py --full --sizes 100m,1g,4g).
-BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py"]
+# ui_bench.py: the live UI's and event logs' batch-duration cost, on vs off side by side (issue 30).
+BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "ui_bench.py", "operator_bench.py"]
 
 
 def main(argv: list[str]) -> int:
