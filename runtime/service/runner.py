@@ -35,7 +35,7 @@ from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budg
 from sparkpoint.runtime.sink.upsert import UpsertSink
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
 
-from . import attempt_dirs, faults, hotdir
+from . import attempt_dirs, faults, hotdir, ui_front
 from .checkpointing import CheckpointPipeline
 from .event_log import EventLogUploader, event_log_conf
 from .metrics import RuntimeMetrics
@@ -93,6 +93,7 @@ class JobRuntime:
         self.sink: Any = None
         self.sink_failed = False
         self.event_log: EventLogUploader | None = None
+        self.ui_front: ui_front.UiFront | None = None  # the UI under its Ingress path (ui_front.py)
 
     # --- status (read by the control API from another thread) ----------------------------------
     def committed_batch(self) -> int | None:
@@ -193,6 +194,8 @@ class JobRuntime:
                 self.pipeline.writer.close()  # uploaded: drop their kept markers (in-flight ones stay)
             if self.event_log is not None:  # however the run ends, the History Server gets its log
                 self.event_log.finish(self.spark)
+            if self.ui_front is not None:
+                self.ui_front.stop()
             server.stop()
 
     def _make_sink(self, store: ObjectStore) -> Any:
@@ -265,6 +268,7 @@ class JobRuntime:
         if self.event_log is not None:
             self.event_log.set_app(spark.sparkContext.applicationId)
             self.event_log.start()
+        self.ui_front = ui_front.start_if_proxied(spark, spec.spark.ui.enabled, self.opts.host)
         if self.opts.handle_signals:
             install_signal_handlers(self)  # again: SparkContext replaces the SIGINT handler
         self._rescale_state(spark)

@@ -53,8 +53,9 @@ def ui_conf(spark: SparkSection) -> dict[str, str]:
     # Read-only: Spark's kill links would let whoever reaches the UI fail a batch (docs/security.md).
     conf = {"spark.ui.enabled": "true", "spark.ui.port": port, "spark.ui.killEnabled": "false"}
     base = os.environ.get(SPARK_UI_PROXY_BASE_ENV)
-    if base:  # behind the chart's Ingress: the UI's links carry its path (docs/design.md §9)
-        conf["spark.ui.proxyBase"] = base
+    if base:  # behind the chart's Ingress: the UI's links carry its path (docs/design.md §9), and
+        # the runtime's front (service/ui_front.py) takes the pod's UI port and strips the path
+        conf.update({"spark.ui.proxyBase": base, "spark.ui.port": "0"})
     return conf
 
 
