@@ -3,7 +3,9 @@ its pod run in image mode from the runtime image (the `sync` mirror and Spark's 
 185), no job named (the mirror finds the jobs of the store itself), and a job from the same image.
 After the job's pod is deleted, `kubectl sparkpoint history JOB --list` (the History Server's REST
 API through the API server's service proxy) lists both attempts by the operator's numbers: the
-drained first one completed, the running second one not.
+drained first one completed, the running second one not. The chart's uiIngress is on for the job too:
+the API server takes its Ingress, and the job's pod answers its live UI under the Ingress's path (no
+controller here: the test asks the pod at that path, as the controller would).
 
 Needs the runtime image (`make image`, or `SPARKPOINT_IMAGE_SUFFIX=-x scripts/build-image.sh` and
 SPARKPOINT_E2E_RUNTIME_IMAGE=sparkpoint/runtime-x:dev); without it the test skips, or fails when
@@ -15,6 +17,7 @@ import base64
 import json
 import os
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -44,7 +47,8 @@ def chart_values(core, namespace, store_env) -> dict[str, str]:
     return {"historyServer.enabled": "true", "historyServer.storeUrl": f"s3://{BUCKET}/{namespace}",
             "historyServer.secretName": SECRET, "historyServer.image.repository": repository,
             "historyServer.image.tag": tag, "historyServer.port": str(free_port()),
-            "historyServer.syncInterval": "5s"}
+            "historyServer.syncInterval": "5s",
+            "uiIngress.enabled": "true", "uiIngress.jobs": f"{{{namespace}/clicks}}"}
 
 
 def _history_pod(core, namespace: str) -> client.V1Pod:
@@ -71,6 +75,21 @@ def test_charts_history_server_lists_both_attempts_after_a_pod_deletion(api_clie
     jobs.wait_status("clicks", "Running with a checkpoint",
                      lambda s: s.get("phase") == "Running" and s.get("latestCheckpoint"), timeout=480,
                      operator=operator)
+    # The live UI under the Ingress's path, answered by the pod's UI front (runtime/service/ui_front.py).
+    ingress = client.NetworkingV1Api(api_client).read_namespaced_ingress(f"{operator.release}-sparkpoint-ui", namespace)
+    (path,) = ingress.spec.rules[0].http.paths
+    assert path.path == f"/sparkpoint/{namespace}/clicks" and path.backend.service.port.name == "spark-ui"
+    pod_ip = core.read_namespaced_pod("clicks-1", namespace).status.pod_ip
+
+    def ui_apps() -> list[str] | None:
+        try:
+            with urllib.request.urlopen(f"http://{pod_ip}:4040{path.path}/api/v1/applications", timeout=30) as r:
+                return [a["name"] for a in json.loads(r.read())]
+        except OSError:
+            return None
+
+    assert wait_for("the live UI under the Ingress path", ui_apps, timeout=180, interval=3.0) == \
+        [f"sparkpoint-{namespace}-clicks-attempt-1"]
     jobs.core.delete_namespaced_pod("clicks-1", namespace)
     st = jobs.wait_status("clicks", "attempt 2 Running with a checkpoint of its own",
                           lambda s: s.get("attempt") == 2 and s.get("phase") == "Running"
