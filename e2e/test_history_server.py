@@ -82,11 +82,16 @@ def test_charts_history_server_lists_both_attempts_after_a_pod_deletion(api_clie
     pod_ip = core.read_namespaced_pod("clicks-1", namespace).status.pod_ip
 
     def ui_apps() -> list[str] | None:
-        try:
-            with urllib.request.urlopen(f"http://{pod_ip}:4040{path.path}/api/v1/applications", timeout=30) as r:
-                return [a["name"] for a in json.loads(r.read())]
-        except OSError:
-            return None
+        # 4040, or the next free port: on the local cluster pods share the host's network, where any
+        # Spark UI on 0.0.0.0:4040 takes the port from every pod (the front moves on, as Spark does).
+        for port in range(4040, 4057):
+            try:
+                with urllib.request.urlopen(f"http://{pod_ip}:{port}{path.path}/api/v1/applications",
+                                            timeout=30) as r:
+                    return [a["name"] for a in json.loads(r.read())]
+            except (OSError, ValueError):
+                continue
+        return None
 
     assert wait_for("the live UI under the Ingress path", ui_apps, timeout=180, interval=3.0) == \
         [f"sparkpoint-{namespace}-clicks-attempt-1"]

@@ -106,6 +106,8 @@ class UiFront:
                 self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         except BaseException as exc:  # noqa: BLE001 - reported by start()
             self._error = exc
+            with contextlib.suppress(Exception):
+                self._loop.run_until_complete(self._runner.cleanup())  # type: ignore[union-attr]
             self._ready.set()
             return
         if self.host not in ("127.0.0.1", "localhost", "0.0.0.0"):  # noqa: S104 - a comparison, not a bind
@@ -140,7 +142,16 @@ def start_if_proxied(spark: object, ui_enabled: bool, host: str) -> UiFront | No
     port, base = os.environ.get(SPARK_UI_PORT_ENV), os.environ.get(SPARK_UI_PROXY_BASE_ENV)
     if not (ui_enabled and port and base):
         return None
-    return start_for(spark, host, int(port), base)
+    # Like Spark's own UI (spark.port.maxRetries): the next ports when the pod's is taken, which only
+    # happens where pods share a network (the local test cluster). The UI is never worth the job: with
+    # no port free the job runs on without it.
+    for candidate in range(int(port), int(port) + 17):
+        try:
+            return start_for(spark, host, candidate, base)
+        except RuntimeError as exc:
+            last = exc
+    log.warning("no Spark UI under its Ingress path: no port free", extra={"error": str(last)})
+    return None
 
 
 def start_for(spark: object, host: str, port: int, base: str) -> UiFront:

@@ -90,3 +90,24 @@ def test_the_front_strips_the_base_passes_the_root_and_refuses_writes(spark_stan
         assert seen == ["/jobs/?id=3", "/jobs/", "/"]  # the POST never reached Spark
     finally:
         front.stop()
+
+
+def test_a_taken_ui_port_moves_the_front_to_the_next_like_spark(monkeypatch, spark_stand_in) -> None:
+    import socket
+    from types import SimpleNamespace
+
+    from sparkpoint.runtime.service.ui_front import start_if_proxied
+    from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV, SPARK_UI_PROXY_BASE_ENV
+
+    upstream_port, _ = spark_stand_in
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(uiWebUrl=f"http://vm:{upstream_port}"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setenv(SPARK_UI_PORT_ENV, str(port))
+        monkeypatch.setenv(SPARK_UI_PROXY_BASE_ENV, BASE)
+        front = start_if_proxied(spark, True, "127.0.0.1")
+        assert front is not None and front.port > port
+        front.stop()
+        assert start_if_proxied(spark, False, "127.0.0.1") is None  # UI off: no front
