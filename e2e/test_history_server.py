@@ -2,7 +2,7 @@
 its pod run in image mode from the runtime image (the `sync` mirror and Spark's HistoryServer, uid
 185), no job named (the mirror finds the jobs of the store itself), and a job from the same image.
 After the job's pod is deleted, `kubectl sparkpoint history JOB --list` (the History Server's REST
-API through the API server's service proxy) lists both attempts by the operator's numbers: the
+API through the API server's pod proxy, or at the pod's IP on the node agent) lists both attempts by the operator's numbers: the
 drained first one completed, the running second one not. The chart's uiIngress is on for the job too:
 the API server takes its Ingress, and the job's pod answers its live UI under the Ingress's path (no
 controller here: the test asks the pod at that path, as the controller would).
@@ -102,9 +102,16 @@ def test_charts_history_server_lists_both_attempts_after_a_pod_deletion(api_clie
                           timeout=480, operator=operator)
     assert st["lastFailure"]["reason"] == "PodDeleted"
 
+    # The API server refuses to proxy to loopback addresses, which the node agent's pod IPs are: here
+    # the plugin reads the server at its pod IP (--server-url), as through an Ingress; on a real node
+    # its default path, the API server's pod proxy, applies.
+    hs_ip = _history_pod(core, namespace).status.pod_ip
+    server = ["--server-url", f"http://{hs_ip}:{chart_values['historyServer.port']}"] \
+        if hs_ip.startswith("127.") else []
+
     def listed() -> list[dict] | None:
         out = plugin("history", "clicks", "-n", namespace, "--server-namespace", namespace, "--list", "-o", "json",
-                     check=False, timeout=60)
+                     *server, check=False, timeout=60)
         if out.returncode != 0:  # the server still starting: the service proxy answers 503
             return None
         apps = json.loads(out.stdout)["applications"]
@@ -114,6 +121,6 @@ def test_charts_history_server_lists_both_attempts_after_a_pod_deletion(api_clie
     assert [a["name"] for a in apps] == [f"sparkpoint-{namespace}-clicks-attempt-1",
                                          f"sparkpoint-{namespace}-clicks-attempt-2"]
     assert [a["completed"] for a in apps] == [True, False]  # the deleted pod drained; the second runs
-    table = plugin("history", "clicks", "-n", namespace, "--server-namespace", namespace, "--list").stdout
+    table = plugin("history", "clicks", "-n", namespace, "--server-namespace", namespace, "--list", *server).stdout
     assert table.splitlines()[0].split()[:3] == ["ATTEMPT", "RESTART", "COMPLETED"] and len(table.splitlines()) == 3
     print(f"History Server listed both attempts {time.monotonic() - t0:.0f} s after the test started")

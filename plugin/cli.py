@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import urllib.request
 from datetime import UTC, datetime
 
 from kubernetes.client.rest import ApiException
@@ -76,8 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     hs.add_argument("--server-namespace", default=history.DEFAULT_NAMESPACE,
                     help=f"the chart's namespace (default {history.DEFAULT_NAMESPACE})")
     hs.add_argument("--service", default=None, help="the History Server's Service (default: found by its labels)")
+    hs.add_argument("--server-url", default=None, metavar="URL",
+                    help="with --list: the History Server's address when you reach it directly (an Ingress, your own "
+                         "forward) instead of through the API server")
     hs.add_argument("--list", action="store_true",
-                    help="no port-forward: print the job's applications (through the API server's service proxy)")
+                    help="no port-forward: print the job's applications (through the API server's pod proxy)")
     return p
 
 
@@ -135,6 +139,18 @@ def _executors(kube: Kube, args, now: datetime) -> int:
     return 0
 
 
+def _applications(kube: Kube, args, service: str, port: int) -> bytes:
+    """The History Server's /api/v1/applications: at --server-url, else through the API server."""
+    if args.server_url:
+        with urllib.request.urlopen(args.server_url.rstrip("/") + "/api/v1/applications", timeout=30) as answer:
+            return bytes(answer.read())
+    if args.service:
+        svc = {"metadata": {"name": service}, "spec": {"selector": {"app.kubernetes.io/component": history.COMPONENT}}}
+    else:
+        svc = history.history_service_object(kube.services(args.server_namespace, history.SELECTOR), args.server_namespace)
+    return kube.service_get(args.server_namespace, svc, port, "api/v1/applications")
+
+
 def _history(kube: Kube, args) -> int:
     job = kube.job(args.job)  # the job must exist (a typo fails here, not in the browser)
     try:
@@ -150,8 +166,12 @@ def _history(kube: Kube, args) -> int:
     if note:
         print(note, file=sys.stderr)
     if args.list:
-        apps = history.job_applications(json.loads(kube.service_get(args.server_namespace, service, "http",
-                                                                    "api/v1/applications")), job)
+        try:
+            raw = _applications(kube, args, service, port)
+        except (ValueError, OSError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        apps = history.job_applications(json.loads(raw), job)
         _print({"applications": apps}, args.output, fmt.table(*history.application_rows(apps)))
         if not apps:
             print(f"no applications of streamingjob {args.job} yet (the mirror syncs every historyServer.syncInterval, "

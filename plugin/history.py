@@ -3,8 +3,8 @@ and say which of its applications are the job's attempts (docs/design.md §9, ev
 
 The server is found by its Service's labels in the chart's namespace (`--server-namespace`); kubectl
 forwards, as for `ui`. With `--list` nothing is forwarded: the plugin asks the History Server's REST
-API (`/api/v1/applications`) through the API server's service proxy (RBAC `services/proxy` get in
-that namespace) and prints the job's applications, by the operator's attempt and in-place restart."""
+API (`/api/v1/applications`) through the API server's pod proxy to a ready pod of the Service (RBAC
+`pods/proxy` get in that namespace) and prints the job's applications, by the operator's attempt and in-place restart."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ COMPONENT = "history-server"
 SELECTOR = f"app.kubernetes.io/name=sparkpoint,app.kubernetes.io/component={COMPONENT}"
 DEFAULT_NAMESPACE = "sparkpoint-system"
 PORT = 18080
+
+
+def history_service_object(services: list[dict[str, Any]], namespace: str) -> dict[str, Any]:
+    history_service(services, namespace)  # raises why there is none or which to choose
+    return services[0]
 
 
 def history_service(services: list[dict[str, Any]], namespace: str) -> tuple[str, int]:

@@ -88,11 +88,11 @@ def test_job_applications_are_the_jobs_by_attempt_and_restart() -> None:
 
 def test_history_list_asks_the_service_proxy_and_forwards_nothing(kubectl, capsys):  # noqa: F811
     kube = _Kube([_svc()])
-    kube.service_get = lambda ns, svc, port, path: (kube.asked.append((ns, svc, port, path)) or  # type: ignore[attr-defined]
+    kube.service_get = lambda ns, svc, port, path: (kube.asked.append((ns, svc["metadata"]["name"], port, path)) or  # type: ignore[attr-defined]
                                                    json.dumps(APPS).encode())
     args = cli._parser().parse_args(["history", "clicks", "--list", "--server-namespace", "ops", "-o", "json"])
     assert cli.run(args, kube) == 0
-    assert kube.asked[-1] == ("ops", "sp-sparkpoint-history", "http", "api/v1/applications")
+    assert kube.asked[-1] == ("ops", "sp-sparkpoint-history", 18080, "api/v1/applications")
     listed = json.loads(capsys.readouterr().out)["applications"]
     assert [a["name"] for a in listed] == ["sparkpoint-team-clicks-attempt-1", "sparkpoint-team-clicks-attempt-2",
                                            "sparkpoint-team-clicks-attempt-2-restart-1"]
