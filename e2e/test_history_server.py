@@ -115,9 +115,12 @@ def test_charts_history_server_lists_both_attempts_after_a_pod_deletion(api_clie
         if out.returncode != 0:  # the server still starting: the service proxy answers 503
             return None
         apps = json.loads(out.stdout)["applications"]
-        return apps if [a["attempt"] for a in apps] == [1, 2] else None
+        # The drained attempt's completed marker arrives with its last upload, then the mirror's next
+        # pass and the server's next read (10 s): until then it is listed as still running.
+        return apps if [(a["attempt"], a["completed"]) for a in apps] == [(1, True), (2, False)] else None
 
-    apps = wait_for("the History Server listing attempts 1 and 2", listed, timeout=300, interval=5.0)
+    apps = wait_for("the History Server listing attempt 1 completed and 2 running", listed, timeout=300,
+                    interval=5.0)
     assert [a["name"] for a in apps] == [f"sparkpoint-{namespace}-clicks-attempt-1",
                                          f"sparkpoint-{namespace}-clicks-attempt-2"]
     assert [a["completed"] for a in apps] == [True, False]  # the deleted pod drained; the second runs
