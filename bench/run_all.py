@@ -18,11 +18,13 @@ HERE = Path(__file__).resolve().parent
 # peer_bench.py: Sparkpoint vs vanilla Spark on s3a, Flink and the floor (fetches its peers on first use),
 # then recovery after a kill, key churn and bucket bytes with GC (--small: tiny state, 1.5 min of GC;
 # 1 GB / 4 GB churn only by hand: python bench/peer_bench.py --full --sizes 100m,1g,4g).
+# ui_bench.py: the live UI's and event logs' batch-duration cost, on vs off side by side (issue 30).
 # kafka_bench.py: Kafka -> Delta beside vanilla Spark's Kafka -> Parquet file sink (a local broker, 20 ms store).
 # rescale_bench.py: Spark's repartition at 4 -> 2 -> 6 partitions beside Flink's stop-with-savepoint + restore
 # at a new parallelism (~100 MiB of state; 1 GB by hand: python bench/rescale_bench.py --keys 600000 --flink).
 BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py", "rescale_bench.py",
-           "gc_memory_bench.py", "kafka_bench.py"]
+           "gc_memory_bench.py", "kafka_bench.py",
+           "ui_bench.py"]
 EXTRA = {"rescale_bench.py": ["--flink"]}
 
 

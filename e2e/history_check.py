@@ -16,13 +16,16 @@ from kube_helpers import wait_for
 from sparkpoint.runtime.spark.executor_entry import pyspark_jars_dir
 from sparkpoint.runtime.spark.history_server import history_server_command
 from sparkpoint.runtime.store import JobRef, open_store
+from sparkpoint.runtime.store.layout import history_entry_of
 
 
 def attempts_with_logs(store_url: str, env: dict[str, str], job: JobRef) -> dict[int, list[str]]:
+    """The operator's attempt -> the names of its event log files (history/<attempt>/<start>/...)."""
     out: dict[int, list[str]] = {}
     for info in open_store(store_url, env=env).list(f"{job.root}/history/"):
-        attempt, _, name = info.key.split("/")[-3:]
-        out.setdefault(int(attempt), []).append(name)
+        entry = history_entry_of(info.key, job)
+        assert entry is not None and not entry.legacy, info.key
+        out.setdefault(entry.attempt, []).append(entry.name)
     return out
 
 

@@ -1,7 +1,8 @@
 """Issue 28: the chart's NetworkPolicies (`networkPolicy.enabled`) enforced by a real policy engine
 (kube-router beside the real node, e2e/local/network_policy.py). A job pod's control API (8080) admits only
-the operator, its metrics port (9091) only the monitoring namespaces, and the operator's metrics port
-only those too; with the policies deleted, the same outsider gets through (so the test can fail).
+the operator, its metrics port (9091) only the monitoring namespaces, its Spark UI (4040, no
+authentication) only the operator's namespace, and the operator's metrics port only the monitoring
+namespaces; with the policies deleted, the same outsider gets through (so the test can fail).
 
 Every probe runs inside a pod (`kubectl exec`): traffic from the node itself is never subject to
 policy (kube-router, like the kubelet's probes, lets the node in), so the test process cannot be the
@@ -23,6 +24,7 @@ from kubernetes import client
 from operator_jobs import Jobs
 
 CONTROL, METRICS = 8080, 9091  # operator/builders.py CONTROL_PORT, METRICS_PORT
+UI = 4040  # runtime/spec_rules.py SPARK_UI_PORT: Spark's live UI, no authentication (docs/security.md)
 # Connects to each host:port until it succeeds or `seconds` pass; prints {target: "connected" | error}.
 PROBE = """
 import json, socket, sys, time
@@ -105,26 +107,27 @@ def test_chart_policy_admits_only_the_operator_and_prometheus(api_client, core, 
     jobs.create("guarded")
     jobs.wait_status("guarded", "Running", lambda s: s.get("phase") == "Running", operator=operator)
     job_ip = core.read_namespaced_pod("guarded-1", namespace).status.pod_ip
-    control, metrics = f"{job_ip}:{CONTROL}", f"{job_ip}:{METRICS}"
+    control, metrics, ui = f"{job_ip}:{CONTROL}", f"{job_ip}:{METRICS}", f"{job_ip}:{UI}"
     operator_metrics = f"{operator.pod().status.pod_ip}:{operator.metrics_port}"
     # Both job ports listen (the node is exempt from policy): a refusal below is the policy's.
-    wait_for("the job's control API and metrics port listening", lambda: all(
-        reachable_from_the_node(job_ip, port) for port in (CONTROL, METRICS)), timeout=180)
+    wait_for("the job's control API, metrics and UI ports listening", lambda: all(
+        reachable_from_the_node(job_ip, port) for port in (CONTROL, METRICS, UI)), timeout=180)
 
     outsider = start_sleeper(core, namespace, "outsider")  # the job's own namespace, the wrong labels
     scraper = start_sleeper(core, monitoring, "prometheus")  # stands in for Prometheus
 
     # Allowed: the operator to the control API, Prometheus to both metrics ports. A new pod's address
     # enters kube-router's ipsets a moment after it starts, hence the retries.
-    from_operator = probe(namespace, operator.pod().metadata.name, "operator", [control], seconds=60)
-    assert from_operator == {control: "connected"}, from_operator
+    # The UI: only pods of the operator's (release) namespace, which here is the job's own.
+    from_operator = probe(namespace, operator.pod().metadata.name, "operator", [control, ui], seconds=60)
+    assert from_operator == {control: "connected", ui: "connected"}, from_operator
     from_scraper = probe(monitoring, scraper, "main", [metrics, operator_metrics], seconds=60)
     assert from_scraper == {metrics: "connected", operator_metrics: "connected"}, from_scraper
     # Not allowed: the outsider anywhere; Prometheus to the control API.
     from_outsider = probe(namespace, outsider, "main", [control, metrics, operator_metrics], seconds=15)
     assert not any(r == "connected" for r in from_outsider.values()), from_outsider
-    scraper_to_control = probe(monitoring, scraper, "main", [control], seconds=10)
-    assert scraper_to_control[control] != "connected", scraper_to_control
+    scraper_to_control = probe(monitoring, scraper, "main", [control, ui], seconds=10)
+    assert not any(r == "connected" for r in scraper_to_control.values()), scraper_to_control
     # The operator did its work through the control API under the policy: a checkpoint it triggered.
     wait_for("a checkpoint trigger of the operator completed", lambda: 'sparkpoint_operator_checkpoint_triggers_total'
              '{result="completed"}' in (operator.get("/metrics") or ""), timeout=120)
@@ -138,3 +141,5 @@ def test_chart_policy_admits_only_the_operator_and_prometheus(api_client, core, 
         policies.delete_namespaced_network_policy(name, namespace)
     opened = probe(namespace, outsider, "main", [control, metrics, operator_metrics], seconds=60)
     assert opened == {control: "connected", metrics: "connected", operator_metrics: "connected"}, opened
+    ui_opened = probe(monitoring, scraper, "main", [ui], seconds=60)  # refused above by the policy alone
+    assert ui_opened == {ui: "connected"}, ui_opened

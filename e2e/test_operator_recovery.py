@@ -76,6 +76,7 @@ def test_deleted_pod_becomes_a_new_attempt_resuming_after_the_latest_checkpoint(
     logs = wait_for("event logs of two attempts", lambda: (found := attempts_with_logs(store_url, store_env, job))
                     and len(found) >= 2 and found, timeout=120, interval=2.0)
     first, current = min(logs), max(logs)
+    assert (first, current) == (1, 2), logs  # keyed by the operator's attempt, as status.attempt shows it
     assert any(n.startswith("appstatus_") and not n.endswith(".inprogress") for n in logs[first]), logs
     apps = history_applications(store_url, store_env, job, tmp_path, expected=len(logs))
     assert apps[f"sparkpoint-{namespace}-clicks-attempt-{first}"] is True

@@ -20,6 +20,7 @@ import sys
 import kopf
 
 from sparkpoint.runtime.config import parse_duration
+from sparkpoint.runtime.spec_rules import ui_path_prefix
 
 from .malloc import limit_arenas
 
@@ -42,6 +43,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="ServiceAccount of the pods of spark.master k8s jobs, whose driver starts executor pods "
                         "(it must exist in each such job's namespace with the RBAC Spark's backend needs; "
                         "default: the namespace's `default`)")
+    p.add_argument("--ui-path-prefix", default=None, type=_ui_path_prefix, metavar="PATH",
+                   help="jobs' live UI behind an Ingress at PATH/<namespace>/<job> (sets Spark's spark.ui.proxyBase; "
+                        "the chart's uiIngress passes it)")
     p.add_argument("--priority", type=int, default=None, help="peering priority (default: random)")
     p.add_argument("--standalone", action="store_true", help="no peering (a single replica)")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -58,6 +62,13 @@ def load_handlers() -> None:
     except ImportError as exc:
         if exc.name != "sparkpoint.operator.savepoint_handlers":
             raise
+
+
+def _ui_path_prefix(value: str) -> str:
+    try:
+        return ui_path_prefix(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
         memo=kopf.Memo(metrics_port=args.metrics_port, namespaces=None if args.all_namespaces else args.namespace,
                        upgrade_timeout=args.upgrade_timeout, job_service_account=args.job_service_account,
-                       driver_service_account=args.driver_service_account),
+                       driver_service_account=args.driver_service_account, ui_path_prefix=args.ui_path_prefix),
     )
     return 0
 

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec, RestoreFrom
-from sparkpoint.runtime.spec_rules import DRIVER_MEMORY_ENV, SPARK_UI_PORT, SPARK_UI_PORT_ENV, driver_memory
+from sparkpoint.runtime.spec_rules import (
+    DRIVER_MEMORY_ENV,
+    SPARK_UI_PORT,
+    SPARK_UI_PORT_ENV,
+    SPARK_UI_PROXY_BASE_ENV,
+    driver_memory,
+    ui_proxy_base,
+)
 from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV
 
 CONTROL_PORT = 8080
@@ -208,11 +215,14 @@ def runtime_container(job: JobRef, spec: JobSpec, attempt: int = 1) -> dict[str,
     }
 
 
-def _with_ui(container: dict[str, Any]) -> None:
+def _with_ui(container: dict[str, Any], job: JobRef, ui_path_prefix: str | None) -> None:
     """spec.spark.ui.enabled: Spark's live UI on the fixed `spark-ui` port (the runtime turns the UI
-    on only when this env var names the port)."""
+    on only when this env var names the port); behind the chart's Ingress, its path there."""
     container["ports"].append({"name": "spark-ui", "containerPort": SPARK_UI_PORT})
     container["env"].append({"name": SPARK_UI_PORT_ENV, "value": str(SPARK_UI_PORT)})
+    if ui_path_prefix:
+        container["env"].append({"name": SPARK_UI_PROXY_BASE_ENV,
+                                 "value": ui_proxy_base(ui_path_prefix, job.namespace, job.name)})
 
 
 # The GC sidecar's memory limit. Its output pass holds the readers' whole chain of commit entries (one
@@ -271,13 +281,13 @@ def _as_driver(container: dict[str, Any], attempt: int) -> None:
 
 
 def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | None = None,
-              driver_service_account: str | None = None) -> dict[str, Any]:
+              driver_service_account: str | None = None, ui_path_prefix: str | None = None) -> dict[str, Any]:
     containers = [runtime_container(job, spec, attempt)]
     driver = spec.spark.master == "k8s"
     if driver:
         _as_driver(containers[0], attempt)
     if spec.spark.ui.enabled:
-        _with_ui(containers[0])
+        _with_ui(containers[0], job, ui_path_prefix)
     if spec.gc.enabled:
         containers.append(gc_container(job, spec))
     meta = _meta(job, pod_name(job, attempt))

@@ -108,11 +108,13 @@ def refusal_message(exc: ApiException) -> str:
 class Reconciler:
     def __init__(self, kube: Kube, client: RuntimeClient, metrics: OperatorMetrics, post_event: EventFn,
                  clock: Callable[[], float] = time.time, upgrade_timeout: float = 300.0,
-                 job_service_account: str | None = None, driver_service_account: str | None = None):
+                 job_service_account: str | None = None, driver_service_account: str | None = None,
+                 ui_path_prefix: str | None = None):
         self.kube, self.client, self.metrics, self.post_event, self.clock = kube, client, metrics, post_event, clock
         self.upgrade_timeout = upgrade_timeout
         self.job_service_account = job_service_account
         self.driver_service_account = driver_service_account  # pods of spark.master k8s jobs
+        self.ui_path_prefix = ui_path_prefix  # the UI behind the chart's Ingress (builders._with_ui)
         self.store = StoreFacts(kube, clock)
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
         self._writers: dict[tuple[str, str], StatusWriter] = {}
@@ -314,7 +316,7 @@ class Reconciler:
                              self.kube.create(builders.build_control_token_secret(job, control_token.new_token())),
                              self.kube.create(builders.build_service(job)))
         await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account,
-                                                  self.driver_service_account))
+                                                  self.driver_service_account, self.ui_path_prefix))
 
     def _amend_tracking(self, meta: JobMeta, decision: Decision, **changes: Any) -> StatusWriter:
         """What an action learnt, written into the decided status's tracking (snake_case fields;

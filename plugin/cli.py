@@ -1,12 +1,14 @@
 """kubectl sparkpoint list | status JOB | checkpoints JOB | executors JOB | savepoint JOB | restore JOB
 --from ID | rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB | ui JOB
-[--port N] | history JOB [--port N] [--server-namespace NS], with kubectl's -n/--namespace, --context
+[--port N] | history JOB [--port N | --list] [--server-namespace NS], with kubectl's -n/--namespace, --context
 and -o json|yaml|wide."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import urllib.request
 from datetime import UTC, datetime
 
 from kubernetes.client.rest import ApiException
@@ -75,6 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     hs.add_argument("--server-namespace", default=history.DEFAULT_NAMESPACE,
                     help=f"the chart's namespace (default {history.DEFAULT_NAMESPACE})")
     hs.add_argument("--service", default=None, help="the History Server's Service (default: found by its labels)")
+    hs.add_argument("--server-url", default=None, metavar="URL",
+                    help="with --list: the History Server's address when you reach it directly (an Ingress, your own "
+                         "forward) instead of through the API server")
+    hs.add_argument("--list", action="store_true",
+                    help="no port-forward: print the job's applications (through the API server's pod proxy)")
     return p
 
 
@@ -132,6 +139,18 @@ def _executors(kube: Kube, args, now: datetime) -> int:
     return 0
 
 
+def _applications(kube: Kube, args, service: str, port: int) -> bytes:
+    """The History Server's /api/v1/applications: at --server-url, else through the API server."""
+    if args.server_url:
+        with urllib.request.urlopen(args.server_url.rstrip("/") + "/api/v1/applications", timeout=30) as answer:
+            return bytes(answer.read())
+    if args.service:
+        svc = {"metadata": {"name": service}, "spec": {"selector": {"app.kubernetes.io/component": history.COMPONENT}}}
+    else:
+        svc = history.history_service_object(kube.services(args.server_namespace, history.SELECTOR), args.server_namespace)
+    return kube.service_get(args.server_namespace, svc, port, "api/v1/applications")
+
+
 def _history(kube: Kube, args) -> int:
     job = kube.job(args.job)  # the job must exist (a typo fails here, not in the browser)
     try:
@@ -146,6 +165,18 @@ def _history(kube: Kube, args) -> int:
     note = history.event_log_note(job)
     if note:
         print(note, file=sys.stderr)
+    if args.list:
+        try:
+            raw = _applications(kube, args, service, port)
+        except (ValueError, OSError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        apps = history.job_applications(json.loads(raw), job)
+        _print({"applications": apps}, args.output, fmt.table(*history.application_rows(apps)))
+        if not apps:
+            print(f"no applications of streamingjob {args.job} yet (the mirror syncs every historyServer.syncInterval, "
+                  "the server reads it every 10 s)", file=sys.stderr)
+        return 0
     argv = history.port_forward_argv(service, port, args.server_namespace, args.context, args.port)
     base = f"http://127.0.0.1:{args.port}/" if args.port else "the local port kubectl prints below"
     print(f"History Server (svc/{service} in {args.server_namespace}): {base}  (Ctrl-C stops the port-forward)\n"

@@ -60,6 +60,19 @@ class Kube:
         answer = self.core.list_namespaced_service(namespace, label_selector=selector)
         return [self.core.api_client.sanitize_for_serialization(s) for s in answer.items]
 
+    def service_get(self, namespace: str, service: dict, port: int, path: str) -> bytes:
+        """GET `path` on `port` of a ready pod of the Service through the API server's pod proxy (not
+        the service proxy: it needs the Service's endpoints, which not every cluster fills)."""
+        selector = ",".join(f"{k}={v}" for k, v in ((service.get("spec") or {}).get("selector") or {}).items())
+        pods = self.core.list_namespaced_pod(namespace, label_selector=selector).items if selector else []
+        ready = [p.metadata.name for p in pods if p.metadata and p.status and any(
+            c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
+        if not ready:
+            raise ValueError(f"no ready pod behind service {service['metadata']['name']} in namespace {namespace}")
+        answer = self.core.connect_get_namespaced_pod_proxy_with_path(
+            f"{ready[0]}:{port}", namespace, path, _preload_content=False)  # raw: else repr() of JSON
+        return bytes(answer.data)  # type: ignore[attr-defined]  # typed str, a urllib3 response without preloading
+
     def logs(self, pod: str, *, tail: int | None, follow: bool) -> Any:
         kwargs: dict[str, Any] = {"container": "runtime", "follow": follow, "_preload_content": not follow}
         if tail is not None:

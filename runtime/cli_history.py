@@ -1,4 +1,4 @@
-"""`sparkpoint history sync --job NS/NAME [--job ...] --dest DIR [--once]`: mirror jobs' Spark event
+"""`sparkpoint history sync [--job NS/NAME ...] --dest DIR [--once]`: mirror jobs' Spark event
 logs from the store into the directory Spark's History Server reads (service/history_sync.py; the
 chart's History Server runs it as a sidecar). `sparkpoint history server --log-dir DIR`: Spark's
 History Server over that directory (spark/history_server.py)."""
@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     group = p.add_subparsers(dest="history_command", required=True, metavar="SUBCOMMAND")
     s = group.add_parser("sync", help="mirror jobs' event logs (history/) into a local directory")
     add_common(s, job=False)
-    s.add_argument("--job", action="append", required=True, help="NAMESPACE/NAME (repeatable)")
+    s.add_argument("--job", action="append", help="NAMESPACE/NAME (repeatable); none: every job of the store, "
+                                                   "found again at each pass")
     s.add_argument("--dest", required=True, help="the History Server's spark.history.fs.logDirectory")
     s.add_argument("--interval", type=duration, default=30.0, help="time between syncs (default 30s)")
     s.add_argument("--once", action="store_true", help="one sync, then exit")
@@ -37,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_sync(args: argparse.Namespace) -> int:
     if not args.store:
         raise StoreError("no store given: use --store s3://bucket/prefix or file:///path (or $SPARKPOINT_STORE)")
-    mirror = HistoryMirror(open_store(args.store), [JobRef.parse(j) for j in args.job], Path(args.dest))
+    jobs = [JobRef.parse(j) for j in args.job] if args.job else None
+    mirror = HistoryMirror(open_store(args.store), jobs, Path(args.dest))
     stop = threading.Event()
     if not args.once:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -45,7 +47,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     while True:
         r = mirror.sync()
         print(json.dumps({"downloaded": r.downloaded, "downloadedBytes": r.downloaded_bytes, "removed": r.removed,
-                          "applications": r.applications, "errors": r.errors}), flush=True)
+                          "jobs": r.jobs, "applications": r.applications, "errors": r.errors}), flush=True)
         if args.once:
             return 1 if r.errors else 0
         if stop.wait(args.interval):

@@ -112,6 +112,22 @@ DRIVER_MEMORY_ENV = "SPARKPOINT_DRIVER_MEMORY"  # spark.driver.memory; unset (a 
 # sets the env var in the pod; a local run without it keeps the UI off (tests start many sessions).
 SPARK_UI_PORT = 4040
 SPARK_UI_PORT_ENV = "SPARKPOINT_SPARK_UI_PORT"
+# The UI's path behind the chart's Ingress (uiIngress): `<prefix>/<namespace>/<job>`, Spark's
+# spark.ui.proxyBase; the operator sets it in every pod when it runs with --ui-path-prefix.
+SPARK_UI_PROXY_BASE_ENV = "SPARKPOINT_SPARK_UI_PROXY_BASE"
+_UI_PATH_PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
+
+
+def ui_path_prefix(value: str) -> str:
+    """--ui-path-prefix: '/a/b' (no trailing '/', path-safe characters), or a ValueError naming it."""
+    if not _UI_PATH_PREFIX.match(value):
+        raise ValueError(f"--ui-path-prefix {value!r}: a path like /sparkpoint (segments of letters, digits, "
+                         "'.', '_', '~', '-'; no trailing '/')")
+    return value
+
+
+def ui_proxy_base(prefix: str, namespace: str, name: str) -> str:
+    return f"{ui_path_prefix(prefix)}/{namespace}/{name}"
 MIB = 1 << 20
 # JVM non-heap (about 250 MiB for a Spark driver) plus the Python runtime (about 150 MiB), with margin.
 NON_HEAP_RESERVE_MIB = 512

@@ -2,6 +2,9 @@
 # `make image`: builds the Dockerfile's two targets with buildah (no container engine needed) on
 # the local Debian base (scripts/build-base.sh) and tags them in buildah's local store as
 #   sparkpoint/operator:dev   sparkpoint/runtime:dev          (a contract: tests and e2e use them)
+# SPARKPOINT_IMAGE_SUFFIX=-x tags sparkpoint/operator-x:dev and sparkpoint/runtime-x:dev instead, so a
+# build of one checkout never replaces another's in the shared store (the local cluster runs any
+# sparkpoint/*:dev image in image mode; the e2e suite takes the names from SPARKPOINT_E2E_*_IMAGE).
 # A target is rebuilt only when its inputs changed: the base, the Dockerfile and the package
 # sources, hashed into the image's io.sparkpoint.inputs label. The host's pip cache is mounted into
 # the build, so the pyspark wheel is not downloaded and built a second time.
@@ -32,7 +35,7 @@ fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(operator runtime)
 for target in "${targets[@]}"; do
-  tag="sparkpoint/$target:dev"
+  tag="sparkpoint/$target${SPARKPOINT_IMAGE_SUFFIX:-}:dev"
   have=$(buildah inspect --type image --format '{{index .OCIv1.Config.Labels "io.sparkpoint.inputs"}}' \
          "$tag" 2>/dev/null || true)
   if [ "$have" = "$hash" ]; then

@@ -80,6 +80,28 @@ def _refuse_if_superseded(store: ObjectStore, job: JobRef, number: int, incarnat
                           f"{launch} (a zombie restarted late) and does not start")
 
 
+def restarts_before(store: ObjectStore, job: JobRef, start: int, incarnation: str | None, launch: int | None,
+                    limit: int = 1000) -> int:
+    """How many starts of the same operator attempt (incarnation and launch) claimed the numbers just
+    below `start`: 0 for a pod's first start, k for its k-th restart in place. Claims are contiguous and
+    a pod's starts follow each other (a newer launch fences older pods off), so the walk back stops at
+    the first claim of another attempt; `limit` bounds it for a container that restarted endlessly.
+    Without a launch (a local run) every start is an attempt of its own: 0."""
+    if incarnation is None or launch is None:
+        return 0
+    count = 0
+    for number in range(start - 1, max(0, start - 1 - limit), -1):
+        key = attempt_claim_key(job, number)
+        try:
+            claim = Fence.from_json(store.get_bytes(key), where=key)
+        except (StoreError, ValueError):
+            break
+        if claim.incarnation != incarnation or claim.launch != launch:
+            break
+        count += 1
+    return count
+
+
 def _publish_fence(store: ObjectStore, job: JobRef, value: int) -> None:
     """Write fence.json until no claim newer than what we wrote exists after our write."""
     while True:

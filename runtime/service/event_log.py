@@ -1,13 +1,15 @@
 """Spark's event logs of an attempt, uploaded to the job's store for the History Server
 (docs/design.md §3 `history/`, §9 "Event logs"; issue 30).
 
-Spark writes rolling, compressed event logs into `<work dir>/event-log/<attempt>/` (`event_log_conf`;
-every start of the runtime claims a new attempt number, a restart in the same pod too): one
+Spark writes rolling, compressed event logs into `<work dir>/event-log/<attempt>.<start>/`
+(`event_log_conf`): `attempt` is the operator's attempt of the pod (SPARKPOINT_ATTEMPT; a local run's
+start number), `start` the number this start of the runtime claimed in the store (every start claims
+one, a restart in the same pod too), so in-place restarts of one attempt stay apart. One
 directory per SparkContext, `eventlog_v2_<app id>/`, holding `events_<index>_<app id>[.zstd]` files
 and an empty `appstatus_<app id>[.inprogress]` marker. Spark appends only to the newest events file
 and closes a file for good when it rolls to the next one (`spark.eventLog.rolling.maxFileSize`).
 
-The uploader copies them to `history/<attempt>/<dir>/<file>` like checkpoint files: after every
+The uploader copies them to `history/<attempt>/<start>/<dir>/<file>` like checkpoint files: after every
 completed checkpoint and at the end of the attempt, only files whose size or mtime changed since
 their last upload. A closed events file is uploaded once and then removed from the local disk; the
 open one (and the `.inprogress` marker) is uploaded again when it changed, at most every
@@ -39,6 +41,20 @@ log = logging.getLogger("sparkpoint.eventlog")
 
 UPLOAD_INTERVAL_ENV = "SPARKPOINT_EVENT_LOG_UPLOAD_INTERVAL"
 _EVENTS = re.compile(r"^events_(\d+)_")
+_RUN_DIR = re.compile(r"^(\d{1,9})(?:\.(\d{1,9}))?$")  # '<attempt>.<start>'; a legacy '<start>' alone
+
+
+def run_dir_name(attempt: int, start: int) -> str:
+    return f"{attempt:06d}.{start:06d}"
+
+
+def run_of_dir(name: str) -> tuple[int, int] | None:
+    """'000002.000007' -> (2, 7); a folder an older runtime named by its start alone, '000007' -> (7, 7)."""
+    m = _RUN_DIR.match(name)
+    if not m:
+        return None
+    start = int(m.group(2) or m.group(1))
+    return int(m.group(1)), start
 
 
 def event_log_conf(local_dir: Path) -> dict[str, str]:
@@ -103,12 +119,12 @@ def removable(f: LocalFile) -> bool:
 
 
 class EventLogUploader:
-    """Copies the work dir's event logs to history/<attempt>/ (sync() is thread-safe; start() runs a
-    thread that syncs whenever request() is called, so no checkpoint waits for it)."""
+    """Copies the work dir's event logs to history/<attempt>/<start>/ (sync() is thread-safe; start()
+    runs a thread that syncs whenever request() is called, so no checkpoint waits for it)."""
 
-    def __init__(self, store: ObjectStore, job: JobRef, attempt: int, local_dir: Path, *,
+    def __init__(self, store: ObjectStore, job: JobRef, attempt: int, start: int, local_dir: Path, *,
                  interval_seconds: float | None = None, clock: Callable[[], float] = time.monotonic):
-        self.store, self.job, self.attempt, self.local_dir = store, job, attempt, local_dir
+        self.store, self.job, self.attempt, self.start_number, self.local_dir = store, job, attempt, start, local_dir
         self.interval = upload_interval_seconds() if interval_seconds is None else interval_seconds
         self.clock = clock
         self.live_app_dir: str | None = None  # 'eventlog_v2_<app id>' of this process's SparkContext
@@ -136,7 +152,7 @@ class EventLogUploader:
             done, self.failed = 0, False
             try:
                 for f in todo:
-                    self.store.put_file(history_key(self.job, self.attempt, f.relative),
+                    self.store.put_file(history_key(self.job, self.attempt, self.start_number, f.relative),
                                         str(self.local_dir / f.relative))
                     self.uploaded[f.relative] = (f.size, f.mtime_ns)
                     self.uploaded_bytes += f.size
@@ -146,35 +162,38 @@ class EventLogUploader:
             except (StoreError, OSError) as exc:
                 self.failed = True
                 log.warning("event log upload failed; retried at the next checkpoint",
-                            extra={"attempt": self.attempt, "error": str(exc)})
+                            extra={"attempt": self.attempt, "start": self.start_number, "error": str(exc)})
                 return done
             if open_due and any(not f.closed for f in files):
                 self._last_open_upload = now
             return done
 
     @classmethod
-    def upload_leftovers(cls, store: ObjectStore, job: JobRef, root: Path, current: int) -> list[int]:
-        """Earlier attempts' folders under root (runtime starts before this one in the same work
-        dir): upload what changed as closed files, then remove the folder. Returns their attempts."""
+    def upload_leftovers(cls, store: ObjectStore, job: JobRef, root: Path, current: str) -> list[tuple[int, int]]:
+        """Earlier starts' folders under root (runtime starts before this one in the same work dir):
+        upload what changed as closed files, then remove the folder. Returns their (attempt, start)."""
         done = []
         for sub in sorted(root.iterdir()) if root.is_dir() else []:
-            if not (sub.is_dir() and sub.name.isdigit()) or int(sub.name) == current:
+            run = run_of_dir(sub.name)
+            if not sub.is_dir() or run is None or sub.name == current:
                 continue
-            leftover = cls(store, job, int(sub.name), sub, interval_seconds=0)
+            leftover = cls(store, job, run[0], run[1], sub, interval_seconds=0)
             leftover.sync(final=True)
             if not leftover.failed:
                 shutil.rmtree(sub, ignore_errors=True)
-                done.append(int(sub.name))
+                done.append(run)
         return done
 
     @classmethod
-    def for_attempt(cls, store: ObjectStore, job: JobRef, attempt: int, work_dir: Path) -> EventLogUploader:
-        """The uploader of `<work dir>/event-log/<attempt>/`, after the leftovers of earlier starts."""
+    def for_attempt(cls, store: ObjectStore, job: JobRef, attempt: int, start: int,
+                    work_dir: Path) -> EventLogUploader:
+        """The uploader of `<work dir>/event-log/<attempt>.<start>/`, after the leftovers of earlier starts."""
         root = work_dir / "event-log"
-        uploaded = cls.upload_leftovers(store, job, root, attempt)
+        name = run_dir_name(attempt, start)
+        uploaded = cls.upload_leftovers(store, job, root, name)
         if uploaded:
-            log.info("uploaded the event logs earlier starts left", extra={"attempts": uploaded})
-        return cls(store, job, attempt, root / f"{attempt:06d}")
+            log.info("uploaded the event logs earlier starts left", extra={"runs": uploaded})
+        return cls(store, job, attempt, start, root / name)
 
     def finish(self, spark: object | None) -> None:
         """The attempt ends: stop the SparkContext (Spark closes the log and marks it completed),
@@ -186,7 +205,8 @@ class EventLogUploader:
             except Exception as exc:  # noqa: BLE001 - a JVM already gone: upload what it left
                 log.warning("spark stop failed before the last event log upload", extra={"error": str(exc)})
         self.sync(final=True)
-        log.info("event log uploaded", extra={"attempt": self.attempt, "files": len(self.uploaded),
+        log.info("event log uploaded", extra={"attempt": self.attempt, "start": self.start_number,
+                                              "files": len(self.uploaded),
                                               "bytes": self.uploaded_bytes, "failed": self.failed})
 
     # --- background thread -------------------------------------------------------------------

@@ -10,8 +10,18 @@ from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.store import JobRef
 
 
-def app_name(job: JobRef, attempt: int) -> str:
-    return f"sparkpoint-{job.namespace}-{job.name}-attempt-{attempt}"
+def app_name(job: JobRef, attempt: int, restart: int = 0) -> str:
+    """Spark's application name, which the live UI and the History Server list (docs/design.md §9):
+    the operator's attempt as status.attempt shows it, and the k-th in-place restart of the attempt's
+    pod as `-restart-k`."""
+    name = f"sparkpoint-{job.namespace}-{job.name}-attempt-{attempt}"
+    return f"{name}-restart-{restart}" if restart else name
+
+
+def history_attempt(launch: int | None, start: int) -> int:
+    """The attempt event logs and the app name carry: the operator's (status.attempt); a local run
+    without one counts every start as an attempt of its own (the store's number)."""
+    return launch if launch is not None and launch >= 1 else start
 
 
 def batch_in_flight(hot_dir: Path) -> bool:

@@ -7,7 +7,8 @@ Work dir layout (local disk, an emptyDir in a pod):
   freeze/<req>/   hard-linked checkpoint sets while they upload
   hash-cache.json file hashes by inode/size/mtime
   owner.json      which job, store, attempt and checkpoint the hot dir belongs to (hotdir.py)
-  event-log/<n>/  Spark's event logs of attempt n until uploaded to history/ (event_log.py)
+  event-log/<a>.<s>/  Spark's event logs of attempt a's runtime start s until uploaded to history/
+                  (event_log.py)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from sparkpoint.runtime.checkpoint import CheckpointWriter, FencedError, HashCache, write_fence
 from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
+from sparkpoint.runtime.checkpoint.fence import restarts_before
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
 from sparkpoint.runtime.sink.compaction import compaction_settings
@@ -34,11 +36,11 @@ from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budg
 from sparkpoint.runtime.sink.upsert import UpsertSink
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
 
-from . import attempt_dirs, faults, hotdir, job_dirs
+from . import attempt_dirs, faults, hotdir, job_dirs, ui_front
 from .checkpointing import CheckpointPipeline
 from .event_log import EventLogUploader, event_log_conf
 from .metrics import RuntimeMetrics
-from .names import app_name, batch_in_flight, job_uid, launch
+from .names import app_name, batch_in_flight, history_attempt, job_uid, launch
 from .recovery import RestoreOutcome, restore_on_start
 from .store_wait import wait_for_store
 
@@ -76,7 +78,9 @@ class JobRuntime:
         self.store_url = storage.url if storage else default_store_url(self.work_dir)
         self.metrics = RuntimeMetrics()
         self.phase = "starting"
-        self.attempt = 0
+        self.attempt = 0  # the number this start claimed in the store (the fence, §5)
+        self.launch: int | None = None  # the operator's attempt of the pod (SPARKPOINT_ATTEMPT)
+        self.restart = 0  # in-place restarts of the operator's attempt before this start
         self.restore: RestoreOutcome | None = None
         self.rescale: Any = None  # spark.rescale.Rescale once this attempt repartitioned its state
         self.last_progress: dict[str, Any] | None = None
@@ -90,6 +94,7 @@ class JobRuntime:
         self.sink: Any = None
         self.sink_failed = False
         self.event_log: EventLogUploader | None = None
+        self.ui_front: ui_front.UiFront | None = None  # the UI under its Ingress path (ui_front.py)
 
     # --- status (read by the control API from another thread) ----------------------------------
     def committed_batch(self) -> int | None:
@@ -157,15 +162,16 @@ class JobRuntime:
                 return EXIT_OK
             self.phase = "starting"
             # fence first: older attempts can no longer commit (and an older pod does not start)
+            incarnation, self.launch = self.opts.job_uid or job_uid(self.job), launch()
             try:
-                self.attempt = write_fence(store, self.job, incarnation=self.opts.job_uid or job_uid(self.job),
-                                           launch=launch())
+                self.attempt = write_fence(store, self.job, incarnation=incarnation, launch=self.launch)
             except FencedError as exc:  # exit 0: the kubelet does not restart it; the operator removes the pod
                 log.warning("superseded by a newer attempt: not starting", extra={"job": str(self.job),
                                                                                   "reason": str(exc)})
                 return EXIT_OK
             attempt_dirs.remove_older_attempt_dirs(self.work_dir)  # a shared hot volume's old attempts (§9)
             job_dirs.remove_other_incarnations(self.work_dir)  # ...and deleted jobs of the same name
+            self.restart = restarts_before(store, self.job, self.attempt, incarnation, self.launch)
             self.metrics.attempt.set(self.attempt)
             self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
             log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
@@ -190,6 +196,8 @@ class JobRuntime:
                 self.pipeline.writer.close()  # uploaded: drop their kept markers (in-flight ones stay)
             if self.event_log is not None:  # however the run ends, the History Server gets its log
                 self.event_log.finish(self.spark)
+            if self.ui_front is not None:
+                self.ui_front.stop()
             server.stop()
 
     def _make_sink(self, store: ObjectStore) -> Any:
@@ -254,14 +262,17 @@ class JobRuntime:
 
             cluster_conf = prepare_driver(spec, self.job.namespace, self.job.name, self.work_dir, os.environ)
         event_log = None
+        attempt = history_attempt(self.launch, self.attempt)
         if spec.spark.event_log.enabled:
-            self.event_log = EventLogUploader.for_attempt(self.store, self.job, self.attempt, self.work_dir)
+            self.event_log = EventLogUploader.for_attempt(self.store, self.job, attempt, self.attempt, self.work_dir)
             event_log = event_log_conf(self.event_log.local_dir)
-        # The History Server lists applications by this name: job and attempt (§9, event logs).
-        self.spark = spark = build_session(spec.spark, app_name(self.job, self.attempt), cluster_conf, event_log)
+        # The UI and the History Server list applications by this name: job, attempt, restart (§9).
+        self.spark = spark = build_session(spec.spark, app_name(self.job, attempt, self.restart), cluster_conf,
+                                           event_log)
         if self.event_log is not None:
             self.event_log.set_app(spark.sparkContext.applicationId)
             self.event_log.start()
+        self.ui_front = ui_front.start_if_proxied(spark, spec.spark.ui.enabled, self.opts.host)
         if self.opts.handle_signals:
             install_signal_handlers(self)  # again: SparkContext replaces the SIGINT handler
         self._rescale_state(spark)

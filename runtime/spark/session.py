@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from sparkpoint.runtime.config import SparkSection
-from sparkpoint.runtime.spec_rules import DRIVER_MEMORY_ENV, SPARK_UI_PORT_ENV
+from sparkpoint.runtime.spec_rules import DRIVER_MEMORY_ENV, SPARK_UI_PORT_ENV, SPARK_UI_PROXY_BASE_ENV
 
 from .identity import ensure_user_identity
 
@@ -51,7 +51,12 @@ def ui_conf(spark: SparkSection) -> dict[str, str]:
     if not (spark.ui.enabled and port):
         return {"spark.ui.enabled": "false"}
     # Read-only: Spark's kill links would let whoever reaches the UI fail a batch (docs/security.md).
-    return {"spark.ui.enabled": "true", "spark.ui.port": port, "spark.ui.killEnabled": "false"}
+    conf = {"spark.ui.enabled": "true", "spark.ui.port": port, "spark.ui.killEnabled": "false"}
+    base = os.environ.get(SPARK_UI_PROXY_BASE_ENV)
+    if base:  # behind the chart's Ingress: the UI's links carry its path (docs/design.md §9), and
+        # the runtime's front (service/ui_front.py) takes the pod's UI port and strips the path
+        conf.update({"spark.ui.proxyBase": base, "spark.ui.port": "0"})
+    return conf
 
 
 def extra_jars() -> list[str]:

@@ -9,6 +9,12 @@ A job's keys live under <prefix>/<namespace>/<job>/ (layout.py). Roles:
            operator's deletions `gc`)
   history  list and read the job's Spark event logs (history/*) only: the chart's History Server
            mirror (`sparkpoint history sync`); one statement set per job it shows
+And one for the whole store (`store_history_policy`, the CLI without a job): the History Server mirror
+that finds the jobs itself (`sparkpoint history sync` without --job): names one level down at any
+depth (delimiter listings: namespaces, jobs) and list/read of `<prefix>/*/*/history/*`. IAM's `*`
+also matches '/', so that pattern also admits any deeper key with a `/history/` segment (an output
+path or a savepoint named `history`): name the jobs and combine per-job `history` policies where that
+matters.
 Shared by every job: list the store prefix's top level (the store's reachability probe; shows
 namespace names only) and the conditional-write probe key <prefix>/.sparkpoint-check/*.
 
@@ -67,6 +73,20 @@ def job_policy(bucket: str, prefix: str, job: JobRef, role: str) -> dict[str, An
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+def store_history_policy(bucket: str, prefix: str) -> dict[str, Any]:
+    """Every job's event logs of the store, and the names that find the jobs (see the module's doc)."""
+    top = _join(prefix)
+    bucket_arn, logs = f"arn:aws:s3:::{bucket}", _join(top, "*/*/history/*")
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "ListNamespaces", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
+         "Condition": {"StringEquals": {"s3:prefix": [f"{top}/" if top else ""], "s3:delimiter": ["/"]}}},
+        {"Sid": "ListJobsOfANamespace", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
+         "Condition": {"StringLike": {"s3:prefix": [_join(top, "*") + "/"]}, "StringEquals": {"s3:delimiter": ["/"]}}},
+        {"Sid": "ListEventLogs", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
+         "Condition": {"StringLike": {"s3:prefix": [logs]}}},
+        {"Sid": "ReadEventLogs", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"{bucket_arn}/{logs}"]}]}
+
+
 def split_url(url: str) -> tuple[str, str]:
     if not url.startswith("s3://"):
         raise ValueError(f"store URL must be s3://bucket[/prefix], not {url!r}")
@@ -78,11 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m sparkpoint.runtime.store.access_policy",
                                 description="print a job's least-privilege S3 policy")
     p.add_argument("store", help="s3://bucket[/prefix] (spec.checkpoint.storage.url)")
-    p.add_argument("job", help="NAMESPACE/NAME")
+    p.add_argument("job", nargs="?", help="NAMESPACE/NAME (omitted with --role history: every job's event logs)")
     p.add_argument("--role", choices=ROLES, default="job")
     args = p.parse_args(argv)
     bucket, prefix = split_url(args.store)
-    print(json.dumps(job_policy(bucket, prefix, JobRef.parse(args.job), args.role), indent=2))
+    if args.job is None and args.role != "history":
+        p.error("a job is needed for every role but history")
+    doc = store_history_policy(bucket, prefix) if args.job is None else \
+        job_policy(bucket, prefix, JobRef.parse(args.job), args.role)
+    print(json.dumps(doc, indent=2))
     return 0
 
 

@@ -7,7 +7,7 @@ Implementations must make `put_if_absent` atomic: it is how manifests avoid over
 from __future__ import annotations
 
 import abc
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -78,6 +78,13 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         """Every key starting with `prefix` (recursive), in lexicographic order."""
+
+    def list_children(self, prefix: str) -> Sequence[str]:
+        """The names one level below `prefix` (which ends in '/' or is empty) that hold keys, sorted:
+        S3's delimiter listing. Backends answer it without listing every key below; this fallback
+        does list them."""
+        return sorted({info.key[len(prefix):].split("/", 1)[0] for info in self.list(prefix)
+                       if "/" in info.key[len(prefix):]})
 
     @abc.abstractmethod
     def delete(self, key: str) -> None:

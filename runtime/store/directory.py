@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 from .base import ObjectInfo, ObjectNotFoundError, ObjectStore, StoreError
@@ -135,6 +135,18 @@ class DirectoryStore(ObjectStore):
                     continue  # deleted while we walked
         found.sort(key=lambda info: info.key)
         yield from found
+
+    def list_children(self, prefix: str) -> Sequence[str]:
+        if prefix and not prefix.endswith("/"):
+            raise ValueError(f"list_children needs a prefix ending in '/', not {prefix!r}")
+        base = self._path(prefix.rstrip("/")) if prefix else self.root
+        try:
+            entries = list(os.scandir(base))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        # A directory only counts when it holds a file somewhere below (S3 has no empty folders).
+        return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not (not prefix and e.name == _TMP)
+                      and any(files for _, _, files in os.walk(e.path)))
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):

@@ -10,7 +10,8 @@
   attempts/<n>.json                 the claim of attempt n (conditional create; see fence.py)
   lineage/<n>.<kind>.<name>.json    attempt n applied restoreFrom <kind>:<name> (recovery.py)
   outputs/...                       the exactly-once sink's table
-  history/<n>/eventlog_v2_<app>/... Spark's event logs of attempt n (runtime/service/event_log.py)
+  history/<a>/<s>/eventlog_v2_<app>/... Spark's event logs of operator attempt a, runtime start s
+                                    (runtime/service/event_log.py; before: history/<s>/eventlog_v2_<app>/...)
 """
 
 from __future__ import annotations
@@ -167,24 +168,55 @@ def history_prefix(job: JobRef) -> str:
 
 
 def history_attempt_prefix(job: JobRef, attempt: int) -> str:
+    """Every runtime start of the operator's attempt `attempt` (and a legacy start numbered so)."""
     return f"{history_prefix(job)}{attempt:06d}/"
 
 
-def history_key(job: JobRef, attempt: int, relative: str) -> str:
-    """'eventlog_v2_local-1/events_1_local-1.zstd' of attempt 7 -> '…/history/000007/eventlog_v2_…/…'."""
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One event log file under history/ (docs/design.md §3). `attempt` is the operator's attempt
+    (status.attempt, SPARKPOINT_ATTEMPT), `start` the number that runtime start claimed in the store
+    (the fence, §5), unique per start, in-place restarts included. Keys written before the attempt
+    level existed (`legacy`: history/<start>/eventlog_v2_<app>/<file>) carry only the start; they
+    read as attempt = start."""
+
+    attempt: int
+    start: int
+    app_dir: str
+    name: str
+    legacy: bool = False
+
+    @property
+    def run(self) -> tuple[int, int]:
+        return self.attempt, self.start
+
+
+def _check_event_log_relative(relative: str) -> None:
     parts = relative.split("/")
     if len(parts) != 2 or not parts[0].startswith("eventlog_v2_") or not all(parts) or \
             any(p in (".", "..") or p.startswith(".") for p in parts):
         raise ValueError(f"not an event log file of a rolling log directory: {relative!r}")
-    return f"{history_attempt_prefix(job, attempt)}{relative}"
 
 
-def history_entry_of(key: str, job: JobRef) -> tuple[int, str, str] | None:
-    """'…/history/000007/eventlog_v2_X/events_1_X.zstd' -> (7, 'eventlog_v2_X', 'events_1_X.zstd')."""
+def history_key(job: JobRef, attempt: int, start: int, relative: str) -> str:
+    """'eventlog_v2_local-1/events_1_local-1.zstd' of attempt 2, start 7 ->
+    '…/history/000002/000007/eventlog_v2_local-1/events_1_local-1.zstd'."""
+    _check_event_log_relative(relative)
+    if attempt < 1 or start < 1:
+        raise ValueError(f"attempt and start must be at least 1, not {attempt} and {start}")
+    return f"{history_attempt_prefix(job, attempt)}{start:06d}/{relative}"
+
+
+def history_entry_of(key: str, job: JobRef) -> HistoryEntry | None:
+    """'…/history/000002/000007/eventlog_v2_X/events_1_X.zstd' -> attempt 2, start 7; the legacy
+    '…/history/000007/eventlog_v2_X/events_1_X.zstd' -> attempt 7, start 7, legacy. None otherwise."""
     prefix = history_prefix(job)
     if not key.startswith(prefix):
         return None
     parts = key[len(prefix):].split("/")
-    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].startswith("eventlog_v2_") or not parts[2]:
-        return None
-    return int(parts[0]), parts[1], parts[2]
+    if len(parts) == 4 and parts[0].isdigit() and parts[1].isdigit() and parts[2].startswith("eventlog_v2_") \
+            and parts[3]:
+        return HistoryEntry(int(parts[0]), int(parts[1]), parts[2], parts[3])
+    if len(parts) == 3 and parts[0].isdigit() and parts[1].startswith("eventlog_v2_") and parts[2]:
+        return HistoryEntry(int(parts[0]), int(parts[0]), parts[1], parts[2], legacy=True)
+    return None

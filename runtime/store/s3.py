@@ -11,7 +11,7 @@ import io
 import os
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TypeVar
 
 import urllib3
@@ -30,7 +30,7 @@ from .base import (
 )
 from .digests import Digests
 from .retry import with_retries
-from .s3_listing import page_query, parse_page
+from .s3_listing import page_query, parse_page, parse_prefixes
 
 T = TypeVar("T")
 
@@ -251,6 +251,24 @@ class S3Store(ObjectStore):
                 yield ObjectInfo(key=self._rel(key), size=size, last_modified=modified)
             if continuation is None:
                 return
+
+    def list_children(self, prefix: str) -> Sequence[str]:
+        full = f"{self.prefix}/{prefix}" if self.prefix else prefix
+        names: list[str] = []
+        continuation: str | None = None
+        while True:
+            def page(token: str | None = continuation) -> tuple[list[str], str | None]:
+                query: dict[str, str | list[str] | tuple[str]] = {**page_query(full, token, delimiter="/")}
+                resp = self.client._execute("GET", self.bucket, query_params=query)
+                try:
+                    return parse_prefixes(resp.data)
+                except (ValueError, ET.ParseError) as exc:
+                    raise InvalidResponseError(resp.status, resp.headers.get("content-type"),
+                                               f"unreadable listing: {exc}") from None
+            found, continuation = self._call("list", prefix or "/", page)
+            names += [p[len(full):].rstrip("/") for p in found if p.startswith(full)]
+            if continuation is None:
+                return sorted(n for n in names if n)
 
     def delete(self, key: str) -> None:
         full = self._full(key)

@@ -19,10 +19,10 @@ _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 PAGE_KEYS = 1000  # the most S3 returns per page
 
 
-def page_query(prefix: str, continuation: str | None) -> dict[str, str]:
-    """Query of one page. Empty delimiter and an explicit max-keys, as bucket policies that grant a
-    prefix expect them (they are evaluated against the request's parameters)."""
-    query = {"list-type": "2", "delimiter": "", "encoding-type": "url", "max-keys": str(PAGE_KEYS),
+def page_query(prefix: str, continuation: str | None, delimiter: str = "") -> dict[str, str]:
+    """Query of one page. An explicit delimiter (empty: every key below) and max-keys, as bucket
+    policies that grant a prefix expect them (they are evaluated against the request's parameters)."""
+    query = {"list-type": "2", "delimiter": delimiter, "encoding-type": "url", "max-keys": str(PAGE_KEYS),
              "prefix": prefix}
     if continuation:
         query["continuation-token"] = continuation
@@ -51,6 +51,20 @@ def parse_page(body: bytes) -> tuple[list[tuple[str, int, float]], str | None]:
             key = unquote_plus(key)
         if not key.endswith("/"):
             found.append((key, size, modified))
+    truncated = (root.findtext(f"{_NS}IsTruncated") or "").lower() == "true"
+    token = root.findtext(f"{_NS}NextContinuationToken") if truncated else None
+    if truncated and not token:
+        raise ValueError("truncated ListObjectsV2 page without a continuation token")
+    return found, token
+
+
+def parse_prefixes(body: bytes) -> tuple[list[str], str | None]:
+    """The CommonPrefixes of a delimiter listing's page (each ends with the delimiter), and the
+    token of the next page."""
+    root = ET.fromstring(body)
+    url_encoded = (root.findtext(f"{_NS}EncodingType") or "") == "url"
+    found = [unquote_plus(p) if url_encoded else p
+             for entry in root.iterfind(f"{_NS}CommonPrefixes") if (p := entry.findtext(f"{_NS}Prefix"))]
     truncated = (root.findtext(f"{_NS}IsTruncated") or "").lower() == "true"
     token = root.findtext(f"{_NS}NextContinuationToken") if truncated else None
     if truncated and not token:

@@ -45,6 +45,12 @@ def test_mirror_and_server_share_the_log_dir_and_read_the_listed_jobs(render) ->
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
 
 
+def test_without_jobs_the_mirror_finds_every_job_of_the_store(render) -> None:
+    sync = _pod(render(historyServer={**HS, "jobs": []}))["spec"]["containers"][0]
+    assert sync["command"] == ["sparkpoint", "history", "sync", "--store", "s3://sparkpoint/examples",
+                               "--dest", "/var/lib/sparkpoint-history", "--interval", "30s"]
+
+
 def test_network_policy_admits_only_the_release_namespace(render) -> None:
     objs = render(historyServer=HS, networkPolicy={"enabled": True})
     policy = next(p for p in objs.of("NetworkPolicy", RELEASE_NS) if p["metadata"]["name"].endswith("-history"))
@@ -56,7 +62,6 @@ def test_network_policy_admits_only_the_release_namespace(render) -> None:
 
 @pytest.mark.parametrize(("values", "message"), [
     ({"enabled": True, "jobs": ["default/a"]}, "historyServer.storeUrl"),
-    ({"enabled": True, "storeUrl": "s3://bucket/p", "secretName": "s"}, "historyServer.jobs"),
     ({**HS, "storeUrl": "file:///data"}, "storeUrl"),
     ({"enabled": True, "storeUrl": "s3://bucket/p", "jobs": ["default/a"]}, "historyServer.secretName"),
     ({**HS, "jobs": ["just-a-name"]}, "jobs"),

@@ -4,9 +4,11 @@ the GC sidecar's retention of them and their deletion with the job."""
 
 from __future__ import annotations
 
+import pytest
+
 from sparkpoint.operator import builders
 from sparkpoint.runtime import config
-from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV
+from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV, SPARK_UI_PROXY_BASE_ENV
 
 JOB = builders.JobRef(namespace="analytics", name="clicks", uid="0d9c0a52-1111-2222-3333-444455556666")
 BASE = {"image": "sparkpoint:dev", "job": {"entrypoint": "examples.windowed_aggregation:build"}}
@@ -27,6 +29,26 @@ def test_ui_off_leaves_no_port_and_no_env() -> None:
     runtime = _runtime({"ui": {"enabled": False}})
     assert "spark-ui" not in {p["name"] for p in runtime["ports"]}
     assert SPARK_UI_PORT_ENV not in {e["name"] for e in runtime["env"]}
+
+
+def test_behind_the_charts_ingress_the_runtime_gets_its_path_as_proxy_base() -> None:
+    spec = config.parse_spec(BASE)
+    env = builders.build_pod(JOB, spec, attempt=1, ui_path_prefix="/sparkpoint")["spec"]["containers"][0]["env"]
+    assert {"name": SPARK_UI_PROXY_BASE_ENV, "value": "/sparkpoint/analytics/clicks"} in env
+    assert SPARK_UI_PROXY_BASE_ENV not in {e["name"] for e in _runtime({})["env"]}  # no prefix: none
+    off = config.parse_spec({**BASE, "spark": {"ui": {"enabled": False}}})
+    off_env = builders.build_pod(JOB, off, attempt=1, ui_path_prefix="/sparkpoint")["spec"]["containers"][0]["env"]
+    assert SPARK_UI_PROXY_BASE_ENV not in {e["name"] for e in off_env}
+
+
+def test_operator_refuses_a_ui_path_prefix_it_cannot_use(capsys) -> None:
+    from sparkpoint.operator.__main__ import parse_args
+
+    assert parse_args(["--all-namespaces", "--ui-path-prefix", "/a/b-c"]).ui_path_prefix == "/a/b-c"
+    for bad in ("a", "/a/", "/a b", "/"):
+        with pytest.raises(SystemExit):
+            parse_args(["--all-namespaces", "--ui-path-prefix", bad])
+        assert "--ui-path-prefix" in capsys.readouterr().err
 
 
 def test_ui_beside_the_driver_ports_of_master_k8s() -> None:
@@ -58,5 +80,5 @@ def test_gc_on_delete_removes_the_event_logs_too(tmp_path) -> None:
     from sparkpoint.runtime.store.layout import history_key
 
     store, job = DirectoryStore(tmp_path), JobRef("analytics", "clicks")
-    store.put_bytes(history_key(job, 1, "eventlog_v2_local-1/events_1_local-1.zstd"), b"x")
+    store.put_bytes(history_key(job, 1, 1, "eventlog_v2_local-1/events_1_local-1.zstd"), b"x")
     assert delete_checkpoints(store, job) == 1 and not list(store.list(""))

@@ -63,3 +63,37 @@ def test_bad_port_fails_before_any_api_call(capsys):
     assert cli.main(["history", "clicks", "--port", "-1"]) == 2
     assert "--port -1" in capsys.readouterr().err
     assert history.history_service([_svc()], "x") == ("sp-sparkpoint-history", 18080)
+
+
+APPS = [  # the shape of the History Server's /api/v1/applications
+    {"id": "local-3", "name": "sparkpoint-team-clicks-attempt-2-restart-1",
+     "attempts": [{"completed": False, "startTime": "2026-11-26T11:03:00.000GMT", "duration": 61000}]},
+    {"id": "local-1", "name": "sparkpoint-team-clicks-attempt-1",
+     "attempts": [{"completed": True, "startTime": "2026-11-26T11:00:00.000GMT", "duration": 120500}]},
+    {"id": "local-9", "name": "sparkpoint-team-clicks-2-attempt-1", "attempts": [{"completed": True}]},
+    {"id": "local-2", "name": "sparkpoint-team-clicks-attempt-2",
+     "attempts": [{"completed": False, "startTime": "2026-11-26T11:02:00.000GMT", "duration": 30000}]},
+]
+
+
+def test_job_applications_are_the_jobs_by_attempt_and_restart() -> None:
+    job = {"metadata": {"name": "clicks", "namespace": "team"}}
+    apps = history.job_applications(APPS, job)
+    assert [(a["attempt"], a["restart"], a["id"], a["completed"]) for a in apps] == \
+        [(1, 0, "local-1", True), (2, 0, "local-2", False), (2, 1, "local-3", False)]  # not clicks-2's
+    headers, rows = history.application_rows(apps)
+    assert headers[:5] == ["ATTEMPT", "RESTART", "COMPLETED", "STARTED", "DURATION"]
+    assert rows[0][:5] == [1, 0, "true", "2026-11-26T11:00:00.000GMT", "120s"]
+
+
+def test_history_list_asks_the_service_proxy_and_forwards_nothing(kubectl, capsys):  # noqa: F811
+    kube = _Kube([_svc()])
+    kube.service_get = lambda ns, svc, port, path: (kube.asked.append((ns, svc["metadata"]["name"], port, path)) or  # type: ignore[attr-defined]
+                                                   json.dumps(APPS).encode())
+    args = cli._parser().parse_args(["history", "clicks", "--list", "--server-namespace", "ops", "-o", "json"])
+    assert cli.run(args, kube) == 0
+    assert kube.asked[-1] == ("ops", "sp-sparkpoint-history", 18080, "api/v1/applications")
+    listed = json.loads(capsys.readouterr().out)["applications"]
+    assert [a["name"] for a in listed] == ["sparkpoint-team-clicks-attempt-1", "sparkpoint-team-clicks-attempt-2",
+                                           "sparkpoint-team-clicks-attempt-2-restart-1"]
+    assert not kubectl.exists()

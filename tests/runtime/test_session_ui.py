@@ -43,3 +43,13 @@ def test_pod_with_the_port_turns_it_on_unless_the_spec_says_off(monkeypatch) -> 
     assert conf["spark.ui.enabled"] == "true" and conf["spark.ui.port"] == "4040"
     assert conf["spark.ui.killEnabled"] == "false"  # read-only (docs/security.md)
     assert session_conf(SparkSection(ui={"enabled": False}))["spark.ui.enabled"] == "false"
+
+
+def test_behind_the_ingress_the_proxy_base_is_spark_ui_proxy_base(monkeypatch) -> None:
+    from sparkpoint.runtime.spec_rules import SPARK_UI_PROXY_BASE_ENV
+
+    monkeypatch.setenv(SPARK_UI_PORT_ENV, "4040")
+    monkeypatch.setenv(SPARK_UI_PROXY_BASE_ENV, "/sparkpoint/team/clicks")
+    assert session_conf(SparkSection())["spark.ui.proxyBase"] == "/sparkpoint/team/clicks"
+    monkeypatch.delenv(SPARK_UI_PROXY_BASE_ENV)
+    assert "spark.ui.proxyBase" not in session_conf(SparkSection())

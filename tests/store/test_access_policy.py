@@ -22,7 +22,7 @@ from sparkpoint.operator.finalize import DELETE_DATA_FOR
 from sparkpoint.operator.reconcile import Reconciler
 from sparkpoint.runtime.checkpoint import CheckpointWriter, gc_pass, list_checkpoint_ids, write_fence
 from sparkpoint.runtime.store import JobRef, open_store
-from sparkpoint.runtime.store.access_policy import job_policy, main, split_url
+from sparkpoint.runtime.store.access_policy import job_policy, main, split_url, store_history_policy
 from sparkpoint.runtime.store.base import StoreAuthError
 from sparkpoint.runtime.store.layout import objects_prefix, outputs_prefix
 
@@ -51,6 +51,11 @@ def users(minio_server):
         admin.user_add(access, secret)
         admin.policy_set(name, user=access)
         made[(job, role)] = (access, secret)
+    admin.policy_add(f"{prefix}-history-all", policy=store_history_policy(TEST_BUCKET, prefix))
+    access, secret = f"historyall{secrets.token_hex(4)}", secrets.token_urlsafe(24)
+    admin.user_add(access, secret)
+    admin.policy_set(f"{prefix}-history-all", user=access)
+    made[(None, "history-all")] = (access, secret)
     return {"prefix": prefix, "keys": made, "host": host, "endpoint": minio_server.endpoint}
 
 
@@ -208,9 +213,9 @@ def test_the_history_credential_mirrors_event_logs_and_reads_nothing_else(users,
 
     prefix = users["prefix"]
     runtime = _store(users, JOB_A, "runtime")
-    log_key = history_key(JOB_A, 1, "eventlog_v2_local-1/events_1_local-1.zstd")
+    log_key = history_key(JOB_A, 1, 1, "eventlog_v2_local-1/events_1_local-1.zstd")
     runtime.put_bytes(log_key, b"events")
-    runtime.put_bytes(history_key(JOB_A, 1, "eventlog_v2_local-1/appstatus_local-1"), b"")
+    runtime.put_bytes(history_key(JOB_A, 1, 1, "eventlog_v2_local-1/appstatus_local-1"), b"")
     result = HistoryMirror(_store(users, JOB_A, "history"), [JOB_A], tmp_path / "logs").sync()
     assert result.applications == 1 and result.downloaded == 2 and not result.errors
     reader = _client(users, JOB_A, "history")
@@ -224,6 +229,33 @@ def test_the_history_credential_mirrors_event_logs_and_reads_nothing_else(users,
     # Another job's logs are named in the result, not raised: the mirror goes on with the others.
     other = HistoryMirror(_store(users, JOB_A, "history"), [JOB_B, JOB_A], tmp_path / "logs2").sync()
     assert other.applications == 1 and len(other.errors) == 1 and "team-b/orders" in other.errors[0]
+
+
+def test_the_store_wide_history_credential_finds_every_jobs_logs_and_reads_nothing_else(users, tmp_path):
+    """`sparkpoint history sync` without --job (the chart's historyServer.jobs empty) with the
+    credential of store_history_policy: it discovers the jobs by delimiter listings."""
+    from sparkpoint.runtime.service.history_sync import HistoryMirror
+    from sparkpoint.runtime.store.layout import history_key
+
+    prefix = users["prefix"]
+    for job in (JOB_A, JOB_B):
+        writer = _store(users, job, "runtime" if job == JOB_A else "job")
+        writer.put_bytes(history_key(job, 1, 1, "eventlog_v2_local-1/events_1_local-1.zstd"), b"events")
+        writer.put_bytes(f"{job.root}/fence.json", b"{}")
+    reader_store = _store(users, None, "history-all")
+    result = HistoryMirror(reader_store, None, tmp_path / "logs").sync()
+    assert not result.errors and result.applications == 2  # (the other test may have put JOB_A's marker too)
+    assert {p.name.split("_")[3] for p in (tmp_path / "logs").iterdir()} == {JOB_A.name, JOB_B.name}
+    assert {JOB_A.namespace, JOB_B.namespace} <= set(reader_store.list_children(""))
+    reader = _client(users, None, "history-all")
+    assert _denied(lambda: reader.get_object(TEST_BUCKET, f"{prefix}/{JOB_A.root}/fence.json"))
+    assert _denied(lambda: list(reader.list_objects(TEST_BUCKET, prefix=f"{prefix}/{JOB_A.root}/",
+                                                    recursive=True)))
+    assert _denied(lambda: list(reader.list_objects(TEST_BUCKET, prefix=f"{prefix}/{JOB_B.root}/objects/",
+                                                    recursive=True)))
+    log_key = history_key(JOB_B, 1, 1, "eventlog_v2_local-1/events_1_local-1.zstd")
+    assert _denied(lambda: reader.put_object(TEST_BUCKET, f"{prefix}/{log_key}", io.BytesIO(b"x"), 1))
+    assert _denied(lambda: reader.remove_object(TEST_BUCKET, f"{prefix}/{log_key}"))
 
 
 def test_policy_document_shape_and_cli(capsys):

@@ -34,6 +34,19 @@ def test_list_is_recursive_sorted_and_prefix_exact(store: ObjectStore) -> None:
     assert list(store.list("nothing/")) == []
 
 
+def test_list_children_names_one_level_below_a_prefix(store: ObjectStore) -> None:
+    for key in ["ns1/a/history/000001/000001/eventlog_v2_x/f", "ns1/a/objects/ab/cd", "ns1/b-2/fence.json",
+                "ns2/c/history/f", "top.json", ".sparkpoint-check/conditional-put", "ns10/d/x"]:
+        store.put_bytes(key, b"x")
+    assert store.list_children("") == [".sparkpoint-check", "ns1", "ns10", "ns2"]  # not the file top.json
+    assert store.list_children("ns1/") == ["a", "b-2"]
+    assert store.list_children("ns1/a/") == ["history", "objects"]
+    assert store.list_children("ns1/b-2/") == []  # only a file there
+    assert store.list_children("nothing/") == []
+    store.delete("ns2/c/history/f")
+    assert "ns2" not in store.list_children("")  # no key left below it (S3 has no empty folders)
+
+
 def test_put_if_absent_has_exactly_one_winner_under_contention(store: ObjectStore) -> None:
     wins: list[int] = []
     barrier = threading.Barrier(8)
