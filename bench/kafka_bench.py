@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     p.add_argument("--render-only", metavar="JSON", help="rewrite the section from saved raw results")
     p.add_argument("--raw-out", metavar="JSON", help="also write the raw results here")
+    for flag, kind in (("--backlog", int), ("--max-offsets", int), ("--rounds", int), ("--rate", int),
+                       ("--seconds", float)):
+        p.add_argument(flag, type=kind, help="override the plan's value (a run that fits a time budget)")
     args = p.parse_args(argv)
     if args.render_only:
         write(json.loads(Path(args.render_only).read_text()), args.no_write)
@@ -269,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = (Plan(backlog=100_000, max_offsets=10_000, rounds=1, rate=500, seconds=20, latency_ms=args.latency_ms)
             if args.small else
             Plan(backlog=1_000_000, max_offsets=50_000, rounds=2, rate=2000, seconds=60, latency_ms=args.latency_ms))
+    plan = replace(plan, **{k: v for k in ("backlog", "max_offsets", "rounds", "rate", "seconds")
+                            if (v := getattr(args, k)) is not None})
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-kafka-bench-"))
     loads = [load()]
     minio, proxy = MinioServer().start(), Toxiproxy().start()

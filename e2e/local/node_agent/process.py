@@ -65,8 +65,16 @@ class ContainerProcess:
         return 128 - code if code < 0 else code
 
     def signal(self, sig: int) -> None:
+        """SIGTERM (any catchable signal) goes to the main process only, as a kubelet's runtime sends
+        it to the container's PID 1: a runtime that drains on SIGTERM still has its JVM child to stop
+        Spark with (signalling the group stopped both at once, and the drained attempt's last event
+        log upload lost SparkContext.stop's events). SIGKILL takes the whole group, as the end of a
+        PID namespace does."""
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, sig)
+            if sig == signal.SIGKILL:
+                os.killpg(self.popen.pid, sig)
+            else:
+                os.kill(self.popen.pid, sig)
 
     def terminate(self) -> None:
         self.signal(signal.SIGTERM)
