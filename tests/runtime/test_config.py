@@ -125,7 +125,7 @@ def _spec_with(**sections) -> dict:
     (_spec_with(spark={"conf": {"spark.sql.shuffle.partitions": "8"}}),
      "spec.spark.conf: spark.sql.shuffle.partitions is set by Sparkpoint: set spec.spark.shufflePartitions"),
     (_spec_with(job={"entrypoint": "a:b", "sink": {"compaction": {"interval": "0s"}}}),
-     "spec.job.sink: compaction applies only when kind is delta"),
+     "spec.job.sink: compaction applies only when kind is delta or upsert"),
     (_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "delta", "compaction": {"minFiles": 1}}}),
      "spec.job.sink.compaction.minFiles: Input should be greater than or equal to 2"),
     (_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "delta", "compaction": {"targetFileSize": "100Ki"}}}),
