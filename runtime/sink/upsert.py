@@ -10,6 +10,8 @@ Layout under `outputs/<path>/upserts/`:
   batch-<B>-a<A>.jsonl   the same written by the driver, before executor-written files (still read)
   _restores/a<A>.json    {"attempt": A, "afterBatch": R, "incarnation": uid}: attempt A (of the
                          StreamingJob with that uid) continues from batch R
+  _snapshots/            folded snapshots up to a batch S (upsert_snapshot.py): readers start from the
+                         newest usable one, and GC then collects the batches <= S
 
 Guarantee (at-least-once delivery, effectively-once state, also across restores to an older point):
 a reader folds, in batch order, for each batch the marker (or legacy file) of the newest attempt that
@@ -19,6 +21,11 @@ checkpoint or savepoint, local recovery, or R = -1 for a fresh start) first reco
 restore to an older point never mixes in rows of batches the restored history has not re-run (e.g.
 keys only the abandoned run produced). Once the new run has re-run past the old point, the table
 equals the failure-free result; in between a reader sees the state as of R plus the batches re-run so far.
+
+Snapshots (`compact`, at most once per `job.sink.compaction.interval`) keep that output bounded: S is at
+or below every checkpoint's and savepoint's batch and what the newest attempt committed, so no later
+restore goes back before S except a fresh start, which supersedes everything older anyway; the
+argument is in upsert_snapshot.py and docs/design.md §7.
 
 The driver never holds a batch: the executors write it into a local folder of the work dir
 (batch_files.py), the driver streams the files to the store and then puts the marker. A store outage
