@@ -13,7 +13,13 @@ from sparkpoint.runtime.sink.compaction import CompactionSettings
 from sparkpoint.runtime.sink.keys import sink_root
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
 from sparkpoint.runtime.sink.upsert import UpsertSink, read_upserted
-from sparkpoint.runtime.sink.upsert_snapshot import Fold, low_restores, restorable_points, safe_batch, upsert_needs
+from sparkpoint.runtime.sink.upsert_snapshot import (
+    Fold,
+    low_restores,
+    restorable_points,
+    safe_batch,
+    upsert_needs,
+)
 from sparkpoint.runtime.store import JobRef, Manifest
 from sparkpoint.runtime.store.layout import checkpoint_key
 from sparkpoint.runtime.store.manifest import Totals, utcnow

@@ -8,6 +8,7 @@ manifest and savepoint), made in copies of both stores, reads the same too. Dire
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -18,7 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkpoint.runtime.checkpoint import create_savepoint, gc_pass, list_checkpoint_ids, write_fence
-from sparkpoint.runtime.checkpoint.savepoint import list_savepoints
 from sparkpoint.runtime.sink.compaction import CompactionSettings
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
 from sparkpoint.runtime.sink.upsert import UpsertSink, read_upserted
@@ -95,10 +95,8 @@ class Model:
             rows = [{"k": (arg + i) % 5, "v": f"{self.sinks[0].attempt}/{self.batch + 1}/{i}"} for i in range(arg % 4)]
             if arg == 9:  # killed after the parts, before the marker; the next start is local recovery
                 self.sinks[0].store = Dies(self.main, 1)
-                try:
+                with contextlib.suppress(StoreError):
                     self.sinks[0].write_batch(FakeBatch(rows or [{"k": 0, "v": "x"}]), self.batch + 1)
-                except StoreError:
-                    pass
                 self.start(self.batch)
                 return
             for sink in self.sinks:
@@ -121,16 +119,12 @@ class Model:
         elif action == "snapshot":
             sink = self.sinks[0]
             sink.store = Dies(self.main, arg) if arg else self.main
-            try:
+            with contextlib.suppress(StoreError):
                 sink.compact()
-            except StoreError:
-                pass
             sink.store = self.main
         elif action == "gc":
-            try:
+            with contextlib.suppress(StoreError):
                 output_gc_pass(Dies(self.main, arg) if arg else self.main, self.job, grace_seconds=0, clock=later)
-            except StoreError:
-                pass
             self.check_restores()
 
     def view(self, store) -> list:
