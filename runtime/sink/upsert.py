@@ -149,20 +149,28 @@ class UpsertSink:
             return None
         up_to = batches[-1]
 
+        utc: set[str] = set(base.utc_columns) if base is not None else set()
+
         def rows() -> Iterator[tuple[str, str]]:
+            # keys as readers compute them (row_key on the local-time row), rows stored in UTC
             if base is not None:
-                yield from ((row_key(r, self.key_columns), json.dumps(r)) for r in snapshot_rows(self.store, base))
+                local = snapshot_rows(self.store, base)
+                for r in snapshot_rows(self.store, base, as_stored=True):
+                    yield row_key(next(local), self.key_columns), json.dumps(r)
             for _, parts in visible_batches(self.store, listed, after=after, up_to=up_to):
                 for key, fmt in parts:
                     data = self.store.get_bytes(key)
-                    for r in (decode_rows(data) if fmt == "legacy" else decode_file(data, fmt)):
-                        yield row_key(r, self.key_columns), json.dumps(r)
+                    if fmt == "legacy":
+                        yield from ((row_key(r, self.key_columns), json.dumps(r)) for r in decode_rows(data))
+                        continue
+                    for r, stored in zip(decode_file(data, fmt), decode_file(data, fmt, utc), strict=True):
+                        yield row_key(r, self.key_columns), json.dumps(stored)
 
         doc = write_snapshot(self.store, self.job, self.path, rows=rows(), up_to=up_to,
                              restores=low_restores(restores, up_to), batches=len(batches),
                              base=None if base is None else base.key, attempt=self.attempt,
                              incarnation=self.incarnation, work_dir=self.staging_dir.parent / "upsert-fold",
-                             part_bytes=min(settings.target_bytes, 64 << 20))
+                             part_bytes=min(settings.target_bytes, 64 << 20), utc_columns=utc)
         log.info("upsert output snapshot written", extra={"upToBatch": up_to, "batches": len(batches),
                                                           "rows": doc["rows"]})
         return {"files": len(batches), "upToBatch": up_to, "rows": doc["rows"]}

@@ -7,7 +7,9 @@ Under `outputs/<path>/upserts/_snapshots/`:
                                      meets their keys (so `read_upserted` gives the same dict, in order)
   snap-<S>-a<A>-<id>.json            its marker, put after every part: {"upToBatch": S, "restores":
                                      [[attempt, afterBatch], ...] (only those with afterBatch < S),
-                                     "parts", "rows", "batches", "base", "attempt", "incarnation"}
+                                     "parts", "rows", "batches", "base", "attempt", "incarnation",
+                                     "utcColumns": top-level Parquet timestamp columns, stored in UTC
+                                     and shown by readers in their local time, as the batches' are}
 
 Why a snapshot never changes the view. The fold of the batches <= S depends only on their files and
 on the restores with afterBatch < S (a restore to R supersedes only batches > R). A snapshot is used
@@ -52,6 +54,7 @@ class Snapshot:
     parts: tuple[str, ...]
     rows: int
     last_modified: float
+    utc_columns: tuple[str, ...] = ()  # top-level timestamp columns, stored in UTC (readers show local time)
 
 
 def snapshots_prefix(job: JobRef, path: str) -> str:
@@ -126,7 +129,8 @@ def load_snapshots(store: ObjectStore, listed: Iterable[ObjectInfo]) -> list[Sna
             if len(_LOADED) > 10_000:
                 _LOADED.clear()
             _LOADED[cache] = Snapshot(info.key, int(doc["upToBatch"]), tuple((int(a), int(r)) for a, r in
-                                      doc["restores"]), tuple(doc["parts"]), int(doc["rows"]), info.last_modified)
+                                      doc["restores"]), tuple(doc["parts"]), int(doc["rows"]), info.last_modified,
+                                      tuple(doc.get("utcColumns", ())))
         if (snap := _LOADED[cache]) is not None:
             out.append(replace(snap, last_modified=info.last_modified))
     return sorted(out, key=lambda s: (s.up_to, s.key), reverse=True)
@@ -138,11 +142,20 @@ def current_snapshot(store: ObjectStore, listed: Iterable[ObjectInfo],
     return next((s for s in load_snapshots(store, listed) if usable(s, restores)), None)
 
 
-def snapshot_rows(store: ObjectStore, snapshot: Snapshot) -> Iterator[dict[str, Any]]:
+def snapshot_rows(store: ObjectStore, snapshot: Snapshot, *, as_stored: bool = False) -> Iterator[dict[str, Any]]:
+    """The snapshot's rows as a reader decodes the batches' (timestamps in local time), or `as_stored`
+    (in UTC, for the next snapshot): a snapshot's content does not depend on the writer's zone."""
+    from .reader import utc_to_local
+
     for key in snapshot.parts:  # one part in memory at a time
         for line in store.get_bytes(key).decode().splitlines():
             if line:
-                yield json.loads(line)
+                row = json.loads(line)
+                if not as_stored:
+                    for column in snapshot.utc_columns:
+                        if isinstance(row.get(column), str):
+                            row[column] = utc_to_local(row[column])
+                yield row
 
 
 class Fold:
@@ -173,7 +186,8 @@ class Fold:
 
 def write_snapshot(store: ObjectStore, job: JobRef, path: str, *, rows: Iterable[tuple[str, str]], up_to: int,
                    restores: tuple[tuple[int, int], ...], batches: int, base: str | None, attempt: int,
-                   incarnation: str | None, work_dir: Path, part_bytes: int) -> dict[str, Any]:
+                   incarnation: str | None, work_dir: Path, part_bytes: int,
+                   utc_columns: set[str] | None = None) -> dict[str, Any]:
     """Fold `rows` ((key, row as JSON) in fold order) and store the snapshot: parts first, marker last."""
     name = f"{snapshots_prefix(job, path)}snap-{up_to:09d}-a{attempt:06d}-{uuid.uuid4().hex[:12]}"
     fold = Fold(work_dir)
@@ -204,7 +218,8 @@ def write_snapshot(store: ObjectStore, job: JobRef, path: str, *, rows: Iterable
     finally:
         fold.close()
     doc = {"upToBatch": up_to, "restores": [list(r) for r in restores], "parts": parts, "rows": count,
-           "batches": batches, "base": base, "attempt": attempt, "incarnation": incarnation}
+           "batches": batches, "base": base, "attempt": attempt, "incarnation": incarnation,
+           "utcColumns": sorted(utc_columns or ())}  # filled while `rows` was consumed
     store.put_bytes(f"{name}.json", json.dumps(doc).encode())
     return doc
 
@@ -245,4 +260,11 @@ def upsert_needs(store: ObjectStore, listed: list[ObjectInfo], *, points: list[t
             released |= own
     if folded >= 0:
         released |= {o.key for o in listed if (m := _BATCH.search(o.key)) and int(m[1]) <= folded}
+    if settled:  # parts without a marker, of the attempt that wrote the snapshot in use, older than it:
+        # a run that failed (an attempt runs one at a time, so one begun before the current one ended);
+        # other attempts' are collected by the pass's rules (age, and not the newest attempt's)
+        complete = {s.key for s in snapshots}
+        writer = snapshot_attempt(current.key)  # type: ignore[union-attr]
+        released |= {o.key for o in listed if (s := snapshot_of(o.key)) and s[0] not in complete
+                     and snapshot_attempt(o.key) == writer and o.last_modified < current.last_modified}  # type: ignore[union-attr]
     return UpsertNeeds(needed, released - needed, folded)

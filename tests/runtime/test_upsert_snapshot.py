@@ -142,3 +142,73 @@ def test_a_restore_to_a_checkpoint_after_s_reads_the_same_as_without_snapshot(st
     third.resume(None, None, batch=None)  # a fresh start: the snapshot no longer applies
     third.write_batch(FakeBatch([{"k": 7, "n": 0}]), 0)
     assert read_upserted(store, job, "agg", ["k"]) == {"[7]": {"k": 7, "n": 0}}
+
+
+def test_a_snapshot_written_in_one_time_zone_reads_as_the_batches_do_in_another(store, job, tmp_path, monkeypatch):
+    import time as time_module
+    from datetime import datetime, timezone
+
+    def zone(name: str) -> None:
+        monkeypatch.setenv("TZ", name)
+        time_module.tzset()
+
+    at = datetime(2026, 3, 1, 12, 30, 0, 123456, tzinfo=timezone.utc)
+    sink = upsert_sink(store, job, tmp_path, write_fence(store, job))
+    sink.resume(None, None, batch=None)
+    for b in range(3):
+        sink.write_batch(FakeBatch([{"k": b % 2, "at": at, "n": b}]), b)
+    write_point(store, job, "chk-000001", sink.attempt, 2)
+    try:
+        zone("Asia/Tokyo")  # the runtime's zone
+        assert sink.compact()["upToBatch"] == 2
+        zone("America/New_York")  # a reader's
+        rows = read_upserted(store, job, "agg", ["k"])
+        assert rows["[0]"]["at"] == "2026-03-01T07:30:00.123456"  # local time, as the batches read
+        output_gc_pass(store, job, grace_seconds=0, clock=lambda: LATER)
+        assert read_upserted(store, job, "agg", ["k"]) == rows
+        write_point(store, job, "chk-000002", sink.attempt, 4)
+        store.delete(checkpoint_key(job, "chk-000001"))
+        for b in (3, 4):
+            sink.write_batch(FakeBatch([{"k": 2, "at": at, "n": b}]), b)
+        zone("Asia/Tokyo")
+        assert sink.compact()["upToBatch"] == 4  # builds on the first snapshot
+        zone("America/New_York")
+        assert read_upserted(store, job, "agg", ["k"]) == {**rows, "[2]": {"k": 2, "at": "2026-03-01T07:30:00.123456", "n": 4}}
+    finally:
+        monkeypatch.delenv("TZ")
+        time_module.tzset()
+
+
+def test_a_failed_snapshot_run_leaves_nothing_visible_and_its_parts_go_later(store, job, tmp_path):
+    from sparkpoint.runtime.store.base import StoreError
+
+    class MarkerFails:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def put_bytes(self, key, data):
+            if "/_snapshots/" in key and key.endswith(".json") and "/part-" not in key:
+                raise StoreError("injected: the store fails the marker")
+            return self.inner.put_bytes(key, data)
+
+    sink = upsert_sink(store, job, tmp_path, write_fence(store, job))
+    sink.resume(None, None, batch=None)
+    for b in range(4):
+        sink.write_batch(FakeBatch([{"k": b % 2, "n": b}]), b)
+    write_point(store, job, "chk-000001", sink.attempt, 3)
+    before = read_upserted(store, job, "agg", ["k"])
+    sink.store = MarkerFails(store)
+    with pytest.raises(StoreError):
+        sink.compact()
+    sink.store = store
+    orphans = [k for k in upserts(store, job) if "/_snapshots/" in k]
+    assert orphans and read_upserted(store, job, "agg", ["k"]) == before
+    output_gc_pass(store, job, grace_seconds=0, clock=lambda: LATER)
+    assert set(orphans) <= set(upserts(store, job))  # the newest attempt's: maybe in flight
+    assert sink.compact()["upToBatch"] == 3
+    output_gc_pass(store, job, grace_seconds=0, clock=lambda: LATER)
+    assert not set(orphans) & set(upserts(store, job))  # older than the snapshot now in use: failed
+    assert read_upserted(store, job, "agg", ["k"]) == before
