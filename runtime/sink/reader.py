@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -104,7 +104,7 @@ def decode_file(data: bytes, fmt: str, utc: set[str] | None = None) -> Iterator[
 def _plain(value: Any, utc: bool = False) -> Any:
     if isinstance(value, datetime):
         if value.tzinfo is not None:  # Spark's Parquet timestamps are instants: show them in local time
-            value = value.astimezone(timezone.utc if utc else None).replace(tzinfo=None)
+            value = value.astimezone(UTC if utc else None).replace(tzinfo=None)
         return value.isoformat(timespec="microseconds")
     if isinstance(value, date):
         return value.isoformat()
@@ -123,5 +123,5 @@ def _plain(value: Any, utc: bool = False) -> Any:
 
 def utc_to_local(text: str) -> str:
     """A UTC timestamp as decode_file(utc=...) wrote it -> as decode_file writes it by default."""
-    value = datetime.fromisoformat(text).replace(tzinfo=timezone.utc).astimezone().replace(tzinfo=None)
+    value = datetime.fromisoformat(text).replace(tzinfo=UTC).astimezone().replace(tzinfo=None)
     return value.isoformat(timespec="microseconds")

@@ -4,6 +4,7 @@ and a snapshot + GC cycle on both store backends (MinIO: the `store` fixture's s
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -146,13 +147,13 @@ def test_a_restore_to_a_checkpoint_after_s_reads_the_same_as_without_snapshot(st
 
 def test_a_snapshot_written_in_one_time_zone_reads_as_the_batches_do_in_another(store, job, tmp_path, monkeypatch):
     import time as time_module
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     def zone(name: str) -> None:
         monkeypatch.setenv("TZ", name)
         time_module.tzset()
 
-    at = datetime(2026, 3, 1, 12, 30, 0, 123456, tzinfo=timezone.utc)
+    at = datetime(2026, 3, 1, 12, 30, 0, 123456, tzinfo=UTC)
     sink = upsert_sink(store, job, tmp_path, write_fence(store, job))
     sink.resume(None, None, batch=None)
     for b in range(3):
