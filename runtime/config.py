@@ -88,7 +88,7 @@ RESERVED_CONF = {
 DELTA_NEEDS_PARQUET = "format must be parquet when kind is delta (a Delta table's data files are Parquet)"
 
 
-COMPACTION_NEEDS_DELTA = "compaction applies only when kind is delta"
+COMPACTION_NEEDS_DELTA = "compaction applies only when kind is delta or upsert"
 
 
 class Compaction(SpecModel):
@@ -97,6 +97,9 @@ class Compaction(SpecModel):
     # consecutive files smaller than targetFileSize, of batches every retained checkpoint and savepoint
     # shares, into files up to that size; a run of fewer than minFiles files stays. The small files go
     # when no kept point needs them and spec.gc.deltaRetention has passed (docs/design.md §7).
+    # An upsert sink's: at most once per interval the runtime folds the batches no restorable point
+    # can go back before into a snapshot (parts up to targetFileSize, at most 64Mi), once at least
+    # minFiles batches are not in the last one; GC then collects those batches.
     enabled: bool = True
     interval: Duration = "1h"
     target_file_size: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN), *quantity_at_least("1Mi")] = "128Mi"
@@ -115,7 +118,7 @@ class SinkSpec(SpecModel):
     # transactional, delta and upsert: the files Spark's executors write per batch (JSON lines for
     # small jobs whose readers want text); console always prints JSON lines.
     format: Literal["parquet", "jsonl"] = "parquet"
-    # delta only; unset: the defaults of Compaction (None keeps it out of the operator's job document
+    # delta and upsert only; unset: the defaults of Compaction (None keeps it out of the operator's job document
     # and spec key for every other kind)
     compaction: Compaction | None = None
 
@@ -125,7 +128,7 @@ class SinkSpec(SpecModel):
         "message": "keyColumns must name at least one column when kind is upsert"}, {
         "rule": "!has(self.kind) || self.kind != 'delta' || !has(self.format) || self.format == 'parquet'",
         "message": DELTA_NEEDS_PARQUET}, {
-        "rule": "!has(self.compaction) || (has(self.kind) && self.kind == 'delta')",
+        "rule": "!has(self.compaction) || (has(self.kind) && (self.kind == 'delta' || self.kind == 'upsert'))",
         "message": COMPACTION_NEEDS_DELTA}]})
 
     @model_validator(mode="after")
@@ -134,7 +137,7 @@ class SinkSpec(SpecModel):
             raise ValueError("keyColumns must name at least one column when kind is upsert")
         if self.kind == "delta" and self.format != "parquet":
             raise ValueError(DELTA_NEEDS_PARQUET)
-        if self.kind != "delta" and self.compaction is not None:
+        if self.kind not in ("delta", "upsert") and self.compaction is not None:
             raise ValueError(COMPACTION_NEEDS_DELTA)
         return self
 

@@ -160,7 +160,7 @@ class CheckpointPipeline:
         self._maintain_sink()
 
     def _maintain_sink(self) -> None:
-        """A delta sink's compaction, when due, on a thread of its own after the checkpoint completed,
+        """A delta sink's compaction or an upsert sink's snapshot, when due, on a thread of its own after the checkpoint completed,
         so it never delays or fails one (a failure is logged and counted; the next interval tries
         again). One at a time; the process may die in one: its records make that safe."""
         maintain = getattr(self.sink, "maintain", None)
@@ -178,7 +178,7 @@ class CheckpointPipeline:
             return  # a newer attempt runs: it compacts
         except Exception:
             self.metrics.compaction_failures.inc()
-            log.exception("delta compaction failed")
+            log.exception("sink compaction failed")
             return
         if done:
             self.metrics.compactions.inc()

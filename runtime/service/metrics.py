@@ -56,11 +56,14 @@ class RuntimeMetrics:
             registry=r)
         self.sink_staged_bytes = Gauge(
             "sparkpoint_sink_staged_bytes", "Sink output staged on local disk, not yet published", registry=r)
-        # A delta sink's compaction (docs/design.md §7), run after a checkpoint's publish.
+        # A delta sink's compaction or an upsert sink's snapshot (docs/design.md §7), after a checkpoint;
+        # the names predate upsert snapshots and stay for existing dashboards.
         self.compactions = Counter(
-            "sparkpoint_delta_compactions", "Delta compaction commits (one per run that compacted)", registry=r)
+            "sparkpoint_delta_compactions",
+            "Delta compaction commits (one per run that compacted), or upsert snapshots written", registry=r)
         self.compacted_files = Counter(
-            "sparkpoint_delta_compacted_files", "Small Delta data files replaced by compacted ones", registry=r)
+            "sparkpoint_delta_compacted_files",
+            "Small Delta data files replaced by compacted ones, or upsert batches folded into a snapshot", registry=r)
         self.compaction_failures = Counter(
             "sparkpoint_delta_compaction_failures", "Compaction runs that failed (retried at the next interval)",
             registry=r)

@@ -212,7 +212,8 @@ class JobRuntime:
         if sink_spec.kind == "upsert":
             sink = UpsertSink(store, self.job, attempt=self.attempt, path=sink_spec.path,
                               key_columns=sink_spec.key_columns, incarnation=uid, fmt=sink_spec.format,
-                              staging_dir=self.work_dir / "upsert-staging")
+                              staging_dir=self.work_dir / "upsert-staging",
+                              compaction=compaction_settings(sink_spec.compaction))
         elif sink_spec.kind == "delta":  # also a Delta table at outputs/<path>/ (sink/delta.py)
             sink = DeltaSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
                              staged_budget_bytes=staged_budget_bytes(), incarnation=uid, env=self.store_env,

@@ -44,7 +44,8 @@ from .compaction import apply_records, history_items, record_attempt
 from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
 from .keys import commit_key, file_keys, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_entry
-from .upsert import needed_keys, upsert_attempt
+from .upsert import upsert_attempt
+from .upsert_snapshot import restorable_points, snapshot_attempt, upsert_needs
 
 log = logging.getLogger("sparkpoint.gc")
 _AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_compactions|_delta_log|staging|upserts)/")
@@ -71,6 +72,7 @@ class OutputGcResult:
     staged_objects: int = 0
     staged_bytes: int = 0
     deleted_entry_bytes: int = 0
+    deleted_folded_files: int = 0  # upsert files a snapshot holds, and superseded snapshots (of deleted_files)
     counted: bool = True
 
     def keep(self, info: ObjectInfo, *, committed: bool) -> None:
@@ -96,6 +98,7 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
         return result
     newest_attempt = read_fence(store, job)
     manifests = sink_sections(store, job)  # read after the fence: a newer attempt's are spared by it
+    points: list[tuple[int, int | None]] | None = None  # restorable batches, read if an upsert sink needs them
     by_path: dict[str, dict[str, list[ObjectInfo]]] = {}
     root = outputs_prefix(job)
     for info in store.list(root):
@@ -115,9 +118,17 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
             for info in (o for infos in areas.values() for o in infos):
                 result.keep(info, committed=True)
             continue
+        released: set[str] = set()
         if upserts := areas.get("upserts"):
-            needed_files |= needed_keys(store, upserts)
-        replaced = {k for r in records for run in r["replaces"] for k in run}
+            if points is None:
+                points = restorable_points(store, job)
+            needs = upsert_needs(store, upserts, points=points, newest_attempt=newest_attempt, now=now,
+                                 grace_seconds=grace_seconds)
+            needed_files |= needs.needed
+            released = needs.released
+        # a compaction's small files and an upsert snapshot's batches go also from the newest attempt:
+        # they were committed before they were replaced, so no upload in flight needs them
+        replaced = {k for r in records for run in r["replaces"] for k in run} | released
 
         def collectable(info: ObjectInfo, replaced: set[str] = replaced) -> bool:
             if "/staging/" in info.key:
@@ -126,6 +137,7 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                 attempt = record_attempt(id_from_json_key(info.key))
             else:
                 attempt = upsert_attempt(info.key)
+                attempt = snapshot_attempt(info.key) if attempt is None else attempt
             young = info.last_modified >= now - grace_seconds
             # The newest attempt's staging folder holds uploads no manifest names yet, so it stays,
             # except the files a compaction replaced: those were published before they were compacted.
@@ -166,6 +178,7 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                     store.delete(info.key)
                 result.deleted_files += 1
                 result.deleted_bytes += info.size
+                result.deleted_folded_files += info.key in released
     log.info("output gc pass", extra={"job": str(job), "deleted_entries": len(result.deleted_entries),
                                       "deleted_files": result.deleted_files, "deleted_bytes": result.deleted_bytes,
                                       "dry_run": dry_run})

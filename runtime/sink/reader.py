@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -78,14 +78,19 @@ def read_committed(store: ObjectStore, job: JobRef, path: str = "default") -> li
     return list(iter_committed(store, job, path))
 
 
-def decode_file(data: bytes, fmt: str) -> Iterator[dict[str, Any]]:
+def decode_file(data: bytes, fmt: str, utc: set[str] | None = None) -> Iterator[dict[str, Any]]:
+    """`utc`: Parquet timestamps (instants) in UTC instead of local time, and the names of the
+    top-level columns that hold them added to the set (what an upsert snapshot stores)."""
     if fmt == "parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq  # only readers of Parquet output need pyarrow
 
         parquet = pq.ParquetFile(io.BytesIO(data))
+        if utc is not None:
+            utc.update(f.name for f in parquet.schema_arrow if pa.types.is_timestamp(f.type) and f.type.tz)
         for group in range(parquet.num_row_groups):
             for row in parquet.read_row_group(group).to_pylist():
-                yield {k: _plain(v) for k, v in row.items()}
+                yield {k: _plain(v, utc is not None) for k, v in row.items()}
     elif fmt == "jsonl":
         for line in data.decode().splitlines():
             if line.strip():
@@ -96,10 +101,10 @@ def decode_file(data: bytes, fmt: str) -> Iterator[dict[str, Any]]:
         raise ValueError(f"committed output in an unknown format {fmt!r} (written by a newer Sparkpoint?)")
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, utc: bool = False) -> Any:
     if isinstance(value, datetime):
         if value.tzinfo is not None:  # Spark's Parquet timestamps are instants: show them in local time
-            value = value.astimezone().replace(tzinfo=None)
+            value = value.astimezone(UTC if utc else None).replace(tzinfo=None)
         return value.isoformat(timespec="microseconds")
     if isinstance(value, date):
         return value.isoformat()
@@ -108,9 +113,15 @@ def _plain(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return value.hex()
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, utc) for k, v in value.items()}
     if isinstance(value, list):
         if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):  # a map column
-            return {str(k): _plain(v) for k, v in value}
-        return [_plain(v) for v in value]
+            return {str(k): _plain(v, utc) for k, v in value}
+        return [_plain(v, utc) for v in value]
     return value
+
+
+def utc_to_local(text: str) -> str:
+    """A UTC timestamp as decode_file(utc=...) wrote it -> as decode_file writes it by default."""
+    value = datetime.fromisoformat(text).replace(tzinfo=UTC).astimezone().replace(tzinfo=None)
+    return value.isoformat(timespec="microseconds")

@@ -10,6 +10,8 @@ Layout under `outputs/<path>/upserts/`:
   batch-<B>-a<A>.jsonl   the same written by the driver, before executor-written files (still read)
   _restores/a<A>.json    {"attempt": A, "afterBatch": R, "incarnation": uid}: attempt A (of the
                          StreamingJob with that uid) continues from batch R
+  _snapshots/            folded snapshots up to a batch S (upsert_snapshot.py): readers start from the
+                         newest usable one, and GC then collects the batches <= S
 
 Guarantee (at-least-once delivery, effectively-once state, also across restores to an older point):
 a reader folds, in batch order, for each batch the marker (or legacy file) of the newest attempt that
@@ -19,6 +21,11 @@ checkpoint or savepoint, local recovery, or R = -1 for a fresh start) first reco
 restore to an older point never mixes in rows of batches the restored history has not re-run (e.g.
 keys only the abandoned run produced). Once the new run has re-run past the old point, the table
 equals the failure-free result; in between a reader sees the state as of R plus the batches re-run so far.
+
+Snapshots (`compact`, at most once per `job.sink.compaction.interval`) keep that output bounded: S is at
+or below every checkpoint's and savepoint's batch and what the newest attempt committed, so no later
+restore goes back before S except a fresh start, which supersedes everything older anyway; the
+argument is in upsert_snapshot.py and docs/design.md §7.
 
 The driver never holds a batch: the executors write it into a local folder of the work dir
 (batch_files.py), the driver streams the files to the store and then puts the marker. A store outage
@@ -39,14 +46,23 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.checkpoint.fence import check_fence
+from sparkpoint.runtime.checkpoint.fence import FencedError, check_fence, read_fence
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import StoreUnreachableError
 
 from .batch_files import write_batch_files
+from .compaction import CompactionSettings
 from .keys import FORMATS, sink_root
 from .reader import decode_file
 from .rows import decode_rows
+from .upsert_snapshot import (
+    current_snapshot,
+    low_restores,
+    restorable_points,
+    safe_batch,
+    snapshot_rows,
+    write_snapshot,
+)
 
 log = logging.getLogger("sparkpoint.sink")
 # markers, and files from before executor-written output (before attempts: attempt 0)
@@ -61,7 +77,8 @@ class UpsertSink:
 
     def __init__(self, store: ObjectStore, job: JobRef, *, path: str, key_columns: list[str], staging_dir: Path,
                  attempt: int = 0, incarnation: str | None = None, fmt: str = "parquet",
-                 write_files: Callable[[Any, Path, str], int] = write_batch_files):
+                 write_files: Callable[[Any, Path, str], int] = write_batch_files,
+                 compaction: CompactionSettings | None = None):
         self.store, self.job, self.path, self.key_columns, self.attempt = store, job, path, key_columns, attempt
         self.incarnation = incarnation  # attempts are unique across jobs of one name (the fence is kept)
         self.fmt, self.write_files = fmt, write_files  # write_files: Spark's executors write the batch
@@ -69,6 +86,8 @@ class UpsertSink:
         shutil.rmtree(self.staging_dir, ignore_errors=True)  # a killed run's leftovers
         self.staging_dir.mkdir(parents=True, exist_ok=True)
         self.stopping = threading.Event()
+        self.compaction = compaction  # None: never snapshots
+        self._compacted_at = time.monotonic()
 
     def write_batch(self, df: Any, batch_id: int) -> int:
         missing = [c for c in self.key_columns if c not in df.columns]
@@ -106,6 +125,56 @@ class UpsertSink:
                 time.sleep(delay)
                 delay = min(MAX_RETRY_DELAY, delay * 2)
 
+    def maintain(self) -> dict[str, Any] | None:
+        """After a checkpoint completed (its thread): a snapshot if the interval has passed."""
+        if self.compaction is None or time.monotonic() - self._compacted_at < self.compaction.interval_seconds:
+            return None
+        self._compacted_at = time.monotonic()
+        return self.compact()
+
+    def compact(self) -> dict[str, Any] | None:
+        """Fold the visible batches up to the safe batch into a snapshot (upsert_snapshot.py), when at
+        least `minFiles` batches are not in the current one. The result, or None."""
+        settings = self.compaction or CompactionSettings()
+        listed = list(self.store.list(f"{sink_root(self.job, self.path)}/upserts/"))
+        files, restores = upsert_files(self.store, listed)
+        newest = read_fence(self.store, self.job)
+        if newest != self.attempt:
+            raise FencedError(f"attempt {self.attempt} is fenced by attempt {newest}")
+        up_to = safe_batch(restorable_points(self.store, self.job), newest, restores)
+        base = current_snapshot(self.store, listed, restores)
+        after = -1 if base is None else base.up_to
+        batches = [b for b, _ in visible_entries(files, restores) if after < b <= (up_to if up_to is not None else -1)]
+        if up_to is None or len(batches) < settings.min_files:
+            return None
+        up_to = batches[-1]
+
+        utc: set[str] = set(base.utc_columns) if base is not None else set()
+
+        def rows() -> Iterator[tuple[str, str]]:
+            # keys as readers compute them (row_key on the local-time row), rows stored in UTC
+            if base is not None:
+                local = snapshot_rows(self.store, base)
+                for r in snapshot_rows(self.store, base, as_stored=True):
+                    yield row_key(next(local), self.key_columns), json.dumps(r)
+            for _, parts in visible_batches(self.store, listed, after=after, up_to=up_to):
+                for key, fmt in parts:
+                    data = self.store.get_bytes(key)
+                    if fmt == "legacy":
+                        yield from ((row_key(r, self.key_columns), json.dumps(r)) for r in decode_rows(data))
+                        continue
+                    for r, stored in zip(decode_file(data, fmt), decode_file(data, fmt, utc), strict=True):
+                        yield row_key(r, self.key_columns), json.dumps(stored)
+
+        doc = write_snapshot(self.store, self.job, self.path, rows=rows(), up_to=up_to,
+                             restores=low_restores(restores, up_to), batches=len(batches),
+                             base=None if base is None else base.key, attempt=self.attempt,
+                             incarnation=self.incarnation, work_dir=self.staging_dir.parent / "upsert-fold",
+                             part_bytes=min(settings.target_bytes, 64 << 20), utc_columns=utc)
+        log.info("upsert output snapshot written", extra={"upToBatch": up_to, "batches": len(batches),
+                                                          "rows": doc["rows"]})
+        return {"files": len(batches), "upToBatch": up_to, "rows": doc["rows"]}
+
     def manifest_extra(self, up_to_batch: int) -> dict[str, Any]:
         return {}
 
@@ -131,17 +200,21 @@ def row_key(row: dict[str, Any], key_columns: list[str]) -> str:
     return json.dumps([row.get(c) for c in key_columns], sort_keys=True, default=str)
 
 
-def visible_files(files: list[tuple[int, int, str]], restores: list[tuple[int, int]]) -> list[str]:
-    """Pure rule: (batch, attempt, key) files and (attempt, afterBatch) restores -> keys to fold, in order.
-    A file is superseded by a later attempt's restore to a batch before it; per batch the newest
-    attempt's visible file wins."""
+def visible_entries(files: list[tuple[int, int, str]], restores: list[tuple[int, int]]) -> list[tuple[int, str]]:
+    """Pure rule: (batch, attempt, key) files and (attempt, afterBatch) restores -> (batch, key) to
+    fold, in order. A file is superseded by a later attempt's restore to a batch before it; per batch
+    the newest attempt's visible file wins."""
     best: dict[int, tuple[int, str]] = {}
     for batch, attempt, key in files:
         if any(a > attempt and batch > after for a, after in restores):
             continue
         if batch not in best or attempt > best[batch][0]:
             best[batch] = (attempt, key)
-    return [best[b][1] for b in sorted(best)]
+    return [(b, best[b][1]) for b in sorted(best)]
+
+
+def visible_files(files: list[tuple[int, int, str]], restores: list[tuple[int, int]]) -> list[str]:
+    return [key for _, key in visible_entries(files, restores)]
 
 
 def upsert_files(store: ObjectStore, listed: Iterable[ObjectInfo]) -> tuple[list[tuple[int, int, str]],
@@ -163,15 +236,18 @@ def upsert_attempt(key: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def visible_batches(store: ObjectStore, listed: Iterable[ObjectInfo],
-                    cached: bool = False) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Per visible batch in fold order: its marker (or legacy file) and the (key, format) of the
-    files its rows are read from. `cached`: markers read in earlier calls (the GC sidecar's passes)."""
+def visible_batches(store: ObjectStore, listed: Iterable[ObjectInfo], cached: bool = False, after: int = -1,
+                    up_to: int | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Per visible batch in (after, up_to] in fold order: its marker (or legacy file) and the (key,
+    format) of the files its rows are read from. `cached`: markers read in earlier calls (the GC
+    sidecar's passes)."""
     listed = list(listed)
     files, restores = upsert_files(store, listed)
     infos = {o.key: o for o in listed}
     out: list[tuple[str, list[tuple[str, str]]]] = []
-    for key in visible_files(files, restores):
+    for batch, key in visible_entries(files, restores):
+        if batch <= after or (up_to is not None and batch > up_to):
+            continue
         if key.endswith(".jsonl"):
             out.append((key, [(key, "legacy")]))
         else:
@@ -194,15 +270,21 @@ def _marker(store: ObjectStore, info: ObjectInfo) -> dict[str, Any]:
     return _MARKERS[key]
 
 
-def needed_keys(store: ObjectStore, listed: Iterable[ObjectInfo]) -> set[str]:
-    """What the current table is read from: the visible batches' markers and their files (output GC)."""
-    return {k for marker, files in visible_batches(store, listed, cached=True)
+def needed_keys(store: ObjectStore, listed: Iterable[ObjectInfo], after: int = -1) -> set[str]:
+    """What the current table is read from after batch `after`: the visible batches' markers and
+    their files (output GC)."""
+    return {k for marker, files in visible_batches(store, listed, cached=True, after=after)
             for k in (marker, *(f for f, _ in files))}
 
 
 def iter_upserted_rows(store: ObjectStore, job: JobRef, path: str) -> Iterator[dict[str, Any]]:
-    """The visible batches' rows in fold order, one file in memory at a time."""
-    for _, files in visible_batches(store, store.list(f"{sink_root(job, path)}/upserts/")):
+    """The rows to fold, in order: the newest usable snapshot's (upsert_snapshot.py), then the visible
+    batches after it; one file in memory at a time. Folding them gives what folding every batch gives."""
+    listed = list(store.list(f"{sink_root(job, path)}/upserts/"))
+    snapshot = current_snapshot(store, listed, upsert_files(store, listed)[1])
+    if snapshot is not None:
+        yield from snapshot_rows(store, snapshot)
+    for _, files in visible_batches(store, listed, after=-1 if snapshot is None else snapshot.up_to):
         for key, fmt in files:
             data = store.get_bytes(key)
             yield from (decode_rows(data) if fmt == "legacy" else decode_file(data, fmt))

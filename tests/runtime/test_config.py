@@ -125,7 +125,7 @@ def _spec_with(**sections) -> dict:
     (_spec_with(spark={"conf": {"spark.sql.shuffle.partitions": "8"}}),
      "spec.spark.conf: spark.sql.shuffle.partitions is set by Sparkpoint: set spec.spark.shufflePartitions"),
     (_spec_with(job={"entrypoint": "a:b", "sink": {"compaction": {"interval": "0s"}}}),
-     "spec.job.sink: compaction applies only when kind is delta"),
+     "spec.job.sink: compaction applies only when kind is delta or upsert"),
     (_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "delta", "compaction": {"minFiles": 1}}}),
      "spec.job.sink.compaction.minFiles: Input should be greater than or equal to 2"),
     (_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "delta", "compaction": {"targetFileSize": "100Ki"}}}),
@@ -209,4 +209,16 @@ def test_delta_compaction_defaults_and_settings() -> None:
         "kind": "delta", "compaction": {"interval": "5m", "targetFileSize": "64Mi", "minFiles": 4}}}))
     assert compaction_settings(spec.job.sink.compaction) == CompactionSettings(300.0, 64 << 20, 4)
     off = config.parse_spec(_spec_with(job={"entrypoint": "a:b", "sink": {"kind": "delta", "compaction": {"enabled": False}}}))
+    assert compaction_settings(off.job.sink.compaction) is None
+
+
+def test_upsert_snapshots_take_the_same_compaction_settings() -> None:
+    from sparkpoint.runtime.sink.compaction import CompactionSettings, compaction_settings
+
+    sink = {"kind": "upsert", "keyColumns": ["k"]}
+    spec = config.parse_spec(_spec_with(job={"entrypoint": "a:b", "sink": sink}))
+    assert compaction_settings(spec.job.sink.compaction) == CompactionSettings(3600.0, 128 << 20, 10)  # on by default
+    spec = config.parse_spec(_spec_with(job={"entrypoint": "a:b", "sink": {**sink, "compaction": {"interval": "0s"}}}))
+    assert compaction_settings(spec.job.sink.compaction).interval_seconds == 0
+    off = config.parse_spec(_spec_with(job={"entrypoint": "a:b", "sink": {**sink, "compaction": {"enabled": False}}}))
     assert compaction_settings(off.job.sink.compaction) is None

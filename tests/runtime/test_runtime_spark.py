@@ -352,3 +352,48 @@ def test_upsert_sink_converges_to_the_final_aggregates(tmp_path):
     closed = {json.loads(k)[0] for k in expected}
     got = {k: n for k, n in canonical(list(table.values())).items() if json.loads(k)[0] in closed}
     assert got == dict(expected)
+
+
+def test_upsert_snapshots_of_a_real_job_read_as_every_batch_does(tmp_path):
+    """Upsert snapshots with Spark: a snapshot after every checkpoint (interval 0s); after an output
+    GC pass collected the batches the newest one holds, the folded table is what a store without
+    snapshots shows: the final aggregates of every closed window (docs/design.md §7)."""
+    import threading
+
+    from harness.runtime_job import canonical
+    from sparkpoint.runtime.checkpoint import gc_pass
+    from sparkpoint.runtime.sink.output_gc import output_gc_pass
+    from sparkpoint.runtime.sink.upsert import read_upserted
+
+    job = WindowedJob(name="snapshots", rows_per_batch=1000, keys=300, total_batches=16, trigger="300ms",
+                      checkpoint_interval="3s")
+    spec = job.spec(f"file://{tmp_path / 'store'}")
+    spec["spec"]["job"]["sink"] = {"kind": "upsert", "path": "table", "keyColumns": ["window", "key"],
+                                   "compaction": {"interval": "0s", "minFiles": 2}}
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(spec))
+    store, ref = open_store(f"file://{tmp_path / 'store'}"), JobRef("default", "snapshots")
+    done = threading.Event()
+
+    def retention() -> None:  # the GC sidecar's checkpoint pass: S may not pass the oldest kept checkpoint
+        while not done.wait(1.0):
+            gc_pass(store, ref, retain=2, grace_seconds=3600)
+
+    sidecar = threading.Thread(target=retention, daemon=True)
+    sidecar.start()
+    try:
+        r = run_cli([str(job_file), "--work-dir", str(tmp_path / "pod"), "--port", "0", "--until-batch",
+                     str(job.until_batch)], env={"TZ": "UTC"}, timeout=400)
+    finally:
+        done.set()
+        sidecar.join()
+    assert r.returncode == 0, r.stderr[-3000:]
+    keys = [o.key for o in store.list("") if "/upserts/_snapshots/" in o.key and "/part-" not in o.key]
+    assert keys, "no snapshot was written"
+    result = output_gc_pass(store, ref, grace_seconds=0, clock=lambda: 4e9)
+    assert result.deleted_folded_files > 0
+    table = read_upserted(store, ref, "table", ["window", "key"])
+    expected = job.expected_rows()
+    closed = {json.loads(k)[0] for k in expected}
+    got = {k: n for k, n in canonical(list(table.values())).items() if json.loads(k)[0] in closed}
+    assert got == dict(expected)
