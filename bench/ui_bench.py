@@ -33,10 +33,16 @@ from harness.minio_server import MinioServer
 REPO = Path(__file__).resolve().parents[1]
 START, END = "<!-- ui-bench:start -->", "<!-- ui-bench:end -->"
 OFF, ON = "sparkpoint-10s", "sparkpoint-10s-ui"
+UI_ONLY, EVENT_LOG = "sparkpoint-10s-uionly", "sparkpoint-10s-eventlog"  # --split: the halves of ON
 BUCKET = "ui-bench"
 
 
-def run(size: str, rounds: int, base: Path) -> tuple[list[RunResult], list[str]]:
+def order(setups: tuple[str, ...], i: int) -> tuple[str, ...]:
+    """Round i's order: forwards on even rounds, backwards on odd ones, so drift hits all alike."""
+    return setups if i % 2 == 0 else setups[::-1]
+
+
+def run(size: str, rounds: int, base: Path, setups: tuple[str, ...] = (OFF, ON)) -> tuple[list[RunResult], list[str]]:
     w = SIZES[size]
     loads = [load_average()]
     minio = MinioServer().start()
@@ -46,7 +52,7 @@ def run(size: str, rounds: int, base: Path) -> tuple[list[RunResult], list[str]]
                       env={**minio.env(), "SPARKPOINT_S3_ENDPOINT": minio.endpoint})
         results = []
         for i in range(rounds):
-            for setup in ((OFF, ON) if i % 2 == 0 else (ON, OFF)):
+            for setup in order(setups, i):
                 print(f"round {i + 1}/{rounds}: {setup} (load {load_average()})", flush=True)
                 results.append(sparkpoint_setup.run(setup, w, ctx, f"r{i}-{setup}"))
             loads.append(load_average())
@@ -79,12 +85,21 @@ def render(results: list[RunResult], loads: list[str], size: str, commit: str) -
              f"`{OFF}`: UI and event logs off; `{ON}`: Spark's live UI (`SPARKPOINT_SPARK_UI_PORT=0`) and the "
              "event logs (rolled, zstd, uploaded after checkpoints), as every pod runs by default.", "",
              "| setup | runs | batches | median batch (s) | p95 (s) |", "| --- | --- | --- | --- | --- |"]
-    for name, runs in ((OFF, off), (ON, on)):
+    halves = [(name, [r for r in results if r.setup == name]) for name in (UI_ONLY, EVENT_LOG)]
+    halves = [(name, runs) for name, runs in halves if runs]
+    for name, runs in ((OFF, off), *halves, (ON, on)):
         s = stats.summary([d for r in runs for d in r.durations], w.rows_per_batch)
         lines.append(f"| {name} | {len(runs)} | {s['batches']} | {s['median_s']:.3f} | {s['p95_s']:.3f} |")
     lines += ["", f"**Ratio on/off** (median batch): {pooled.fmt()} over all measured batches; "
-              f"{paired.fmt()} resampling whole rounds; per round: {each}.", "",
-              "Spark's batch phases, median ms per batch (where a difference goes):", "",
+              f"{paired.fmt()} resampling whole rounds; per round: {each}.", ""]
+    for name, runs in halves:
+        half = stats.paired_rounds_ratio([r.durations for r in off], [r.durations for r in runs])
+        per = ", ".join(f"{x:.3f}" for x in stats.per_round_ratios([r.durations for r in off],
+                                                                     [r.durations for r in runs]))
+        pooled_half = stats.bootstrap_ratio([d for r in off for d in r.durations], [d for r in runs for d in r.durations])
+        lines += [f"- `{name}` / off: {pooled_half.fmt()} over all batches; {half.fmt()} resampling whole rounds; "
+                  f"per round: {per}."]
+    lines += [*([""] if halves else []), "Spark's batch phases, median ms per batch (where a difference goes):", "",
               "| phase | off | on | on - off |", "| --- | --- | --- | --- |"]
     p_off, p_on = phase_medians(off), phase_medians(on)
     for name in sorted(set(p_off) | set(p_on)):
@@ -101,13 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--small", action="store_true", help="the small workload, 2 rounds")
     p.add_argument("--rounds", type=int, default=None)
+    p.add_argument("--split", action="store_true",
+                   help="also run the UI alone and the event logs alone: which half the cost is")
     p.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     p.add_argument("--raw-out", metavar="JSON", help="also write the raw results here")
     args = p.parse_args(argv)
     size = "small" if args.small else "medium"
     rounds = args.rounds or (2 if args.small else 4)
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-ui-bench-"))
-    results, loads = run(size, rounds, base)
+    results, loads = run(size, rounds, base, (OFF, UI_ONLY, EVENT_LOG, ON) if args.split else (OFF, ON))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=REPO).stdout.strip()
     if args.raw_out:

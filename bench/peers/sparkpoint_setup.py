@@ -26,6 +26,9 @@ SETUPS = {  # name -> (checkpoint interval, full upload)
     "sparkpoint-10s-nice10": ("10s", False),  # the async phase at nice 10 (the default before; an A/B)
     # Spark's live UI and event logs on, as in a pod (issue 30; an A/B with sparkpoint-10s, where both are off)
     "sparkpoint-10s-ui": ("10s", False),
+    # the two halves of -ui apart (ui_bench.py --split): where its cost goes
+    "sparkpoint-10s-uionly": ("10s", False),
+    "sparkpoint-10s-eventlog": ("10s", False),
     "sparkpoint-60s": ("60s", False),
     "sparkpoint-full-10s": ("10s", True),
 }
@@ -45,7 +48,7 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
     # Event logs are on by default (spec.spark.eventLog); the figures before issue 30 ran without
     # them, so only the -ui setup, the pod's defaults, writes and uploads them.
     doc = yaml.safe_load(job_file.read_text())
-    doc["spec"]["spark"]["eventLog"] = {"enabled": name.endswith("-ui")}
+    doc["spec"]["spark"]["eventLog"] = {"enabled": name.endswith(("-ui", "-eventlog"))}
     job_file.write_text(yaml.safe_dump(doc, sort_keys=False))
     log = ctx.base / f"{tag}.log"
     env = {**ctx.env,
@@ -53,7 +56,7 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
            # which would take a checkpoint (a large workload stages more than the 1 GiB default).
            **({"SPARKPOINT_SINK_STAGED_BUDGET": FLOOR_STAGED_BUDGET} if name == "floor" else {}),
            **({"SPARKPOINT_CHECKPOINT_NICE": "10"} if name.endswith("-nice10") else {}),
-           **({UI_ENV: "0"} if name.endswith("-ui") else {})}  # port 0: Spark picks a free one
+           **({UI_ENV: "0"} if name.endswith(("-ui", "-uionly")) else {})}  # port 0: Spark picks a free one
     pod = ctx.base / f"{tag}-pod"
     p = RuntimeProcess(job_file, pod, log, until_batch=w.until_batch, env=env, full_upload=full).start()
     try:
@@ -70,7 +73,7 @@ def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:
                and e["batchId"] < w.batches]
     cps = [c for c in completed_checkpoints(events) if c["trigger"] in ("interval", "sink-budget")]
     command = (f"{'SPARKPOINT_CHECKPOINT_NICE=10 ' if name.endswith('-nice10') else ''}"
-               f"{UI_ENV + '=0 ' if name.endswith('-ui') else ''}"
+               f"{UI_ENV + '=0 ' if name.endswith(('-ui', '-uionly')) else ''}"
                f"{'SPARKPOINT_SINK_STAGED_BUDGET=' + FLOOR_STAGED_BUDGET + ' ' if name == 'floor' else ''}"
                "python -m sparkpoint.runtime.cli run "
                f"{shlex.quote(job_file.name)} --until-batch {w.until_batch}{' --full-upload' if full else ''}"
