@@ -84,20 +84,24 @@ class MinioServer:
     def start(self) -> MinioServer:
         last_error = ""
         for _ in range(3):  # a port grabbed by someone else between probe and bind: try another
-            self.port, console = free_port(), free_port()
-            env = {**os.environ, "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
-                   "MINIO_BROWSER": "off", "MINIO_UPDATE": "off"}
-            with open(self._log_path, "ab") as out:
-                self.proc = subprocess.Popen(
-                    [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
-                     "--console-address", f"127.0.0.1:{console}", self.data_dir],
-                    env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.port = free_port()
+            self._launch(console_port=free_port())
             if self._wait_ready():
                 log.info("minio started", extra={"endpoint": self.endpoint, "pid": self.proc.pid})
                 return self
             last_error = self._log_path.read_text(errors="replace")[-2000:]
             self._kill()
         raise StoreError(f"MinIO server did not become ready; log tail:\n{last_error}")
+
+    def _launch(self, console_port: int) -> None:
+        """Start the server on self.port over self.data_dir, without waiting for it to be ready."""
+        env = {**os.environ, "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
+               "MINIO_BROWSER": "off", "MINIO_UPDATE": "off"}
+        with open(self._log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
+                 "--console-address", f"127.0.0.1:{console_port}", self.data_dir],
+                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def _wait_ready(self) -> bool:
         def exited() -> None:

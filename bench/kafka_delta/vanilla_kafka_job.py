@@ -1,7 +1,8 @@
 """Vanilla Spark on the Kafka benchmark's query (ingest.py): its checkpoint and its Parquet file sink
 (with the sink's own `_spark_metadata` log) both on s3a, through the same proxy as Sparkpoint's store.
-Prints one JSON line per micro-batch, like bench/peers/vanilla_job.py (whose session it reuses: RocksDB
-with changelog checkpointing, s3a on the endpoint), and stops once `--until-rows` rows were read.
+Prints one JSON line per micro-batch, like bench/peers/vanilla_job.py (whose session and batch lines it
+reuses: RocksDB with changelog checkpointing, s3a on the endpoint), and stops once `--until-rows` rows
+were read.
 
     python vanilla_kafka_job.py --jars a.jar,b.jar --endpoint http://127.0.0.1:PORT --bootstrap HOST:PORT \
         --topic T --checkpoint s3a://bench/x/checkpoint --output s3a://bench/x/out [--until-rows N]
@@ -19,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "peers")]
 
 from ingest import build  # noqa: E402
-from vanilla_job import session, spark_interval  # noqa: E402  (bench/peers/vanilla_job.py)
+from vanilla_job import batch_event, new_progress, session, spark_interval  # noqa: E402  (bench/peers/vanilla_job.py)
 
 
 def main(argv: list[str]) -> int:
@@ -42,15 +43,9 @@ def main(argv: list[str]) -> int:
     seen: set[int] = set()
     rows = 0
     while query.isActive:
-        for prog in query.recentProgress:
-            if prog["batchId"] in seen:
-                continue
-            seen.add(prog["batchId"])
+        for prog in new_progress(query, seen):
             rows += prog["numInputRows"]
-            ops = prog.get("stateOperators") or [{}]
-            print(json.dumps({"event": "batch", "batchId": prog["batchId"], "rows": prog["numInputRows"],
-                              "durationMs": prog["durationMs"], "stateCommitMs": ops[0].get("commitTimeMs"),
-                              "ts": round(time.time(), 3)}), flush=True)
+            print(json.dumps({**batch_event(prog), "ts": round(time.time(), 3)}), flush=True)
         if 0 <= args.until_rows <= rows:
             query.stop()
             break

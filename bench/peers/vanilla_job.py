@@ -15,6 +15,25 @@ import sys
 import time
 
 
+def new_progress(query, seen: set[int]):  # -> Iterator[dict]
+    """The query's progress reports of batches not in `seen` (which it extends), oldest first."""
+    for prog in query.recentProgress:
+        if prog["batchId"] not in seen:
+            seen.add(prog["batchId"])
+            yield prog
+
+
+def state_operator(prog: dict) -> dict:
+    """The first stateful operator's progress (empty when the query has none)."""
+    return (prog.get("stateOperators") or [{}])[0]
+
+
+def batch_event(prog: dict) -> dict:
+    """The fields every vanilla job prints of a batch (the benchmarks parse these lines)."""
+    return {"event": "batch", "batchId": prog["batchId"], "rows": prog["numInputRows"],
+            "durationMs": prog["durationMs"], "stateCommitMs": state_operator(prog).get("commitTimeMs")}
+
+
 def session(args: argparse.Namespace):  # -> SparkSession
     from pyspark.sql import SparkSession
 
@@ -104,15 +123,10 @@ def main(argv: list[str]) -> int:
     print(json.dumps({"event": "started", "seconds": round(time.monotonic() - started, 3)}), flush=True)
     seen: set[int] = set()
     while query.isActive:
-        for prog in query.recentProgress:
-            if prog["batchId"] in seen:
-                continue
-            seen.add(prog["batchId"])
-            ops = prog.get("stateOperators") or [{}]
-            print(json.dumps({"event": "batch", "batchId": prog["batchId"], "rows": prog["numInputRows"],
-                              "durationMs": prog["durationMs"], "stateCommitMs": ops[0].get("commitTimeMs"),
-                              "stateRows": ops[0].get("numRowsTotal"),
-                              "seconds": round(time.monotonic() - started, 3), "ts": round(time.time(), 3), "timestamp": prog["timestamp"]}), flush=True)
+        for prog in new_progress(query, seen):
+            print(json.dumps({**batch_event(prog), "stateRows": state_operator(prog).get("numRowsTotal"),
+                              "seconds": round(time.monotonic() - started, 3), "ts": round(time.time(), 3),
+                              "timestamp": prog["timestamp"]}), flush=True)
         if args.until_batch >= 0 and seen and max(seen) >= args.until_batch:
             query.stop()
             break

@@ -15,6 +15,7 @@ Written atomically (temp file + rename), so a crash leaves the old record or the
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from typing import Any
 
 from sparkpoint.runtime.checkpoint.freeze import FreezeError, check_restartable
 from sparkpoint.runtime.store import JobRef
+
+log = logging.getLogger("sparkpoint.runtime")
 
 OWNER_FILE = "owner.json"
 
@@ -57,6 +60,20 @@ def update_owner(work_dir: Path, **changes: Any) -> None:
         doc = owner_of(work_dir)
         if doc is not None:
             write_owner(work_dir, {**doc, **changes})
+
+
+def record_failed_start(work_dir: Path, point: Any, *, batch: int | None, attempt: int, error: str) -> None:
+    """A start from `point` (a restore point's kind and id; None: the hot dir itself) died before
+    committing a batch: record it, replacing an earlier record of the same point."""
+    if len(error) > 600:  # Py4J wraps Spark's cause in a Python traceback: keep both ends
+        error = f"{error[:200]} ... {error[-400:]}"
+    entry = {"source": "local"} if point is None else {"source": point.kind, "id": point.id}
+    owner = owner_of(work_dir) or {}
+    failed = [f for f in owner.get("failedStarts") or [] if f.get("source") != entry["source"]
+              or f.get("id") != entry.get("id")]
+    update_owner(work_dir, failedStarts=[*failed, {**entry, "batch": batch, "attempt": attempt, "error": error}])
+    log.warning("start from the restore point failed before committing a batch; the next start "
+                "will not use it", extra={**entry, "batch": batch, "error": error})
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,6 @@ from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.runtime.checkpoint.fence import restarts_before
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
-from sparkpoint.runtime.sink.compaction import compaction_settings
-from sparkpoint.runtime.sink.console import ConsoleSink
-from sparkpoint.runtime.sink.delta import DeltaSink
-from sparkpoint.runtime.sink.journal import SinkJournal
-from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budget_bytes
-from sparkpoint.runtime.sink.upsert import UpsertSink
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
 
 from . import attempt_dirs, faults, hotdir, job_dirs, ui_front
@@ -42,6 +36,7 @@ from .event_log import EventLogUploader, event_log_conf
 from .metrics import RuntimeMetrics
 from .names import app_name, batch_in_flight, history_attempt, job_uid, launch
 from .recovery import RestoreOutcome, restore_on_start
+from .sink_setup import make_sink
 from .store_wait import wait_for_store
 
 log = logging.getLogger("sparkpoint.runtime")
@@ -147,7 +142,6 @@ class JobRuntime:
         if storage and storage.endpoint and not env.get("SPARKPOINT_S3_ENDPOINT"):
             env["SPARKPOINT_S3_ENDPOINT"] = storage.endpoint  # the environment wins over the spec
         self.store = store = open_store(self.store_url, env=env)
-        self.store_env = env  # the delta sink's delta-rs client reaches the same store with it
         from .api import ControlServer
 
         # The control API answers from the start: /healthz while the store is waited for and the
@@ -184,7 +178,9 @@ class JobRuntime:
             self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
             for fallback in self.restore.fallbacks:
                 self.metrics.restore_fallbacks.labels(fallback.reason).inc()
-            self.sink = self._make_sink(store)
+            self.sink = make_sink(spec.job.sink, store, self.job, attempt=self.attempt,
+                                  incarnation=self.opts.job_uid or job_uid(self.job), work_dir=self.work_dir,
+                                  restore=self.restore, store_env=env)
             # Where the API listens (the port may have been picked by the OS with --port 0); written
             # once the state is restored, so a reader of this file finds a runtime past its restore.
             (self.work_dir / "api.json").write_text(json.dumps({"host": self.opts.host, "port": server.port,
@@ -199,34 +195,6 @@ class JobRuntime:
             if self.ui_front is not None:
                 self.ui_front.stop()
             server.stop()
-
-    def _make_sink(self, store: ObjectStore) -> Any:
-        sink_spec, r = self.spec.job.sink, self.restore
-        journal = SinkJournal(self.work_dir / "sink-journal")
-        if r.source != "local":
-            journal.reset()  # batches after the restored checkpoint will be re-run
-        if sink_spec.kind == "console":
-            return ConsoleSink(self.work_dir / "console-staging")
-        uid = self.opts.job_uid or job_uid(self.job)  # output entries name the job incarnation that wrote them
-        sink: UpsertSink | TransactionalSink
-        if sink_spec.kind == "upsert":
-            sink = UpsertSink(store, self.job, attempt=self.attempt, path=sink_spec.path,
-                              key_columns=sink_spec.key_columns, incarnation=uid, fmt=sink_spec.format,
-                              staging_dir=self.work_dir / "upsert-staging",
-                              compaction=compaction_settings(sink_spec.compaction))
-        elif sink_spec.kind == "delta":  # also a Delta table at outputs/<path>/ (sink/delta.py)
-            sink = DeltaSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
-                             staged_budget_bytes=staged_budget_bytes(), incarnation=uid, env=self.store_env,
-                             compaction=compaction_settings(sink_spec.compaction))
-        else:
-            sink = TransactionalSink(store, self.job, attempt=self.attempt, path=sink_spec.path, journal=journal,
-                                     staged_budget_bytes=staged_budget_bytes(), incarnation=uid,
-                                     fmt=sink_spec.format)
-        # Continue the restored point's output history (a savepoint continues its source checkpoint's).
-        m = r.manifest
-        sink.resume((m.source_checkpoint or m.id) if m else None, m.extra if m else None,
-                    local=r.source == "local", batch=r.batch_id)
-        return sink
 
     def _on_progress(self, p: Any) -> None:
         m = self.metrics
@@ -347,18 +315,7 @@ class JobRuntime:
         r = self.restore
         if r.source == "fresh" or self.sink_failed or self._start_proved():
             return
-        if len(error) > 600:  # Py4J wraps Spark's cause in a Python traceback: keep both ends
-            error = f"{error[:200]} ... {error[-400:]}"
-        point = r.point
-        entry = {"source": "local"} if point is None else {"source": point.kind, "id": point.id}
-        owner = hotdir.owner_of(self.work_dir) or {}
-        failed = [f for f in owner.get("failedStarts") or [] if f.get("source") != entry["source"]
-                  or f.get("id") != entry.get("id")]
-        hotdir.update_owner(self.work_dir, failedStarts=[*failed, {**entry, "batch": r.batch_id,
-                                                                    "attempt": self.attempt,
-                                                                    "error": error}])
-        log.warning("start from the restore point failed before committing a batch; the next start "
-                    "will not use it", extra={**entry, "batch": r.batch_id, "error": error})
+        hotdir.record_failed_start(self.work_dir, r.point, batch=r.batch_id, attempt=self.attempt, error=error)
 
     def _wait_and_drain(self) -> int:
         until = self.opts.until_batch

@@ -237,15 +237,7 @@ class S3Store(ObjectStore):
         continuation: str | None = None
         while True:  # page by page, each retried on its own
             def page(token: str | None = continuation) -> tuple[list[tuple[str, int, float]], str | None]:
-                # The client's private request call: signed, with its region and error handling, but
-                # answered by s3_listing's parser (6x less CPU per key than the client's, see there).
-                query: dict[str, str | list[str] | tuple[str]] = {**page_query(full, token)}
-                resp = self.client._execute("GET", self.bucket, query_params=query)
-                try:
-                    return parse_page(resp.data)
-                except (ValueError, ET.ParseError) as exc:
-                    raise InvalidResponseError(resp.status, resp.headers.get("content-type"),
-                                               f"unreadable listing: {exc}") from None
+                return self._listing_page(full, token, parse_page)
             entries, continuation = self._call("list", prefix or "/", page)
             for key, size, modified in entries:
                 yield ObjectInfo(key=self._rel(key), size=size, last_modified=modified)
@@ -258,17 +250,22 @@ class S3Store(ObjectStore):
         continuation: str | None = None
         while True:
             def page(token: str | None = continuation) -> tuple[list[str], str | None]:
-                query: dict[str, str | list[str] | tuple[str]] = {**page_query(full, token, delimiter="/")}
-                resp = self.client._execute("GET", self.bucket, query_params=query)
-                try:
-                    return parse_prefixes(resp.data)
-                except (ValueError, ET.ParseError) as exc:
-                    raise InvalidResponseError(resp.status, resp.headers.get("content-type"),
-                                               f"unreadable listing: {exc}") from None
+                return self._listing_page(full, token, parse_prefixes, delimiter="/")
             found, continuation = self._call("list", prefix or "/", page)
             names += [p[len(full):].rstrip("/") for p in found if p.startswith(full)]
             if continuation is None:
                 return sorted(n for n in names if n)
+
+    def _listing_page(self, full: str, token: str | None, parse: Callable[[bytes], T], delimiter: str = "") -> T:
+        """One page of a listing through the client's private request call: signed, with its region and
+        error handling, but answered by s3_listing's parsers (6x less CPU per key than the client's, see there)."""
+        query: dict[str, str | list[str] | tuple[str]] = {**page_query(full, token, delimiter)}
+        resp = self.client._execute("GET", self.bucket, query_params=query)
+        try:
+            return parse(resp.data)
+        except (ValueError, ET.ParseError) as exc:
+            raise InvalidResponseError(resp.status, resp.headers.get("content-type"),
+                                       f"unreadable listing: {exc}") from None
 
     def delete(self, key: str) -> None:
         full = self._full(key)

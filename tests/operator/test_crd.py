@@ -90,6 +90,16 @@ def model_verdict(spec: dict[str, Any]) -> tuple[bool, str]:
         return False, str(err)
 
 
+def valid_with(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """A copy of VALID with the field at `path` set to `value`."""
+    spec = copy.deepcopy(VALID)
+    node = spec
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return spec
+
+
 def test_committed_crd_is_generated_from_the_model() -> None:
     committed = (ROOT / "crds" / "streamingjob.yaml").read_text()
     assert committed == crd.render(), "crds/streamingjob.yaml is stale: run `make crd`"
@@ -141,11 +151,7 @@ def test_a_secret_name_with_dots_passes_both() -> None:
     (("checkpoint", "storage", "secretRef", "name"), "minio..creds", "spec.checkpoint.storage.secretRef.name"),
 ])
 def test_invalid_field_is_named_by_the_model_and_rejected_by_the_schema(path, value, field) -> None:
-    spec = copy.deepcopy(VALID)
-    node = spec
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
+    spec = valid_with(path, value)
     ok, message = model_verdict(spec)
     assert not ok and message.startswith(field + ":"), message
     assert not schema_accepts(spec)
@@ -220,11 +226,7 @@ def test_model_and_schema_agree_on_mutated_specs(mutations) -> None:
      "spec.spark.conf: spark.sql.streaming.checkpointLocation is set by Sparkpoint"),
 ])
 def test_rules_json_schema_cannot_check_are_cel_rules_worded_as_the_model_words_them(path, value, rule) -> None:
-    spec = copy.deepcopy(VALID)
-    node = spec
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
+    spec = valid_with(path, value)
     ok, message = model_verdict(spec)
     assert not ok and message.startswith(rule), message
     assert rule in CEL_RULES or any(r.startswith(rule) for r in CEL_RULES), CEL_RULES

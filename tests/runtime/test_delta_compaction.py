@@ -11,10 +11,6 @@ files, the small ones collected once nothing needs them, and a crash between rec
 
 from __future__ import annotations
 
-import tempfile
-import uuid
-from pathlib import Path
-
 import pytest
 from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
@@ -34,9 +30,8 @@ from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.keys import staging_prefix
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
 from sparkpoint.runtime.sink.reader import committed_files, read_committed
-from sparkpoint.runtime.store import JobRef, open_store
 
-from .test_delta_vacuum import _ARGS, HOUR, DeltaGcModel, _rows, later
+from .test_delta_vacuum import _ARGS, HOUR, DeltaGcModel, _rows, later, property_model, run_steps
 
 SETTINGS = CompactionSettings(interval_seconds=0, target_bytes=1 << 20, min_files=2)
 
@@ -115,10 +110,7 @@ def _run(model: CompactingModel, actions) -> None:  # type: ignore[no-untyped-de
 @settings(max_examples=40, deadline=None)
 @given(st.lists(ACTIONS, min_size=10, max_size=30))
 def test_restores_read_the_failure_free_table_with_compaction(actions):
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        model = CompactingModel(store=open_store(f"file://{root}/store"), job=JobRef("default", "prop"), root=root)
-        model.row_per_checkpoint = True
+    with property_model(CompactingModel, on_minio=False) as model:
         _run(model, actions)
 
 
@@ -126,16 +118,8 @@ def test_restores_read_the_failure_free_table_with_compaction(actions):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # env only
 @given(actions=st.lists(ACTIONS, min_size=10, max_size=30))
 def test_restores_read_the_failure_free_table_with_compaction_on_minio(minio_env, actions):
-    with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(f"s3://sparkpoint-test/t-{uuid.uuid4().hex[:12]}")
-        model = CompactingModel(store=store, job=JobRef("default", "prop"), root=Path(tmp))
-        model.row_per_checkpoint = True
+    with property_model(CompactingModel, on_minio=True) as model:
         _run(model, actions)
-
-
-def _steps(model: CompactingModel, steps) -> None:  # type: ignore[no-untyped-def]
-    for action, arg in steps:
-        model.step(action, arg)
 
 
 def _table_files(model: CompactingModel) -> set[str]:
@@ -145,7 +129,7 @@ def _table_files(model: CompactingModel) -> set[str]:
 
 def test_compaction_merges_shared_batches_and_gc_collects_the_small_files(store, job, tmp_path):
     model = CompactingModel(store=store, job=job, root=tmp_path)
-    _steps(model, [step for n in range(6) for step in (("batch", 1), ("checkpoint", 0))])  # chk-1..6
+    run_steps(model, [step for n in range(6) for step in (("batch", 1), ("checkpoint", 0))])  # chk-1..6
     gc_pass(store, job, retain=2, grace_seconds=0, clock=later)  # chk-5 and chk-6 stay
     files_before = _table_files(model)
     done = model.sink.compact()
@@ -167,14 +151,14 @@ def test_compaction_merges_shared_batches_and_gc_collects_the_small_files(store,
     model.check_every_restore()  # chk-5 and chk-6 restored in copies: exactly their rows
     model.step("restore", 0)  # the oldest kept point, chk-5: the table returns to it, compacted
     assert _rows(store, job) == ([0, 1, 2, 3, 4],) * 2
-    _steps(model, [("batch", 1), ("checkpoint", 0)])  # the new history goes on from it
+    run_steps(model, [("batch", 1), ("checkpoint", 0)])  # the new history goes on from it
     assert _rows(store, job) == ([0, 1, 2, 3, 4, 5],) * 2 and model.check_reader() is None
 
 
 def test_batches_a_kept_point_does_not_share_are_not_compacted(store, job, tmp_path):
     model = CompactingModel(store=store, job=job, root=tmp_path)
     # history A: chk-1..3; restore chk-1; history B: chk-4..6 (batches 1.. re-run with other rows)
-    _steps(model, [("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0),
+    run_steps(model, [("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0),
                    ("restore", 0), ("batch", 2), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0),
                    ("batch", 1), ("checkpoint", 0)])
     # chk-2 and chk-3 (history A) are kept: only chk-1's batch is shared, one file: nothing to compact
@@ -186,7 +170,7 @@ def test_batches_a_kept_point_does_not_share_are_not_compacted(store, job, tmp_p
 
 def test_a_compaction_killed_before_its_commit_is_finished_by_the_next(store, job, tmp_path):
     model = CompactingModel(store=store, job=job, root=tmp_path)
-    _steps(model, [step for n in range(4) for step in (("batch", 1), ("checkpoint", 0))])
+    run_steps(model, [step for n in range(4) for step in (("batch", 1), ("checkpoint", 0))])
     gc_pass(store, job, retain=1, grace_seconds=0, clock=later)
     model.step("compact", 1)  # records and compacted file written, no Delta commit; local restart
     assert [o.key for o in store.list(compactions_prefix(job, "default"))]

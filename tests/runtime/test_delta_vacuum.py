@@ -13,7 +13,10 @@ import json
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 import pytest
@@ -165,15 +168,27 @@ def _run(model: DeltaGcModel, actions) -> None:  # type: ignore[no-untyped-def]
         assert _rows(model.store, model.job) == (list(range(model.expected_table())),) * 2, (action, arg)
 
 
+M = TypeVar("M", bound=DeltaGcModel)
+
+
+@contextmanager
+def property_model(model_class: type[M], *, on_minio: bool) -> Iterator[M]:
+    """A property example's model (a file of its own per checkpoint) on a fresh store: a directory in
+    its temporary root, or a fresh prefix of MinIO's test bucket."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        store = open_store(f"s3://sparkpoint-test/t-{uuid.uuid4().hex[:12]}" if on_minio else f"file://{root}/store")
+        model = model_class(store=store, job=JobRef("default", "prop"), root=root)
+        model.row_per_checkpoint = True
+        yield model
+
+
 @pytest.mark.slow  # about a minute on two busy cores (a store copy per retained point after every pass)
 @pytest.mark.ci_sample
 @settings(max_examples=60, deadline=None)
 @given(st.lists(ACTIONS, min_size=8, max_size=30))
 def test_vacuum_never_takes_what_a_restore_or_the_table_needs(actions):
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        model = DeltaGcModel(store=open_store(f"file://{root}/store"), job=JobRef("default", "prop"), root=root)
-        model.row_per_checkpoint = True
+    with property_model(DeltaGcModel, on_minio=False) as model:
         _run(model, actions)
 
 
@@ -181,14 +196,11 @@ def test_vacuum_never_takes_what_a_restore_or_the_table_needs(actions):
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # env only
 @given(actions=st.lists(ACTIONS, min_size=8, max_size=30))
 def test_vacuum_property_on_minio(minio_env, actions):
-    with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(f"s3://sparkpoint-test/t-{uuid.uuid4().hex[:12]}")
-        model = DeltaGcModel(store=store, job=JobRef("default", "prop"), root=Path(tmp))
-        model.row_per_checkpoint = True
+    with property_model(DeltaGcModel, on_minio=True) as model:
         _run(model, actions)
 
 
-def _published(model: DeltaGcModel, steps) -> None:  # type: ignore[no-untyped-def]
+def run_steps(model: DeltaGcModel, steps) -> None:  # type: ignore[no-untyped-def]
     for action, arg in steps:
         model.step(action, arg)
 
@@ -196,7 +208,7 @@ def _published(model: DeltaGcModel, steps) -> None:  # type: ignore[no-untyped-d
 def test_superseded_files_stay_for_the_retention_then_go(store, job, tmp_path):
     model = DeltaGcModel(store=store, job=job, root=tmp_path)
     # chk-1, chk-2; restore chk-1 (the table drops chk-2's file); chk-3, chk-4 on the new history
-    _published(model, [("batch", 2), ("checkpoint", 0), ("batch", 2), ("checkpoint", 0), ("restore", 0),
+    run_steps(model, [("batch", 2), ("checkpoint", 0), ("batch", 2), ("checkpoint", 0), ("restore", 0),
                        ("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0)])
     assert list_checkpoint_ids(store, job)[-1] == "chk-000004" and _rows(store, job)[0] == [0, 1, 2, 3]
     gc_pass(store, job, retain=1, grace_seconds=0, clock=later)  # nothing needs chk-2's file any more
@@ -217,7 +229,7 @@ def test_superseded_files_stay_for_the_retention_then_go(store, job, tmp_path):
 def test_the_current_version_is_kept_when_no_checkpoint_needs_it(store, job, tmp_path):
     model = DeltaGcModel(store=store, job=job, root=tmp_path)
     # history A: chk-1, chk-2; restore chk-1, history B: chk-3; a pod returns the table to chk-2 and dies
-    _published(model, [("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0), ("restore", 0),
+    run_steps(model, [("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0), ("restore", 0),
                        ("batch", 5), ("checkpoint", 0), ("restore_crash", 1)])
     assert _rows(store, job)[0] == [0, 1]  # chk-2's rows: value 1 is only in chk-2's file
     gc_pass(store, job, retain=1, grace_seconds=0, clock=later)  # chk-3 alone is kept
@@ -247,13 +259,13 @@ def test_each_commit_file_is_read_once_across_passes(tmp_path):
     store = open_store(f"file://{tmp_path}/store")
     job = JobRef("default", "reads")
     model = DeltaGcModel(store=store, job=job, root=tmp_path)
-    _published(model, [("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0), ("restore", 0)])
+    run_steps(model, [("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0), ("restore", 0)])
     counting = CountingStore(tmp_path / "store")
     counting.reads = []
     first = table_needs(counting, job, "default", retention_seconds=HOUR, now=time.time())
     commits = [k for k in counting.reads if "/_delta_log/" in k and k.endswith(".json")]
     assert len(commits) == 3 and len(set(commits)) == 3  # create, chk-2, the return to chk-1
-    _published(model, [("batch", 1), ("checkpoint", 0)])
+    run_steps(model, [("batch", 1), ("checkpoint", 0)])
     counting.reads.clear()
     second = table_needs(counting, job, "default", retention_seconds=HOUR, now=time.time())
     assert [k for k in counting.reads if "/_delta_log/" in k and k.endswith(".json")] == [commits[0].replace("00000.json", "00003.json")]

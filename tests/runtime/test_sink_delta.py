@@ -138,7 +138,7 @@ def test_a_fenced_attempt_never_commits_to_the_table(store, job, tmp_path):
 
 
 class DeltaModel(Model):
-    def new_attempt(self, journal: SinkJournal) -> DeltaSink:  # type: ignore[override]
+    def attempt(self, journal: SinkJournal) -> DeltaSink:  # type: ignore[override]
         return DeltaSink(self.store, self.job, attempt=write_fence(self.store, self.job), path="default",
                          journal=journal, incarnation=f"uid-{self.uid}", write_files=fake_write_files)
 

@@ -14,43 +14,17 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
-from harness.runtime_job import RuntimeProcess
 from sparkpoint.runtime.sink.keys import sink_root
 from sparkpoint.runtime.sink.upsert import iter_upserted_rows, visible_batches
 from sparkpoint.runtime.store import JobRef, open_store
 from tests.conftest import TEST_BUCKET
 
-from .test_sink_scale_spark import HEAP, JOB_CODE, ROWS
+from .test_sink_scale_spark import HEAP, ROWS, run_big_batch
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 _CONSOLE_ROW = re.compile(rb'^\{"id":(\d+),"a":"[0-9a-f]{64}","b":"[0-9a-f]{128}"\}$')
-
-
-def _run(tmp_path: Path, sink: dict, env: dict[str, str], url: str) -> tuple[Path, float]:
-    (tmp_path / "code").mkdir()
-    (tmp_path / "code" / "big_batch.py").write_text(JOB_CODE)
-    spec = {"apiVersion": "sparkpoint.dev/v1alpha1", "kind": "StreamingJob",
-            "metadata": {"name": "big", "namespace": "default"},
-            "spec": {"job": {"entrypoint": "big_batch:build", "args": {"rows": ROWS}, "sink": sink,
-                             "pythonPath": [str(tmp_path / "code")], "triggerInterval": "5s"},
-                     "spark": {"master": "local[2]"},
-                     "checkpoint": {"interval": "1h", "timeout": "30m", "storage": {"url": url}}}}
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(yaml.safe_dump(spec))
-    log = tmp_path / "runtime.log"
-    started = time.monotonic()
-    p = RuntimeProcess(job_file, tmp_path / "pod", log, until_batch=0, stdout_path=tmp_path / "stdout",
-                       env={**env, "SPARKPOINT_DRIVER_MEMORY": HEAP}).start()
-    try:
-        code = p.wait(1800)
-    finally:
-        p.kill()
-    seconds = time.monotonic() - started
-    assert code == 0, log.read_text()[-4000:]
-    return log, seconds
 
 
 def _batch_seconds(log: Path) -> float:
@@ -65,7 +39,8 @@ def _batch_seconds(log: Path) -> float:
 
 def test_an_upsert_batch_far_larger_than_the_driver_heap_is_visible(tmp_path: Path, minio_env):
     url = f"s3://{TEST_BUCKET}/scale-upsert-{time.time_ns()}"
-    log, seconds = _run(tmp_path, {"kind": "upsert", "keyColumns": ["id"]}, minio_env, url)
+    log, seconds = run_big_batch(tmp_path, url, minio_env, sink={"kind": "upsert", "keyColumns": ["id"]},
+                                 wait_seconds=1800, stdout_path=tmp_path / "stdout")
     store, job = open_store(url, env=minio_env), JobRef("default", "big")
     [(marker, files)] = visible_batches(store, store.list(f"{sink_root(job, 'default')}/upserts/"))
     stored = sum(store.stat(k).size for k, _ in files)
@@ -95,7 +70,8 @@ def test_an_upsert_batch_far_larger_than_the_driver_heap_is_visible(tmp_path: Pa
 
 
 def test_a_console_batch_far_larger_than_the_driver_heap_is_printed(tmp_path: Path):
-    log, seconds = _run(tmp_path, {"kind": "console"}, {}, f"file://{tmp_path / 'store'}")
+    log, seconds = run_big_batch(tmp_path, f"file://{tmp_path / 'store'}", {}, sink={"kind": "console"},
+                                 wait_seconds=1800, stdout_path=tmp_path / "stdout")
     rows, ids_sum, ids_xor, header = 0, 0, 0, None
     with open(tmp_path / "stdout", "rb") as f:  # the console's rows, apart from the log
         for line in f:

@@ -39,29 +39,40 @@ def build(spark, rows):
 '''
 
 
-def test_a_batch_far_larger_than_the_driver_heap_is_committed(tmp_path: Path, minio_env):
+def run_big_batch(tmp_path: Path, url: str, env: dict[str, str], *, sink: dict | None = None,
+                  wait_seconds: float = 1500, stdout_path: Path | None = None,
+                  extra_args: tuple[str, ...] = ()) -> tuple[Path, float]:
+    """Run JOB_CODE's batch 0 (ROWS rows) through a real runtime process with a HEAP driver, drain,
+    and require exit 0: (the runtime's log, the seconds it took). `sink`: the spec's (None: the default)."""
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "big_batch.py").write_text(JOB_CODE)
-    url = f"s3://{TEST_BUCKET}/scale-{time.time_ns()}"
+    job: dict = {"entrypoint": "big_batch:build", "args": {"rows": ROWS},
+                 "pythonPath": [str(tmp_path / "code")], "triggerInterval": "5s"}
+    if sink is not None:
+        job["sink"] = sink
     spec = {"apiVersion": "sparkpoint.dev/v1alpha1", "kind": "StreamingJob",
             "metadata": {"name": "big", "namespace": "default"},
-            "spec": {"job": {"entrypoint": "big_batch:build", "args": {"rows": ROWS},
-                             "pythonPath": [str(tmp_path / "code")], "triggerInterval": "5s"},
-                     "spark": {"master": "local[2]"},
+            "spec": {"job": job, "spark": {"master": "local[2]"},
                      "checkpoint": {"interval": "1h", "timeout": "30m", "storage": {"url": url}}}}
     job_file = tmp_path / "job.yaml"
     job_file.write_text(yaml.safe_dump(spec))
     log = tmp_path / "runtime.log"
     started = time.monotonic()
-    p = RuntimeProcess(job_file, tmp_path / "pod", log, until_batch=0,
-                       env={**minio_env, "SPARKPOINT_DRIVER_MEMORY": HEAP, "SPARKPOINT_SINK_STAGED_BUDGET": "4Gi"},
-                       extra_args=("--grace", "10m")).start()  # the drain's checkpoint uploads > 1 GiB
+    p = RuntimeProcess(job_file, tmp_path / "pod", log, until_batch=0, stdout_path=stdout_path,
+                       env={**env, "SPARKPOINT_DRIVER_MEMORY": HEAP}, extra_args=extra_args).start()
     try:
-        code = p.wait(1500)
+        code = p.wait(wait_seconds)
     finally:
         p.kill()
     seconds = time.monotonic() - started
     assert code == 0, log.read_text()[-4000:]
+    return log, seconds
+
+
+def test_a_batch_far_larger_than_the_driver_heap_is_committed(tmp_path: Path, minio_env):
+    url = f"s3://{TEST_BUCKET}/scale-{time.time_ns()}"
+    log, seconds = run_big_batch(tmp_path, url, {**minio_env, "SPARKPOINT_SINK_STAGED_BUDGET": "4Gi"},
+                                 extra_args=("--grace", "10m"))  # the drain's checkpoint uploads > 1 GiB
 
     store = open_store(url, env=minio_env)
     job = JobRef("default", "big")

@@ -11,9 +11,7 @@ Each takes 5-8 minutes (measured on a shared 2-core machine under load: 318 s fr
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import time
 import urllib.request
 import uuid
@@ -37,13 +35,7 @@ class RestartableMinio(MinioServer):
     """The fixtures' launcher, plus a restart on the same port and data dir (a store that comes back)."""
 
     def restart_same_port(self) -> None:
-        env = {**os.environ, "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
-               "MINIO_BROWSER": "off", "MINIO_UPDATE": "off"}
-        with open(self._log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
-                 "--console-address", f"127.0.0.1:{free_port()}", self.data_dir],
-                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self._launch(console_port=free_port())
         assert self._wait_ready(), "MinIO did not come back on its port"
 
 
