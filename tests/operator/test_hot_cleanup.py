@@ -11,6 +11,7 @@ from sparkpoint.operator.hot_cleanup import (
     build_cleanup_pod,
     cleanup_pod_name,
     cleanup_step,
+    created_for,
     needs_cleanup,
 )
 from sparkpoint.runtime.config import parse_spec
@@ -68,5 +69,25 @@ def test_only_a_job_with_a_hot_volume_needs_a_cleanup():
 ])
 def test_each_round_decides_from_executors_pod_phase_and_the_deletions_age(executors, phase, since, now, expected):
     step = cleanup_step(executors, phase, since, now)
+    assert step.next == expected
+    assert bool(step.why) == (expected == "give-up")
+
+
+def test_a_cleanup_pod_is_known_by_the_uid_of_the_job_that_created_it():
+    pod = build_cleanup_pod(JOB, spec())
+    assert created_for(pod, JOB.uid)
+    later = builders.JobRef("team", "scaled", "6f1c2d3e-0000-4000-8000-00000000beef")  # the same name again
+    assert cleanup_pod_name(later) == cleanup_pod_name(JOB) and not created_for(pod, later.uid)
+    assert not created_for({"metadata": {}}, JOB.uid)
+
+
+@pytest.mark.parametrize("phase, now, expected", [
+    ("Succeeded", 110.0, "wait-earlier"),  # an earlier job's success removed that job's directory, not this one's
+    ("Failed", 110.0, "wait-earlier"),
+    ("Running", 110.0, "wait-earlier"),
+    ("Succeeded", 100.0 + CLEANUP_FOR + 1, "give-up"),  # stuck Terminating: still always finishes
+])
+def test_an_earlier_jobs_cleanup_pod_of_the_same_name_is_waited_out_never_trusted(phase, now, expected):
+    step = cleanup_step(0, phase, 100.0, now, earlier_pod=True)
     assert step.next == expected
     assert bool(step.why) == (expected == "give-up")

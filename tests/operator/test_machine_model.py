@@ -255,7 +255,41 @@ class MachineModel(RuleBasedStateMachine):
 
     @rule()
     def delete_job(self) -> None:
-        self.world.deleting = True
+        self.world.delete_cr()
+
+    # --- the hot volume's pods (model_hot_volume.py) ---------------------------------------------------
+    @rule()
+    def garbage_collector_runs(self) -> None:
+        self.world.hot.collect(set(self.world.pods))
+
+    @rule()
+    def executor_sticks_in_terminating(self) -> None:
+        for ex in self.world.hot.executors.values():
+            ex.stuck = True
+            break
+
+    @rule()
+    def executors_let_go(self) -> None:
+        for ex in self.world.hot.executors.values():
+            ex.stuck = False
+
+    @rule()
+    def cleanup_pod_runs(self) -> None:
+        self.world.hot_volume_progresses()
+
+    @rule()
+    def cleanup_pod_fails(self) -> None:
+        self.world.hot.fail_cleanup()
+
+    @rule()
+    def cleanup_pod_hangs(self) -> None:
+        if self.world.hot.cleanup is not None:
+            self.world.hot.cleanup.hangs = True
+
+    @rule(stuck=st.booleans())
+    def cleanup_pod_sticks_in_terminating(self, stuck: bool) -> None:
+        if self.world.hot.cleanup is not None:
+            self.world.hot.cleanup.stuck = stuck
 
     @rule(n=st.integers(1, 3))
     def status_writes_fail(self, n: int) -> None:
@@ -288,6 +322,7 @@ class MachineModel(RuleBasedStateMachine):
 
     def progress(self) -> None:
         w = self.world
+        w.hot_volume_progresses()
         w.finish_terminations()
         for pod in list(w.pods.values()):
             if pod.spec.image == IMAGES[2] and pod.phase == "Running":
@@ -538,7 +573,25 @@ FOUND["an OOM kill in place no round saw, then a suspend: the drain began and th
     ("world_goes_quiet", {}), ("runtime_crashes", {"i": 0, "code": 1}), ("world_goes_quiet", {}),
     ("suspend_or_resume", {"state": "suspended"}), ("runtime_oom_killed", {"i": 1}), ("world_goes_quiet", {})]
 
+# The finalizer's hot-volume cleanup (model_hot_volume.py), found by the short run once it was modelled:
+FOUND["deleted again while the earlier job's cleanup pod of the name is Terminating: its success taken for this job's"] = [
+    ("delete_job", {}), ("operator_round", {}), ("cleanup_pod_sticks_in_terminating", {"stuck": True}),
+    ("time_passes", {"seconds": 600.0}), ("cleanup_pod_runs", {}), ("operator_rounds", {"n": 6}), ("delete_job", {}),
+    ("world_goes_quiet", {})]
+
 # Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
+# The hot volume's cleanup: executors outlive their driver pod for a garbage collector's pass, a cleanup
+# pod fails or never starts (given up on after CLEANUP_FOR: the finalizer always goes).
+RUNNING_DELETED = [("world_goes_quiet", {}), ("delete_job", {}), ("world_progresses", {"n": 3})]  # driver pod gone
+FOUND["executors outlive their driver pod: the cleanup pod waits for them"] = [*RUNNING_DELETED, ("world_goes_quiet", {})]
+FOUND["the cleanup pod fails: the directory stays with a Warning, the finalizer goes"] = [
+    *RUNNING_DELETED, ("world_progresses", {"n": 2}), ("cleanup_pod_fails", {}), ("operator_round", {}),
+    ("world_goes_quiet", {})]
+FOUND["the cleanup pod never starts: given up on after CLEANUP_FOR"] = [
+    *RUNNING_DELETED, ("world_progresses", {"n": 2}), ("cleanup_pod_hangs", {}), ("world_goes_quiet", {})]
+FOUND["an executor stuck in Terminating: given up on after CLEANUP_FOR, the next job of the name removes it"] = [
+    *RUNNING_DELETED, ("executor_sticks_in_terminating", {}), ("world_goes_quiet", {}), ("executors_let_go", {}),
+    ("world_goes_quiet", {})]
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
     ("world_goes_quiet", {}), ("world_progresses", {"n": 6}), ("edit_restore_from", {"kind": "checkpoint", "i": 1}),
     ("operator_round", {})]
