@@ -27,6 +27,12 @@ from pydantic import (
     model_validator,
 )
 
+from .spec_changes import (  # noqa: F401  (part of the spec model: imported from here)
+    HDFS_PARTITIONS_MESSAGE,
+    STATE_STORE_MESSAGE,
+    TRANSITION_RULES,
+    state_change_refusal,
+)
 from .spec_executors import (  # noqa: F401  (part of the spec model: imported from here)
     DEFAULT_INSTANCES,
     INSTANCES_OR_DYNAMIC,
@@ -93,6 +99,7 @@ class JobSpec(SpecModel):
 
     # GC treats a pending marker older than pendingTimeout as abandoned and frees its objects, so a
     # checkpoint still within its timeout must never be that old. Go-style durations parse in CEL.
+    # TRANSITION_RULES judge an update against the spec before it (spec_changes.py).
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
         "rule": f"!({parsable_durations('self.gc.pendingTimeout', 'self.checkpoint.timeout')}) || "
                 "duration(self.gc.pendingTimeout) > duration(self.checkpoint.timeout)",
@@ -102,7 +109,7 @@ class JobSpec(SpecModel):
                 "has(self.checkpoint.storage) && self.checkpoint.storage.url.startsWith('s3://'))",
         "message": GC_SECRET_MESSAGE, "fieldPath": ".gc.secretRef"}, cel(
         "!has(self.spark) || !has(self.spark.executors) || (has(self.checkpoint) && has(self.checkpoint.hotVolume))",
-        EXECUTORS_NEED_HOT_VOLUME, ".spark.executors")]})
+        EXECUTORS_NEED_HOT_VOLUME, ".spark.executors"), *TRANSITION_RULES]})
 
     @model_validator(mode="after")
     def _pending_outlives_checkpoint(self) -> JobSpec:
