@@ -39,6 +39,8 @@ def draw(rng: random.Random) -> tuple[str, dict]:
         ("delete_job", {}), ("garbage_collector_runs", {}), ("executor_sticks_in_terminating", {}),
         ("executors_let_go", {}), ("cleanup_pod_runs", {}), ("cleanup_pod_fails", {}), ("cleanup_pod_hangs", {}),
         ("cleanup_pod_sticks_in_terminating", {"stuck": c([True, False])}),
+        ("edit_state_store_or_partitions", {"store": c(["rocksdb", "hdfs"]), "partitions": c([2, 4]),
+                                            "fresh": c([True, False])}),
     ])
 
 

@@ -411,7 +411,8 @@ class World:
         tracking["pendingTrigger"] = dict(tracking.get("pendingTrigger") or {}, id=rid)
 
     def write(self, status: dict[str, Any]) -> None:
-        if (status.get("lastFailure") or {}).get("reason") in ("UpgradeTimeout", "UpgradeFailed", "UpgradeRejected"):
+        if (status.get("lastFailure") or {}).get("reason") in ("UpgradeTimeout", "UpgradeFailed", "UpgradeRejected",
+                                                              "SpecChangeRefused"):
             self.rollback_step = self.step  # a rollback reported
         phase = status.get("phase")
         terminal = phase in ("Failed", "Finished")
@@ -438,7 +439,7 @@ class World:
                 self.gc_pins = set(ids)
             case m.Emit():
                 self.events.append((self.step, action))
-                if action.reason in ("UpgradeRolledBack", "UpgradeRejected"):
+                if action.reason in ("UpgradeRolledBack", "UpgradeRejected", "SpecChangeRefused"):
                     self.rollback_step = self.step  # reported by Event (lastFailure may be a later failure's)
 
     def delete_pod(self, name: str, force: bool) -> None:

@@ -229,6 +229,16 @@ class MachineModel(RuleBasedStateMachine):
     def edit_storage_url(self, i: int) -> None:
         self.world.edit(lambda d: d["checkpoint"]["storage"].update(url=STORES[i]))
 
+    @rule(store=st.sampled_from(["rocksdb", "hdfs"]), partitions=st.sampled_from([2, 4]),
+          fresh=st.booleans())
+    def edit_state_store_or_partitions(self, store: str, partitions: int, fresh: bool) -> None:
+        """Changes Spark cannot apply to state unless the edit starts without it (spec_changes.py)."""
+        def change(d) -> None:  # type: ignore[no-untyped-def]
+            d.setdefault("spark", {}).update(stateStore=store, shufflePartitions=partitions)
+            if fresh:
+                d["restoreFrom"] = {"fresh": f"fresh-{self.world.step}"}
+        self.world.edit(change)
+
     @rule(state=st.sampled_from(["suspended", "running"]))
     def suspend_or_resume(self, state: str) -> None:
         self.world.edit(lambda d: d.update(state=state))
