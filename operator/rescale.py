@@ -82,9 +82,11 @@ def rescale_failed(run: Step, pod: PodObs) -> bool:
             run.st.last_failure = Failure(reason="RescaleFailed", message=message, at=cp.iso(run.now))
             run.d.emit("Warning", "RescaleFailed", message)
             return True
+    how = ("create the job again at its state's partition count, or name a new spec.restoreFrom.fresh (under "
+           "spark.stateStore hdfs the count cannot be edited)" if run.spec.spark.state_store == "hdfs" else
+           "edit the spec (e.g. spark.shufflePartitions or spec.restoreFrom) to start a new attempt")
     message = (f"attempt {run.attempt} could not repartition the state {what} (exit 4, see the pod's termination "
-               "message); not retried, since Spark refuses the same repartition again: edit the spec (e.g. "
-               "spark.shufflePartitions or spec.restoreFrom) to start a new attempt")
+               f"message); not retried, since Spark refuses the same repartition again: {how}")
     run.st.restarts += 1
     run.fail_for_good("RescaleFailed", message, "RescaleFailed", message)
     return True

@@ -173,3 +173,15 @@ def test_a_state_store_change_of_a_job_that_ran_is_refused_too() -> None:
     d = decide(observe(st, [pod()], runtime=RUNTIME, spec=new, generation=2))
     assert d.status["phase"] == "Running" and d.status["lastFailure"]["reason"] == "SpecChangeRefused"
     assert "spec.spark.stateStore cannot change" in d.status["lastFailure"]["message"]
+
+
+def test_a_refused_repartition_under_hdfs_says_how_out_without_an_edit_the_crd_refuses() -> None:
+    new = _hdfs(4)  # a new job at 4 partitions that resumed an earlier job's checkpoints at 2
+    st = {"phase": "Pending", "attempt": 1, "pod": "job-1", "tracking": {"attemptSpec": spec_key(new)}}
+    failed = pod(1, ready=False, restart_count=1, last_exit_code=4,
+                 rescale_failure=RescaleFailure(source=2, target=4, reason="invalid-checkpoint"))
+    d = decide(observe(st, [failed], spec=new))
+    assert d.status["phase"] == "Failed" and d.status["lastFailure"]["reason"] == "RescaleFailed"
+    message = d.status["lastFailure"]["message"]
+    assert "from 2 to 4 partitions" in message and "create the job again" in message
+    assert "edit the spec" not in message
