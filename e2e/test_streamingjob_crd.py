@@ -177,3 +177,53 @@ def test_model_and_api_server_agree(api_client, namespace, streamingjob_crd, cho
     if model_error:
         fields = [part.split(":", 1)[0] for part in model_error.split("; ")]
         assert any(field in server_error for field in fields), (spec, model_error, server_error)
+
+
+# --- transition rules (runtime/spec_changes.py): an update judged against the object before it -------
+def _replace_spec(api_client, namespace: str, name: str, mutate) -> dict:
+    api = client.CustomObjectsApi(api_client)
+    body = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    mutate(body["spec"])
+    return api.replace_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, body)
+
+
+def _spark(**fields):
+    return lambda spec: spec["spark"].update(fields)
+
+
+@pytest.mark.parametrize(("store", "change", "field", "message"), [
+    ("hdfs", _spark(shufflePartitions=8), "spec.spark.shufflePartitions", config.HDFS_PARTITIONS_MESSAGE),
+    ("hdfs", _spark(stateStore="rocksdb"), "spec.spark.stateStore", config.STATE_STORE_MESSAGE),
+    ("rocksdb", _spark(stateStore="hdfs"), "spec.spark.stateStore", config.STATE_STORE_MESSAGE),
+])
+def test_a_change_spark_cannot_apply_to_the_state_is_refused_on_update(api_client, namespace, streamingjob_crd,
+                                                                       store, change, field, message):
+    name = create_job(api_client, namespace, with_fields(spark={"stateStore": store}))["metadata"]["name"]
+    with pytest.raises(ApiException) as rejected:
+        _replace_spec(api_client, namespace, name, change)
+    assert rejected.value.status == 422
+    body = rejected.value.body
+    assert field in body and message.split(":")[0] in body and "restoreFrom.fresh" in body, body
+
+
+def test_a_new_job_is_not_judged_by_transition_rules(api_client, namespace, streamingjob_crd):
+    # Nothing to repartition yet: a new job may name any partition count and state store.
+    created = create_job(api_client, namespace, with_fields(spark={"stateStore": "hdfs", "shufflePartitions": 8}))
+    assert created["spec"]["spark"]["shufflePartitions"] == 8
+
+
+@pytest.mark.parametrize("change", [
+    lambda spec: spec.update(restoreFrom={"fresh": "rescale-8"}) or _spark(shufflePartitions=8)(spec),
+    lambda spec: spec.update(upgradeMode="stateless") or _spark(shufflePartitions=8)(spec),
+    lambda spec: spec.update(restoreFrom={"fresh": "to-rocksdb"}) or _spark(stateStore="rocksdb")(spec),
+    lambda spec: spec.update(image="sparkpoint:2"),  # other fields change as before
+])
+def test_the_same_changes_starting_without_state_are_accepted(api_client, namespace, streamingjob_crd, change):
+    name = create_job(api_client, namespace, with_fields(spark={"stateStore": "hdfs"}))["metadata"]["name"]
+    _replace_spec(api_client, namespace, name, change)
+    # ... and an edit after that one is judged against it: the fresh name it kept is no new start.
+    other = {"hdfs": "rocksdb", "rocksdb": "hdfs"}
+    with pytest.raises(ApiException) as rejected:
+        _replace_spec(api_client, namespace, name, lambda spec: spec.update(upgradeMode="savepoint") or
+                      _spark(stateStore=other[spec["spark"]["stateStore"]])(spec))
+    assert rejected.value.status == 422 and "spec.spark.stateStore" in rejected.value.body

@@ -105,13 +105,17 @@ class JobDeletion:
         pod_name = hot_cleanup.cleanup_pod_name(job.meta.ref)
         pod = await self.kube.get_pod(ns, pod_name)
         phase = ((pod.get("status") or {}).get("phase") or "Pending") if pod is not None else None
+        earlier = pod is not None and not hot_cleanup.created_for(pod, job.meta.uid)
         executors = len(await self.kube.executor_pods(ns, name)) if pod is None else 0
         since = parse_time((job.body.get("metadata") or {}).get("deletionTimestamp"))
-        step = hot_cleanup.cleanup_step(executors, phase, since, now)
+        step = hot_cleanup.cleanup_step(executors, phase, since, now, earlier)
         if step.next == "create":
             await self.kube.create(hot_cleanup.build_cleanup_pod(job.meta.ref, spec))
-        if step.next in ("create", "wait", "wait-executors"):
-            what = f"{executors} executor pod(s) to go" if step.next == "wait-executors" else "the cleanup pod"
+        if step.next == "wait-earlier" and not (pod or {}).get("metadata", {}).get("deletionTimestamp"):
+            await self.kube.delete_pod(ns, pod_name)  # its job is gone: the garbage collector's work, sooner
+        if step.next in ("create", "wait", "wait-executors", "wait-earlier"):
+            what = {"wait-executors": f"{executors} executor pod(s) to go",
+                    "wait-earlier": "an earlier job's cleanup pod to go"}.get(step.next, "the cleanup pod")
             raise Draining(f"removing {ns}/{name}'s directory from its hot volume: waiting for {what}", delay=3.0)
         where = f"{ns}/{name}/{job.meta.uid} on {spec.checkpoint.hot_volume.describe()}"
         if step.next == "give-up":

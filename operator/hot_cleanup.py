@@ -59,7 +59,15 @@ def build_cleanup_pod(job: JobRef, spec: JobSpec) -> dict[str, Any]:
                      "volumes": [{"name": "hot", **hot_volume_source(spec)}, {"name": "tmp", "emptyDir": {}}]}}
 
 
-Next = Literal["wait-executors", "create", "wait", "done", "give-up"]
+def created_for(pod: dict[str, Any], uid: str) -> bool:
+    """Whether this StreamingJob (uid) created the cleanup pod. Every job of a name has a cleanup pod
+    of the same name, and an earlier job's may still be there: deleted, but Terminating (its grace
+    period, or a node that is gone). Its phase says nothing about this job's directory."""
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("uid") == uid for ref in refs)
+
+
+Next = Literal["wait-executors", "wait-earlier", "create", "wait", "done", "give-up"]
 
 
 @dataclass(frozen=True)
@@ -68,10 +76,17 @@ class CleanupStep:
     why: str = ""
 
 
-def cleanup_step(executors_left: int, pod_phase: str | None, deleting_since: float | None, now: float) -> CleanupStep:
+def cleanup_step(executors_left: int, pod_phase: str | None, deleting_since: float | None, now: float,
+                 earlier_pod: bool = False) -> CleanupStep:
     """What the finalizer does about the hot volume this round. pod_phase: the cleanup pod's phase,
-    None while there is none. deleting_since: the StreamingJob's deletionTimestamp."""
+    None while there is none. deleting_since: the StreamingJob's deletionTimestamp. earlier_pod: the
+    pod of that name was created for an earlier job of the name (created_for): wait for it to go."""
     late = deleting_since is not None and now - deleting_since > CLEANUP_FOR
+    if earlier_pod:
+        if late:
+            return CleanupStep("give-up", f"an earlier job's cleanup pod of this name was still there "
+                                          f"{CLEANUP_FOR:g}s after the deletion")
+        return CleanupStep("wait-earlier")
     if pod_phase == "Succeeded":
         return CleanupStep("done")
     if pod_phase == "Failed":

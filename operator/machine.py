@@ -24,7 +24,7 @@ from .model import (
     TriggerSavepoint,
 )
 from .pod_failures import drain_interrupted, local_restarts, pod_lost, restarts_unseen
-from .rescale import report_rescale, rescale_failed
+from .rescale import refuse_state_change, report_rescale, rescale_failed
 from .status import apply_conditions
 from .status_model import (
     Drain,
@@ -57,6 +57,7 @@ from .upgrade import (
 
 def decide(obs: Observed) -> Decision:
     run = Step(obs)
+    refuse_state_change(run)  # before anything reads run.spec
     run.st.restarts = run.st.restarts  # always written: the Restarts printer column
     _record_store_facts(run)
     _adopt_newer_attempt(run)

@@ -38,6 +38,11 @@ def effective_spec(spec: JobSpec, tracking: Tracking) -> JobSpec:
     stable = tracking.stable_spec_doc
     if not stable or not is_spec(tracking.rejected_spec, spec):
         return spec
+    return with_stable_pod(spec, stable)
+
+
+def with_stable_pod(spec: JobSpec, stable: dict[str, Any]) -> JobSpec:
+    """The stable spec's sections that need a new pod, the CR's others (NOT_UPGRADES)."""
     current = spec.model_dump(by_alias=True, mode="json")
     doc = dict(stable, **{name: current[name] for name in NOT_UPGRADES if name in current})
     return JobSpec.model_validate(doc)
@@ -67,6 +72,7 @@ class Step:
         self.tr: Tracking = self.st.tracking
         self.spec = effective_spec(obs.spec, self.tr)
         self.rolled_back = self.spec is not obs.spec
+        self.change_refused = False  # rescale.refuse_state_change: the CR's spec is not run this round
         self.d = Decision()  # its status: the decided self.st as written, when decide() is done
         self.attempt: int = self.st.attempt
         self.current: PodObs | None = next((p for p in obs.pods if p.attempt == self.attempt and self.attempt), None)

@@ -134,7 +134,7 @@ def mark_stable(run: Step) -> None:
 def note_rejected_spec(run: Step) -> None:
     """The CR was edited back to a spec an upgrade rolled back from: the job keeps running the
     last stable spec. Say so once per generation, or the edit looks ignored."""
-    if run.rolled_back and run.tr.rejected_generation not in (None, run.obs.generation):
+    if run.rolled_back and not run.change_refused and run.tr.rejected_generation not in (None, run.obs.generation):
         run.tr.rejected_generation = run.obs.generation
         message = (f"spec generation {run.obs.generation} is the spec an upgrade rolled back from; the job "
                    "keeps running the last stable spec until the spec is edited")

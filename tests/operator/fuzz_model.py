@@ -36,6 +36,11 @@ def draw(rng: random.Random) -> tuple[str, dict]:
         ("savepoint_nonce", {}), ("time_passes", {"seconds": c([2.0, 60.0, 600.0])}),
         ("newest_manifest_unreadable", {}), ("manifests_readable_again", {}),
         ("edit_storage_url", {"i": rng.randint(0, 1)}), ("status_writes_fail", {"n": rng.randint(1, 3)}),
+        ("delete_job", {}), ("garbage_collector_runs", {}), ("executor_sticks_in_terminating", {}),
+        ("executors_let_go", {}), ("cleanup_pod_runs", {}), ("cleanup_pod_fails", {}), ("cleanup_pod_hangs", {}),
+        ("cleanup_pod_sticks_in_terminating", {"stuck": c([True, False])}),
+        ("edit_state_store_or_partitions", {"store": c(["rocksdb", "hdfs"]), "partitions": c([2, 4]),
+                                            "fresh": c([True, False])}),
     ])
 
 

@@ -8,6 +8,7 @@ tracking.createFailed; creating an existing pod is a no-op; deletion is finalize
 runtime restores on start as runtime/service/recovery.py plans it (restoreFrom applied until a
 checkpoint descends from it, then the newest readable checkpoint of its lineage, fallbacks, exit 3
 naming the points in its termination message). check_create / check_decision are the test's hooks.
+The job's shared hot volume, its executor pods and the finalizer's cleanup of it: model_hot_volume.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from typing import Any
+
+from model_hot_volume import HOT_VOLUME, HotVolume, ModelViolation, uid_of
 
 from sparkpoint.operator import model as m
 from sparkpoint.operator.checkpoints import iso
@@ -33,13 +36,13 @@ IMAGES = ("sparkpoint:v1", "sparkpoint:v2", "sparkpoint:broken")  # broken: the 
 NO_WAIT = (m.TriggerCheckpoint, m.CheckpointResult, m.Emit)
 
 
-class ModelViolation(AssertionError):
-    pass
+__all__ = ["ModelViolation"]  # (defined with the hot volume's invariants, raised by both)
 
 
 def base_spec_doc() -> dict[str, Any]:
     return {"image": IMAGES[0], "job": {"entrypoint": "m:f", "args": {"n": 0}},
-            "checkpoint": {"interval": "10s", "storage": {"url": STORES[0]}},
+            "spark": {"master": "k8s", "executors": {"instances": 2}},
+            "checkpoint": {"interval": "10s", "storage": {"url": STORES[0]}, "hotVolume": HOT_VOLUME},
             "restart": {"maxRestarts": 3, "backoff": "10s", "maxBackoff": "40s", "window": "10m"},
             "upgradeTimeout": "60s"}
 
@@ -120,6 +123,7 @@ class World:
         self.now, self.step = T0, 0  # step: counts operator rounds and spec edits (orders them)
         self.check_create: Any = None  # (world, CreateAttempt, spec) -> None; raises ModelViolation
         self.check_decision: Any = None  # (world, Observed, Decision) -> None
+        self.hot = HotVolume()  # outlives every StreamingJob of the name
         self.new_cr(base_spec_doc())
 
     # --- the CR --------------------------------------------------------------------------------------
@@ -127,6 +131,7 @@ class World:
         self.incarnation = getattr(self, "incarnation", -1) + 1
         self.fence = getattr(self, "fence", 0)
         self.doc, self.generation, self.status, self.deleting = doc, 1, {}, False
+        self.uid, self.deleting_since = uid_of(self.incarnation), 0.0
         self.pods: dict[str, Pod] = {}
         self.refuse_creates, self.refused, self.refuse_since, self.fail_writes = False, 0, 0.0, 0
         self.events: list[tuple[int, m.Emit]] = []  # (step, event) of rounds whose actions were taken
@@ -218,6 +223,7 @@ class World:
             return
         pod.lineage, point = outcome
         pod.latest, pod.up = point if isinstance(point, Chk) else None, True
+        self.hot.runtime_starts(pod, uid_of(pod.incarnation), self.live_uid)
 
     def restore(self, pod: Pod, record: bool = True) -> tuple[str | None, Any] | None:
         """recovery.plan_restore for a new pod (no hot dir): (its lineage tag, the point restored:
@@ -325,6 +331,20 @@ class World:
         for name in [n for n, p in self.pods.items() if p.deleting and not p.stuck]:
             del self.pods[name]
 
+    @property
+    def live_uid(self) -> str | None:
+        """The uid of the StreamingJob that exists and is not being deleted (none while deleting)."""
+        return None if self.deleting else self.uid
+
+    def delete_cr(self) -> None:
+        if not self.deleting:
+            self.deleting, self.deleting_since = True, self.now
+
+    def hot_volume_progresses(self) -> None:
+        """The garbage collector and the kubelet on the hot volume's pods (model_hot_volume.py)."""
+        self.hot.run_cleanup(list(self.pods.values()), self.live_uid)
+        self.hot.collect(set(self.pods))
+
     # --- one operator round (reconcile.reconcile) ------------------------------------------------------
     def operator_round(self) -> Any:
         try:
@@ -372,8 +392,14 @@ class World:
                 pod.draining = {"savepoint": None, "at": self.now}
         if step.drain_started:
             tracking["deleteDrainAt"] = self.now
-        if not self.pods:
-            self.new_cr(copy.deepcopy(self.doc))  # gone; the same name is created again
+        if self.pods:
+            return
+        spec = self.spec  # (deletion.py: the CR's spec; invalid: no cleanup)
+        if not self.hot.finalizer_round(NAME, self.uid, spec, self.deleting_since, self.now,
+                                        lambda e: self.events.append((self.step, e))):
+            return
+        self.hot.check_finalized(self.uid, [e for _, e in self.events])
+        self.new_cr(copy.deepcopy(self.doc))  # gone; the same name is created again
 
     def trigger(self, pod: Pod | None, status: dict[str, Any]) -> None:
         tracking = status.setdefault("tracking", {})
@@ -385,7 +411,8 @@ class World:
         tracking["pendingTrigger"] = dict(tracking.get("pendingTrigger") or {}, id=rid)
 
     def write(self, status: dict[str, Any]) -> None:
-        if (status.get("lastFailure") or {}).get("reason") in ("UpgradeTimeout", "UpgradeFailed", "UpgradeRejected"):
+        if (status.get("lastFailure") or {}).get("reason") in ("UpgradeTimeout", "UpgradeFailed", "UpgradeRejected",
+                                                              "SpecChangeRefused"):
             self.rollback_step = self.step  # a rollback reported
         phase = status.get("phase")
         terminal = phase in ("Failed", "Finished")
@@ -412,7 +439,7 @@ class World:
                 self.gc_pins = set(ids)
             case m.Emit():
                 self.events.append((self.step, action))
-                if action.reason in ("UpgradeRolledBack", "UpgradeRejected"):
+                if action.reason in ("UpgradeRolledBack", "UpgradeRejected", "SpecChangeRefused"):
                     self.rollback_step = self.step  # reported by Event (lastFailure may be a later failure's)
 
     def delete_pod(self, name: str, force: bool) -> None:

@@ -5,7 +5,7 @@
 LOG is the output of a failing long run (SPARKPOINT_MODEL_STEPS=100000 pytest -s ... test_machine_model).
 Each failing case's steps are parsed from hypothesis' printout, replayed, and cut by delta debugging
 to a shortest sequence that still fails with the same kind of violation (numbers in the message
-ignored), printed as a FOUND row to paste into test_machine_model.py. Hypothesis' own shrinking
+ignored), printed as a FOUND row to paste into model_found.py. Hypothesis' own shrinking
 stops early on long stateful runs; this finishes the job offline.
 """
 

@@ -3,16 +3,22 @@ cleanup pod's shape and the decision of each finalizer round."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from sparkpoint.operator import builders
+from sparkpoint.operator.checkpoints import parse_time
+from sparkpoint.operator.deletion import Draining, JobDeletion
 from sparkpoint.operator.hot_cleanup import (
     CLEANUP_FOR,
     build_cleanup_pod,
     cleanup_pod_name,
     cleanup_step,
+    created_for,
     needs_cleanup,
 )
+from sparkpoint.operator.resource import parse_job
 from sparkpoint.runtime.config import parse_spec
 
 JOB = builders.JobRef("team", "scaled", "6f1c2d3e-0000-4000-8000-00000000abcd")
@@ -70,3 +76,65 @@ def test_each_round_decides_from_executors_pod_phase_and_the_deletions_age(execu
     step = cleanup_step(executors, phase, since, now)
     assert step.next == expected
     assert bool(step.why) == (expected == "give-up")
+
+
+def test_a_cleanup_pod_is_known_by_the_uid_of_the_job_that_created_it():
+    pod = build_cleanup_pod(JOB, spec())
+    assert created_for(pod, JOB.uid)
+    later = builders.JobRef("team", "scaled", "6f1c2d3e-0000-4000-8000-00000000beef")  # the same name again
+    assert cleanup_pod_name(later) == cleanup_pod_name(JOB) and not created_for(pod, later.uid)
+    assert not created_for({"metadata": {}}, JOB.uid)
+
+
+@pytest.mark.parametrize("phase, now, expected", [
+    ("Succeeded", 110.0, "wait-earlier"),  # an earlier job's success removed that job's directory, not this one's
+    ("Failed", 110.0, "wait-earlier"),
+    ("Running", 110.0, "wait-earlier"),
+    ("Succeeded", 100.0 + CLEANUP_FOR + 1, "give-up"),  # stuck Terminating: still always finishes
+])
+def test_an_earlier_jobs_cleanup_pod_of_the_same_name_is_waited_out_never_trusted(phase, now, expected):
+    step = cleanup_step(0, phase, 100.0, now, earlier_pod=True)
+    assert step.next == expected
+    assert bool(step.why) == (expected == "give-up")
+
+
+class _Kube:
+    """The two reads and the writes JobDeletion.clean_hot_volume makes (a stand-in for the API server)."""
+
+    def __init__(self, pod):
+        self.pod, self.deleted, self.created = pod, [], []
+
+    async def get_pod(self, namespace, name):
+        return self.pod
+
+    async def executor_pods(self, namespace, name):
+        return []
+
+    async def delete_pod(self, namespace, name, force=False):
+        self.deleted.append(name)
+
+    async def create(self, body):
+        self.created.append(body)
+        return True
+
+
+def _deleting_job(uid: str, since: str = "2026-11-26T10:00:00Z"):
+    body = {"apiVersion": "sparkpoint.dev/v1alpha1", "kind": "StreamingJob",
+            "metadata": {"name": "scaled", "namespace": "team", "uid": uid, "generation": 1, "deletionTimestamp": since},
+            "spec": spec().model_dump(by_alias=True, mode="json", exclude_none=True)}
+    return parse_job(body)
+
+
+def test_the_finalizer_deletes_and_waits_out_an_earlier_jobs_cleanup_pod_instead_of_reading_it():
+    earlier = build_cleanup_pod(JOB, spec()) | {"status": {"phase": "Succeeded"}}
+    kube, events = _Kube(earlier), []
+    deletion = JobDeletion(kube, None, None, None, lambda *a: events.append(a))  # type: ignore[arg-type]
+    job = _deleting_job("6f1c2d3e-0000-4000-8000-00000000beef")  # the same name again, a new uid
+    with pytest.raises(Draining, match="an earlier job's cleanup pod"):
+        asyncio.run(deletion.clean_hot_volume(job, parse_time("2026-11-26T10:00:10Z")))
+    assert kube.deleted == ["scaled-hot-cleanup"] and not kube.created and not events
+    # Its own pod's success is its own: done, nothing posted.
+    kube = _Kube(build_cleanup_pod(job.meta.ref, spec()) | {"status": {"phase": "Succeeded"}})
+    deletion = JobDeletion(kube, None, None, None, lambda *a: events.append(a))  # type: ignore[arg-type]
+    asyncio.run(deletion.clean_hot_volume(job, parse_time("2026-11-26T10:00:10Z")))
+    assert kube.deleted == ["scaled-hot-cleanup"] and not events

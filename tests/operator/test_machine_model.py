@@ -19,6 +19,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from model_found import FOUND
 from model_world import IMAGES, STORES, Chk, ModelViolation, Pod, World, tag_of
 
 from sparkpoint.operator.checkpoints import number, parse_time
@@ -229,6 +230,16 @@ class MachineModel(RuleBasedStateMachine):
     def edit_storage_url(self, i: int) -> None:
         self.world.edit(lambda d: d["checkpoint"]["storage"].update(url=STORES[i]))
 
+    @rule(store=st.sampled_from(["rocksdb", "hdfs"]), partitions=st.sampled_from([2, 4]),
+          fresh=st.booleans())
+    def edit_state_store_or_partitions(self, store: str, partitions: int, fresh: bool) -> None:
+        """Changes Spark cannot apply to state unless the edit starts without it (spec_changes.py)."""
+        def change(d) -> None:  # type: ignore[no-untyped-def]
+            d.setdefault("spark", {}).update(stateStore=store, shufflePartitions=partitions)
+            if fresh:
+                d["restoreFrom"] = {"fresh": f"fresh-{self.world.step}"}
+        self.world.edit(change)
+
     @rule(state=st.sampled_from(["suspended", "running"]))
     def suspend_or_resume(self, state: str) -> None:
         self.world.edit(lambda d: d.update(state=state))
@@ -255,7 +266,41 @@ class MachineModel(RuleBasedStateMachine):
 
     @rule()
     def delete_job(self) -> None:
-        self.world.deleting = True
+        self.world.delete_cr()
+
+    # --- the hot volume's pods (model_hot_volume.py) ---------------------------------------------------
+    @rule()
+    def garbage_collector_runs(self) -> None:
+        self.world.hot.collect(set(self.world.pods))
+
+    @rule()
+    def executor_sticks_in_terminating(self) -> None:
+        for ex in self.world.hot.executors.values():
+            ex.stuck = True
+            break
+
+    @rule()
+    def executors_let_go(self) -> None:
+        for ex in self.world.hot.executors.values():
+            ex.stuck = False
+
+    @rule()
+    def cleanup_pod_runs(self) -> None:
+        self.world.hot_volume_progresses()
+
+    @rule()
+    def cleanup_pod_fails(self) -> None:
+        self.world.hot.fail_cleanup()
+
+    @rule()
+    def cleanup_pod_hangs(self) -> None:
+        if self.world.hot.cleanup is not None:
+            self.world.hot.cleanup.hangs = True
+
+    @rule(stuck=st.booleans())
+    def cleanup_pod_sticks_in_terminating(self, stuck: bool) -> None:
+        if self.world.hot.cleanup is not None:
+            self.world.hot.cleanup.stuck = stuck
 
     @rule(n=st.integers(1, 3))
     def status_writes_fail(self, n: int) -> None:
@@ -288,6 +333,7 @@ class MachineModel(RuleBasedStateMachine):
 
     def progress(self) -> None:
         w = self.world
+        w.hot_volume_progresses()
         w.finish_terminations()
         for pod in list(w.pods.values()):
             if pod.spec.image == IMAGES[2] and pod.phase == "Running":
@@ -378,170 +424,6 @@ class MachineModel(RuleBasedStateMachine):
             assert w.status.get("phase") == "Failed" or (at is not None and at >= int(w.refuse_since)), (
                 f"pod creates refused {w.refused} times over {w.now - w.refuse_since:g}s; phase "
                 f"{w.status.get('phase')}, no failure reported (lastFailure {w.status.get('lastFailure')})")
-
-
-# Violations the model found, replayed every run (docs/reliability.md, "The machine model").
-FOUND = {
-    "index loses a draining pod: a second attempt beside it": [
-        ("edit_upgrade_mode", {"mode": "last-checkpoint"}), ("world_goes_quiet", {}),
-        ("edit_image", {"image": IMAGES[1]}), ("operator_round", {}),
-        ("pod_vanishes_from_index", {"i": 0}), ("operator_round", {})],
-    "restoreFrom named after a suspend's drain: the suspend savepoint wins": [
-        ("world_goes_quiet", {}), ("suspend_or_resume", {"state": "suspended"}), ("world_goes_quiet", {}),
-        ("suspend_or_resume", {"state": "running"}), ("edit_restore_from", {"kind": "checkpoint", "i": 0}),
-        ("world_goes_quiet", {})],
-    "restoreFrom named during a stateless upgrade: never applied": [
-        ("world_goes_quiet", {}), ("world_progresses", {"n": 8}), ("edit_upgrade_mode", {"mode": "stateless"}),
-        ("operator_round", {}),
-        ("edit_restore_from", {"kind": "checkpoint", "i": 0}), ("world_goes_quiet", {})],
-    "rollback of an upgrade that changed the storage URL: the stable spec starts without state": [
-        ("edit_upgrade_mode", {"mode": "last-checkpoint"}), ("world_goes_quiet", {}), ("world_progresses", {"n": 8}),
-        ("edit_storage_url", {"i": 1}), ("edit_image", {"image": IMAGES[2]}), ("world_goes_quiet", {})],
-    "back to an earlier storage URL: the lineage of the other store names an older checkpoint here": [
-        ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("world_progresses", {"n": 4}),
-        ("edit_storage_url", {"i": 0}), ("world_goes_quiet", {}), ("world_progresses", {"n": 8}),
-        ("edit_image", {"image": IMAGES[1]}), ("world_goes_quiet", {}), ("world_progresses", {"n": 8}),
-        ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("world_progresses", {"n": 8}),
-        ("edit_storage_url", {"i": 0}), ("world_goes_quiet", {})],
-}
-
-# Found by 100,000 steps (seed-free runs of make test-full, 2026-11-25), shrunk by hand-run delta debugging:
-FOUND["a rollback to a spec on another storage URL: the operator listed the CR's store, mixing its ids in"] = [
-    ("edit_storage_url", {"i": 1}), ("world_progresses", {"n": 8}), ("edit_storage_url", {"i": 0}),
-    ("world_goes_quiet", {}), ("edit_image", {"image": IMAGES[2]}), ("edit_storage_url", {"i": 1}),
-    ("world_goes_quiet", {}), ("edit_storage_url", {"i": 0}), ("world_progresses", {"n": 8})]
-FOUND["after a rollback across stores, an upgrade's drain savepoint is not seen and an older one restored"] = [
-    ("edit_storage_url", {"i": 1}), ("world_progresses", {"n": 8}), ("edit_image", {"image": IMAGES[2]}),
-    ("edit_storage_url", {"i": 0}), ("world_goes_quiet", {}), ("edit_image", {"image": IMAGES[1]}),
-    ("operator_rounds", {"n": 2}), ("edit_image", {"image": IMAGES[2]}), ("world_goes_quiet", {})]
-FOUND["a spec edited during a rollback is not on trial, and the rejected spec re-applied is not reported"] = [
-    ("edit_storage_url", {"i": 1}), ("world_progresses", {"n": 7}), ("edit_image", {"image": IMAGES[2]}),
-    ("operator_rounds", {"n": 2}), ("world_progresses", {"n": 6}), ("edit_storage_url", {"i": 0}),
-    ("world_goes_quiet", {}), ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {})]
-
-FOUND["a failed spec.restoreFrom named again after an edit is skipped for a checkpoint, silently"] = [
-    ("world_progresses", {"n": 4}), ("edit_restore_from", {"i": 0, "kind": "missing"}),
-    ("pod_deleted_externally", {"i": 1}), ("world_goes_quiet", {}), ("edit_restore_from", {"i": 6, "kind": "savepoint"}),
-    ("edit_restore_from", {"i": 5, "kind": "missing"}), ("world_goes_quiet", {})]
-FOUND["a failed spec.restoreFrom that came with an upgrade is replaced by its rollback after an edit"] = [
-    ("world_progresses", {"n": 8}), ("pod_deleted_externally", {"i": 0}), ("edit_job_args", {"n": 1}),
-    ("edit_restore_from", {"i": 4, "kind": "missing"}), ("world_goes_quiet", {}), ("time_passes", {"seconds": 600.0}),
-    ("savepoint_nonce", {}), ("world_goes_quiet", {})]
-
-FOUND["restoreFrom removed while suspended: the suspend savepoint is dropped for no point at all"] = [
-    ("edit_restore_from", {"i": 5, "kind": "fresh"}), ("suspend_or_resume", {"state": "suspended"}),
-    ("world_goes_quiet", {}), ("edit_restore_from", {"i": 0, "kind": "none"}),
-    ("suspend_or_resume", {"state": "running"}), ("operator_rounds", {"n": 3})]
-FOUND["a new spec suspended while on trial: the trial's deadline runs out while suspended, a rollback starts empty"] = [
-    ("world_progresses", {"n": 3}), ("edit_restart_policy", {"policy": "Never"}), ("runtime_crashes", {"code": 1, "i": 0}),
-    ("operator_rounds", {"n": 2}), ("suspend_or_resume", {"state": "suspended"}), ("edit_job_args", {"n": 2}),
-    ("world_progresses", {"n": 5}), ("world_progresses", {"n": 3}), ("suspend_or_resume", {"state": "running"}),
-    ("operator_rounds", {"n": 4}), ("world_progresses", {"n": 1})]
-
-FOUND["restoreFrom named while a resumed attempt is Pending and replaced: the suspend savepoint wins"] = [
-    ("suspend_or_resume", {"state": "suspended"}), ("world_goes_quiet", {}), ("suspend_or_resume", {"state": "running"}),
-    ("operator_round", {}), ("edit_image", {"image": IMAGES[1]}), ("edit_restore_from", {"i": 0, "kind": "checkpoint"}),
-    ("world_goes_quiet", {})]
-
-FOUND["a restoreFrom named during a trial whose pods are refused: the rollback starts empty over it"] = [
-    ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("edit_image", {"image": IMAGES[1]}),
-    ("pod_deleted_externally", {"i": 0}), ("operator_rounds", {"n": 4}), ("terminations_finish", {}),
-    ("api_server_refuses_pod_creates", {"refuse": True}), ("operator_round", {}),
-    ("edit_restore_from", {"i": 0, "kind": "missing"}), ("operator_rounds", {"n": 6}), ("world_progresses", {"n": 7}),
-    ("api_server_refuses_pod_creates", {"refuse": False}), ("edit_restore_from", {"i": 0, "kind": "none"}),
-    ("edit_restore_from", {"i": 0, "kind": "missing"}), ("world_progresses", {"n": 1})]
-FOUND["the rejected spec re-applied while the runtime restarts in place: reported by Event"] = [
-    ("world_progresses", {"n": 5}), ("edit_image", {"image": IMAGES[2]}), ("world_goes_quiet", {}),
-    ("edit_storage_url", {"i": 1}), ("runtime_crashes", {"code": 137, "i": 0}), ("edit_storage_url", {"i": 0}),
-    ("world_goes_quiet", {})]
-
-FOUND["a savepoint named again after the history moved on: a new pod resumed its first application's checkpoint"] = [
-    ("edit_job_args", {"n": 1}), ("world_goes_quiet", {}), ("edit_job_args", {"n": 2}), ("world_goes_quiet", {}),
-    ("edit_restart_policy", {"policy": "Never"}), ("edit_job_args", {"n": 1}), ("world_goes_quiet", {}),
-    ("edit_image", {"image": IMAGES[2]}), ("world_goes_quiet", {}), ("edit_restore_from", {"i": 5, "kind": "savepoint"}),
-    ("edit_image", {"image": IMAGES[0]}), ("world_goes_quiet", {}), ("node_lost", {"i": 0}), ("world_goes_quiet", {})]
-
-FOUND["resumed onto another storage URL whose pods are refused: the rollback skips the suspend savepoint"] = [
-    ("world_progresses", {"n": 7}), ("suspend_or_resume", {"state": "suspended"}), ("world_goes_quiet", {}),
-    ("api_server_refuses_pod_creates", {"refuse": True}), ("edit_storage_url", {"i": 1}), ("world_progresses", {"n": 5}),
-    ("time_passes", {"seconds": 60.0}), ("suspend_or_resume", {"state": "running"}), ("world_progresses", {"n": 6}),
-    ("world_goes_quiet", {})]
-FOUND["a failed restoreFrom that came with a storage move: the later rollback lost the drain's savepoint"] = [
-    ("savepoint_nonce", {}), ("world_progresses", {"n": 3}), ("edit_restore_from", {"i": 0, "kind": "savepoint"}),
-    ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("api_server_refuses_pod_creates", {"refuse": True}),
-    ("edit_restore_from", {"i": 0, "kind": "none"}), ("world_progresses", {"n": 1}), ("time_passes", {"seconds": 60.0}),
-    ("world_goes_quiet", {})]
-
-FOUND["created again with restoreFrom a savepoint the earlier job applied: the earlier job's record said applied"] = [
-    ("world_progresses", {"n": 8}), ("edit_job_args", {"n": 3}), ("world_progresses", {"n": 7}), ("delete_job", {}),
-    ("world_goes_quiet", {}), ("edit_restore_from", {"i": 4, "kind": "savepoint"}), ("delete_job", {}),
-    ("world_goes_quiet", {})]
-
-FOUND["a trial begun while the newest manifest was unreadable: its rollback started empty over a readable checkpoint"] = [
-    ("savepoint_nonce", {}), ("world_goes_quiet", {}), ("node_lost", {"i": 0}),
-    ("api_server_refuses_pod_creates", {"refuse": True}), ("edit_job_args", {"n": 1}), ("newest_manifest_unreadable", {}),
-    ("world_progresses", {"n": 4}), ("manifests_readable_again", {}), ("world_progresses", {"n": 6}),
-    ("world_goes_quiet", {})]
-FOUND["the same after a re-created job: the rollback point chosen then was older than the unreadable newest"] = [
-    ("savepoint_nonce", {}), ("world_progresses", {"n": 4}), ("delete_job", {}), ("world_goes_quiet", {}),
-    ("node_lost", {"i": 0}), ("api_server_refuses_pod_creates", {"refuse": True}), ("edit_job_args", {"n": 1}),
-    ("newest_manifest_unreadable", {}), ("world_progresses", {"n": 4}), ("manifests_readable_again", {}),
-    ("world_progresses", {"n": 6}), ("world_goes_quiet", {})]
-FOUND["a failed restoreFrom named again after another point was applied: skipped for the newest checkpoint"] = [
-    ("world_progresses", {"n": 8}), ("edit_restore_from", {"i": 0, "kind": "missing"}), ("pod_deleted_externally", {"i": 0}),
-    ("world_progresses", {"n": 7}), ("edit_restore_from", {"i": 8, "kind": "checkpoint"}), ("world_goes_quiet", {}),
-    ("edit_restore_from", {"i": 4, "kind": "missing"}), ("pod_deleted_externally", {"i": 0}), ("world_goes_quiet", {})]
-FOUND["a rollback onto a restoreFrom named during the trial, removed before the attempt: the drain's savepoint lost"] = [
-    ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("api_server_refuses_pod_creates", {"refuse": True}),
-    ("edit_storage_url", {"i": 0}), ("world_progresses", {"n": 8}), ("operator_rounds", {"n": 3}),
-    ("edit_restore_from", {"i": 1, "kind": "fresh"}), ("time_passes", {"seconds": 60.0}), ("operator_round", {}),
-    ("api_server_refuses_pod_creates", {"refuse": False}), ("edit_restore_from", {"i": 4, "kind": "savepoint"}),
-    ("world_progresses", {"n": 4})]
-FOUND["the same when the rollback's attempt is refused: its create consumed the stable spec's point"] = [
-    ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}), ("api_server_refuses_pod_creates", {"refuse": True}),
-    ("edit_storage_url", {"i": 0}), ("world_progresses", {"n": 8}), ("edit_restore_from", {"i": 1, "kind": "fresh"}),
-    ("time_passes", {"seconds": 60.0}), ("world_progresses", {"n": 3}), ("operator_round", {}),
-    ("api_server_refuses_pod_creates", {"refuse": False}), ("edit_restore_from", {"i": 4, "kind": "savepoint"}),
-    ("world_progresses", {"n": 4})]
-FOUND["an attempt's pod deleted before it was seen, restoreFrom named meanwhile: created again from the old point"] = [
-    ("world_progresses", {"n": 4}), ("node_lost", {"i": 3}), ("edit_restore_from", {"i": 6, "kind": "missing"}),
-    ("world_goes_quiet", {}), ("world_progresses", {"n": 3}), ("edit_restore_from", {"i": 1, "kind": "savepoint"}),
-    ("operator_round", {}), ("pod_deleted_externally", {"i": 3}), ("edit_restore_from", {"i": 3, "kind": "fresh"}),
-    ("world_goes_quiet", {})]
-FOUND["the user's restoreFrom applied, then removed: an older lineage point of the operator's came back"] = [
-    ("world_progresses", {"n": 7}), ("edit_restore_from", {"i": 0, "kind": "missing"}), ("node_lost", {"i": 0}),
-    ("world_goes_quiet", {}), ("edit_restore_from", {"i": 3, "kind": "none"}), ("suspend_or_resume", {"state": "suspended"}),
-    ("world_goes_quiet", {}), ("edit_restore_from", {"i": 0, "kind": "savepoint"}),
-    ("suspend_or_resume", {"state": "running"}), ("world_goes_quiet", {}), ("node_lost", {"i": 0}),
-    ("edit_restore_from", {"i": 2, "kind": "none"}), ("world_progresses", {"n": 6})]
-# A modelling error: crashes in place the operator sees only after a long absence are counted when seen.
-FOUND["four crashes in place seen at once 20 minutes later: over the budget, as the operator counts them"] = [
-    ("world_goes_quiet", {}), ("runtime_crashes", {"code": 1, "i": 0}), ("runtime_crashes", {"code": 137, "i": 1}),
-    ("runtime_crashes", {"code": 137, "i": 2}), ("runtime_crashes", {"code": 137, "i": 3}),
-    ("time_passes", {"seconds": 600.0}), ("time_passes", {"seconds": 30.0}), ("time_passes", {"seconds": 600.0}),
-    ("world_goes_quiet", {})]
-FOUND["a crash seen 20 minutes late, then three more: four failures in the window as the operator counts them"] = [
-    ("world_goes_quiet", {}), ("runtime_crashes", {"code": 137, "i": 2}), ("time_passes", {"seconds": 600.0}),
-    ("time_passes", {"seconds": 600.0}), ("world_goes_quiet", {}), ("runtime_crashes", {"code": 137, "i": 1}),
-    ("runtime_crashes", {"code": 137, "i": 0}), ("runtime_crashes", {"code": 1, "i": 3}), ("world_goes_quiet", {})]
-
-# A modelling error: the kubelet reports only a container's newest termination, so an OOM kill followed
-# by another crash before any round looks is invisible to the operator (and to any client).
-FOUND["an OOM kill overwritten by a crash in place before a round saw it: not held against the operator"] = [
-    ("edit_image", {"image": IMAGES[2]}), ("status_writes_fail", {"n": 3}), ("world_progresses", {"n": 6}),
-    ("runtime_oom_killed", {"i": 2}), ("world_goes_quiet", {})]
-FOUND["the runtime OOM-killed while draining for an upgrade: reported as nothing, the drain waited its grace"] = [
-    ("edit_image", {"image": IMAGES[2]}), ("world_progresses", {"n": 4}), ("edit_image", {"image": IMAGES[0]}),
-    ("operator_rounds", {"n": 2}), ("world_progresses", {"n": 1}), ("world_progresses", {"n": 1}),
-    ("edit_job_args", {"n": 1}), ("operator_rounds", {"n": 2}), ("runtime_oom_killed", {"i": 0}), ("operator_round", {})]
-FOUND["an OOM kill in place no round saw, then a suspend: the drain began and the kill was never reported"] = [
-    ("world_goes_quiet", {}), ("runtime_crashes", {"i": 0, "code": 1}), ("world_goes_quiet", {}),
-    ("suspend_or_resume", {"state": "suspended"}), ("runtime_oom_killed", {"i": 1}), ("world_goes_quiet", {})]
-
-# Rows someone thought of, replayed beside the found ones: a decision the model must keep exercising.
-FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
-    ("world_goes_quiet", {}), ("world_progresses", {"n": 6}), ("edit_restore_from", {"kind": "checkpoint", "i": 1}),
-    ("operator_round", {})]
 
 
 @pytest.mark.parametrize("steps", FOUND.values(), ids=FOUND.keys())

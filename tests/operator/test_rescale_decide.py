@@ -141,3 +141,47 @@ def test_failure_text_as_far_as_the_message_says() -> None:
         "from 6 to 3 partitions (invalid-checkpoint)"
     assert rescale_failure_text(RescaleFailure(target=3), 5) == "to 3 partitions"
     assert rescale_failure_text(None, 5) == "to 5 partitions"
+
+
+def _hdfs(partitions: int, **over):
+    return make_spec(spark={"stateStore": "hdfs", "shufflePartitions": partitions}, **over)
+
+
+def test_a_partition_change_under_hdfs_is_refused_before_any_attempt_and_the_job_keeps_running() -> None:
+    old, new = _hdfs(4), _hdfs(8)
+    st = running(stableSpec=spec_key(old), stableSpecDoc=stable_doc(old))
+    d = decide(observe(st, [pod()], runtime=RUNTIME, spec=new, generation=2))
+    assert d.status["phase"] == "Running" and not d.of(StopRuntime) and not d.of(DeletePod)
+    failure = d.status["lastFailure"]
+    assert failure["reason"] == "SpecChangeRefused"
+    assert "spec.spark.shufflePartitions cannot change while spec.spark.stateStore is hdfs" in failure["message"]
+    (event,) = [a for a in d.of(Emit) if a.reason == "SpecChangeRefused"]
+    assert event.type == "Warning" and event.message == failure["message"]
+    # Said once: the next rounds keep running the stable spec quietly, no crash loop, no upgrade.
+    d = decide(observe(d.status, [pod()], runtime=RUNTIME, spec=new, generation=2, now=T0 + 30))
+    assert d.status["phase"] == "Running" and not d.of(StopRuntime)
+    assert not [a for a in d.of(Emit) if a.reason in ("SpecChangeRefused", "UpgradeRejected")]
+    # An edit that also starts without state is an upgrade again.
+    fresh = _hdfs(8, restoreFrom={"fresh": "rescale-8"})
+    d = decide(observe(d.status, [pod()], runtime=RUNTIME, spec=fresh, generation=3, now=T0 + 60))
+    assert d.status["phase"] == "Upgrading"
+
+
+def test_a_state_store_change_of_a_job_that_ran_is_refused_too() -> None:
+    old, new = make_spec(spark={"stateStore": "rocksdb"}), make_spec(spark={"stateStore": "hdfs"})
+    st = running(stableSpec=spec_key(old), stableSpecDoc=stable_doc(old))
+    d = decide(observe(st, [pod()], runtime=RUNTIME, spec=new, generation=2))
+    assert d.status["phase"] == "Running" and d.status["lastFailure"]["reason"] == "SpecChangeRefused"
+    assert "spec.spark.stateStore cannot change" in d.status["lastFailure"]["message"]
+
+
+def test_a_refused_repartition_under_hdfs_says_how_out_without_an_edit_the_crd_refuses() -> None:
+    new = _hdfs(4)  # a new job at 4 partitions that resumed an earlier job's checkpoints at 2
+    st = {"phase": "Pending", "attempt": 1, "pod": "job-1", "tracking": {"attemptSpec": spec_key(new)}}
+    failed = pod(1, ready=False, restart_count=1, last_exit_code=4,
+                 rescale_failure=RescaleFailure(source=2, target=4, reason="invalid-checkpoint"))
+    d = decide(observe(st, [failed], spec=new))
+    assert d.status["phase"] == "Failed" and d.status["lastFailure"]["reason"] == "RescaleFailed"
+    message = d.status["lastFailure"]["message"]
+    assert "from 2 to 4 partitions" in message and "create the job again" in message
+    assert "edit the spec" not in message
