@@ -179,8 +179,8 @@ class Bench:
             role = p.metadata.labels.get("spark-role") or p.metadata.labels.get("app.kubernetes.io/component")
             c = p.spec.containers[0].resources
             req, lim = c.requests or {}, c.limits or {}
-            slots = setup.slots() if role != "executor" and not setup.executors else \
-                (setup.executors or {}).get("cores") if role == "executor" else 0
+            # local[N] runs its tasks in the driver; with executors the driver runs none
+            slots = setup.executors["cores"] if role == "executor" else 0 if setup.executors else setup.slots()
             out.append({"role": role or "pod", "cpu_request": req.get("cpu"), "cpu_limit": lim.get("cpu"),
                         "memory_request": req.get("memory"), "memory_limit": lim.get("memory"), "slots": slots})
         return out

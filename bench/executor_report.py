@@ -167,7 +167,7 @@ def render(windows: list[Window], order: list[str], meta: dict[str, Any]) -> str
         f"(A B C, C B A, ...); each run is a new job, measured for {meta['window']} s once it has checkpointed. "
         "Input rows/s is the job at its limit (a fixed backlog per batch, triggered every 100 ms: each batch "
         "starts when the last one ends); batch and checkpoint durations are medians of the window's batches "
-        "and checkpoints (sync: the freeze, during which batches wait; total: sync + upload and publish), "
+        "(those /status showed, polled every second) and checkpoints (sync: the freeze, during which batches wait; total: sync + upload and publish), "
         "read from the runtime's /metrics and /status. Ratios are against local[2] in the same round.", "",
         "| setup | rounds | input rows/s | x local[2] | batch (s) | x local[2] | checkpoint sync (s) | x local[2] "
         "| checkpoint total (s) | x local[2] |",
@@ -177,13 +177,14 @@ def render(windows: list[Window], order: list[str], meta: dict[str, Any]) -> str
                      f"| {_n(r['batch_s'])} | {_n(r['batch_s_ratio'])} | {_n(r['sync_s'], '.3f')} "
                      f"| {_n(r['sync_s_ratio'])} | {_n(r['total_s'])} | {_n(r['total_s_ratio'])} |")
     lines += ["", "Per round (each figure over local[2]'s in that round; load average at the window's start -> end):",
-              "", "| round | setup | input rows/s | x local[2] | batch (s) | checkpoint sync / total (s) | load |",
+              "", "| round | setup | input rows/s | x local[2] | batch (s): sampled median / mean of all "
+              "| checkpoint sync / total (s) | load |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     rs = ratios(windows)
     for w in sorted(windows, key=lambda w: (w.round, order.index(w.setup) if w.setup in order else 99)):
         f = figures(w)
         lines.append(f"| {w.round} | {w.setup} | {w.rows_per_s:.0f} | {_n(rs[(w.setup, w.round)]['rows_per_s'])} "
-                     f"| {_n(f['batch_s'])} | {_n(f['sync_s'], '.3f')} / {_n(f['total_s'])} "
+                     f"| {_n(f['batch_s'])} / {_n(w.batch_mean_s)} | {_n(f['sync_s'], '.3f')} / {_n(f['total_s'])} "
                      f"| {w.load[0]:.1f} -> {w.load[1]:.1f} |")
     lines += ["", "What each setup got (from its pods' specs; the last round's):", ""]
     for name in order:

@@ -91,7 +91,7 @@ def test_report_marks_a_smoke_run_and_states_the_measured_overhead() -> None:
     assert "| 2 | 1 executor x 2 cores | 610 | 0.61 |" in text
     assert "0.60x local[2]'s input rows/s (overhead, 40% fewer rows/s)" in text
     assert "runtime: cpu request 200m limit none, memory 2048Mi, 2 task slots" in text
-    assert "| 1.0 -> 2.0 |" in text
+    assert "| 0.80 / 0.80 | 0.100 / 1.10 | 1.0 -> 2.0 |" in text
 
 
 def test_no_executor_window_no_comparison() -> None:
