@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO / "e2e"))  # the e2e suite's cluster helpers: the sa
 import kube_helpers as kh  # noqa: E402
 from operator_jobs import Jobs  # noqa: E402
 
-CONTROL_PORT = 8080
+from sparkpoint.operator import builders  # noqa: E402
 
 
 def ensure_cluster() -> bool | None:
@@ -146,7 +146,7 @@ class Bench:
             st = self.jobs.wait_status(name, "Running with a checkpoint", lambda s: s.get("phase") == "Running"
                                        and s.get("latestCheckpoint"), timeout=600, operator=self.operator)
             pod = self.core.read_namespaced_pod(st["pod"], self.namespace)
-            base = f"http://{pod.status.pod_ip}:{CONTROL_PORT}"
+            base = f"http://{pod.status.pod_ip}:{builders.CONTROL_PORT}"
             token = self._token(name)
             time.sleep(self.args.warmup)
             load0 = os.getloadavg()[0]
@@ -167,8 +167,9 @@ class Bench:
     def _token(self, job: str) -> str:
         import base64
 
-        secret = self.core.read_namespaced_secret(f"{job}-control-token", self.namespace)
-        return base64.b64decode(secret.data["token"]).decode()
+        name = builders.control_token_secret_name(builders.JobRef(self.namespace, job, ""))
+        secret = self.core.read_namespaced_secret(name, self.namespace)
+        return base64.b64decode(secret.data[builders.CONTROL_TOKEN_KEY]).decode()
 
     def _resources(self, job: str, setup: er.Setup) -> list[dict[str, Any]]:
         """What each of the job's pods asked for and is held to (requests, limits), and its task slots."""
