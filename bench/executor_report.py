@@ -163,7 +163,7 @@ def render(windows: list[Window], order: list[str], meta: dict[str, Any]) -> str
     lines += [
         f"Measured {meta['date']} at commit `{meta['commit']}` on {meta['node']} ({meta['cores']} cores, shared: "
         f"see the load averages). The same stateful job ({meta['workload']}) as a StreamingJob under the operator, "
-        f"in three setups with two task slots each; {meta['rounds']} rounds, the setups in alternating order "
+        f"in three setups with two task slots each; {meta['rounds']} round(s), the setups in alternating order "
         f"(A B C, C B A, ...); each run is a new job, measured for {meta['window']} s once it has checkpointed. "
         "Input rows/s is the job at its limit (a fixed backlog per batch, triggered every 100 ms: each batch "
         "starts when the last one ends); batch and checkpoint durations are medians of the window's batches "
@@ -206,5 +206,6 @@ def verdict(rows: list[dict[str, Any]]) -> str:
         word = "overhead" if x < 0.95 else "a speed-up" if x > 1.05 else "no clear difference"
         parts.append(f"{r['setup']}: {x:.2f}x local[2]'s input rows/s ({word}"
                      f"{f', {(1 - x) * 100:.0f}% fewer rows/s' if x < 0.95 else ''})")
-    return ("At the same two task slots on one machine, executors add the network hop and a JVM per executor "
-            "and gain no cores; measured: " + "; ".join(parts) + ".")
+    return ("Expected at the same two task slots on one machine: overhead (a JVM per executor, the hop between "
+            "driver and executors), no gain in cores. Measured (the median of the rounds' ratios): "
+            + "; ".join(parts) + ".")
