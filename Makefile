@@ -11,7 +11,7 @@ export SPARKPOINT_CACHE := $(CACHE)
 # $(MAKE) even under `make -n`, so a dry run of `test` would run the whole test suite.
 SUBMAKE = $(MAKE) --no-print-directory
 
-.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers bench-rescale soak cluster-up cluster-down e2e e2e-full e2e-kind e2e-kind-down chaos monitor operator clean image test-image
+.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers bench-rescale bench-executors soak cluster-up cluster-down e2e e2e-full e2e-kind e2e-kind-down chaos monitor operator clean image test-image
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -19,7 +19,7 @@ help:
 	@echo "make test    set up everything and run the tests (what CI runs: slow scenarios in sample)"
 	@echo "make test-unit   the pure tests only (no MinIO, Java or cluster): the edit-test loop"
 	@echo "make test-full   the same with every slow scenario (store outages, all operator e2e scenarios)"
-	@echo "make bench   run the benchmarks, write docs/benchmarks.md (make bench-operator, bench-rescale: only that one)"
+	@echo "make bench   run the benchmarks, write docs/benchmarks.md (make bench-operator, bench-rescale, bench-executors: only that one)"
 	@echo "make soak    long fault-injection run, write docs/reliability.md"
 	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster (a real node: kubelet + containerd) and the e2e suite; NODE=agent: the node agent; KAFKA=1: a Kafka broker too"
 	@echo "make e2e-kind / e2e-kind-down   the same suite on kind with podman (e2e/kind/README.md)"
@@ -143,6 +143,11 @@ bench-operator: venv minio
 # stop-with-savepoint + restore at a new parallelism; KEYS=600000 for ~1 GB of state.
 bench-rescale: venv minio java
 	$(PY) bench/rescale_bench.py --flink $(if $(KEYS),--keys $(KEYS))
+
+# Only the executors benchmark (also part of `make bench`): one stateful job at local[2], 1 executor x 2
+# cores and 2 executors x 1 core on the local cluster (brought up if down; NODE=agent: a smoke run).
+bench-executors: venv minio java
+	$(PY) bench/executor_bench.py $(ARGS)
 
 soak: venv minio java
 	$(PY) -m pytest -q tests/runtime/test_fault_injection.py --soak

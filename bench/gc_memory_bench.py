@@ -153,16 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.results:
         rows = [json.loads(line) for line in Path(args.results).read_text().splitlines() if line.startswith('{"files"')]
-        commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                               text=True).stdout.strip()
+        commit = args.commit or report.commit()
         baseline, _, _ = _rss_kib([sys.executable, "-m", "sparkpoint.runtime.cli", "--help"])
         section = render(rows, round(baseline / 1024, 1), {"commit": commit, "date": time.strftime("%Y-%m-%d"),
                                                            "load": args.load or "not recorded",
                                                            "conclusion": args.conclusion})
-        print(section)
-        if not args.no_write:
-            report.write_section(START, END, section)
-        return 0
+        return report.publish(START, END, section, write=not args.no_write)
     sizes = [int(s) for s in (args.sizes or ("2000,5000" if args.small else "10000,30000,60000")).split(",")]
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-gc-memory-"))
     try:
@@ -174,14 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    meta = {"commit": commit, "date": time.strftime("%Y-%m-%d"), "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+    meta = {"commit": report.commit(), "date": time.strftime("%Y-%m-%d"), "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
             "conclusion": args.conclusion}
-    section = render(rows, round(baseline / 1024, 1), meta)
-    print(section)
-    if not args.no_write:
-        report.write_section(START, END, section)
-    return 0
+    return report.publish(START, END, render(rows, round(baseline / 1024, 1), meta), write=not args.no_write)
 
 
 if __name__ == "__main__":

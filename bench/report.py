@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,3 +53,18 @@ def log_events(path: Path, msg: str) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return out
+
+
+def commit() -> str:
+    """The checkout's short commit, which every section names."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=REPO).stdout.strip()
+
+
+def publish(start: str, end: str, section: str, write: bool = True) -> int:
+    """A benchmark's last step: print its section, put it into docs/benchmarks.md unless told not
+    to (--no-write); main()'s exit code."""
+    print(section)
+    if write:
+        write_section(start, end, section)
+    return 0

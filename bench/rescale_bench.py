@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -98,8 +97,7 @@ def run(args: argparse.Namespace, base: Path, env: dict[str, str]) -> dict[str, 
 
 
 def render(r: dict[str, Any]) -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=REPO).stdout.strip()
+    commit = report.commit()
     raw = r["keys"] * (PAYLOAD + 64) / MIB
     lines = [START, "## Rescaling state (`bench/rescale_bench.py`)", "",
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit `{commit}` on "
@@ -181,11 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args, base, server.env())
     finally:
         server.stop()
-    section = render(result)
-    print(section)
-    if not args.no_write:
-        report.write_section(START, END, section)
-    return 0
+    return report.publish(START, END, render(result), write=not args.no_write)
 
 
 if __name__ == "__main__":

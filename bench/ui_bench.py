@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -125,16 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (2 if args.small else 4)
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-ui-bench-"))
     results, loads = run(size, rounds, base, (OFF, UI_ONLY, EVENT_LOG, ON) if args.split else (OFF, ON))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=REPO).stdout.strip()
+    commit = report.commit()
     if args.raw_out:
         Path(args.raw_out).write_text(json.dumps({"size": size, "loads": loads, "commit": commit,
                                                   "results": [asdict(r) for r in results]}))
-    section = render(results, loads, size, commit)
-    print(section)
-    if not args.no_write:
-        report.write_section(START, END, section)
-    return 0
+    return report.publish(START, END, render(results, loads, size, commit), write=not args.no_write)
 
 
 if __name__ == "__main__":
