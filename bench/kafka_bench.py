@@ -209,7 +209,11 @@ def latency_of(bench: Bench, setup: str, result: dict[str, Any], since: float) -
     return latency.summary(list(latency.latencies(store, commits, since)))
 
 
-def measure(bench: Bench, setups: list[str]) -> dict[str, Any]:
+def measure(bench: Bench, setups: list[str], earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Throughput rounds, then a latency run per setup; `earlier` (a raw results file's) keeps its
+    throughput rounds and runs only the latency part."""
+    if earlier is not None:
+        return {"throughput": earlier["throughput"], "latency": [latency_run(bench, setup) for setup in setups]}
     plan = bench.plan
     topic = f"backlog-{uuid.uuid4().hex[:6]}"
     backlog = produce(bench.bootstrap, topic, "--count", str(plan.backlog))
@@ -261,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-ms", type=int, default=20)
     p.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     p.add_argument("--render-only", metavar="JSON", help="rewrite the section from saved raw results")
+    p.add_argument("--latency-only", metavar="JSON", help="keep these raw results' throughput rounds (and plan), "
+                   "run the latency part again")
     p.add_argument("--raw-out", metavar="JSON", help="also write the raw results here")
     for flag, kind in (("--backlog", int), ("--max-offsets", int), ("--rounds", int), ("--rate", int),
                        ("--seconds", float)):
@@ -272,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     plan = (Plan(backlog=100_000, max_offsets=10_000, rounds=1, rate=500, seconds=20, latency_ms=args.latency_ms)
             if args.small else
             Plan(backlog=1_000_000, max_offsets=50_000, rounds=2, rate=2000, seconds=60, latency_ms=args.latency_ms))
+    earlier = json.loads(Path(args.latency_only).read_text()) if args.latency_only else None
+    if earlier is not None:
+        plan = Plan(**{**earlier["plan"], "latency_ms": args.latency_ms})
     plan = replace(plan, **{k: v for k in ("backlog", "max_offsets", "rounds", "rate", "seconds")
                             if (v := getattr(args, k)) is not None})
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-kafka-bench-"))
@@ -286,13 +295,16 @@ def main(argv: list[str] | None = None) -> int:
             jar_list = ",".join([vanilla.jars(), *(str(j) for j in sorted(jars_dir("spark-kafka").glob("*.jar")))])
             bench = Bench(base, {**minio.env(), "SPARKPOINT_S3_ENDPOINT": f"http://{listen}"}, f"http://{listen}",
                           broker.bootstrap, plan, jar_list)
-            results = measure(bench, list(SETUPS))
+            results = measure(bench, list(SETUPS), earlier)
     finally:
         proxy.stop()
         minio.stop()
     loads.append(load())
     raw = {"plan": asdict(plan), "loads": loads, "versions": versions(), "small": args.small,
            "command": "python bench/kafka_bench.py " + " ".join(argv if argv is not None else sys.argv[1:]), **results}
+    if earlier is not None:  # the throughput rounds' run, then this one's latency part
+        raw.update(loads=[*earlier["loads"], *loads], command=f"{earlier['command']}; then {raw['command']}",
+                   versions={**raw["versions"], "throughput_commit": earlier["versions"]["commit"]})
     if args.raw_out:
         Path(args.raw_out).write_text(json.dumps(raw, indent=0))
     write(raw, args.no_write)

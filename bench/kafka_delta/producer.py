@@ -35,15 +35,19 @@ def main(argv: list[str]) -> int:
     p.add_argument("--first-id", type=int, default=0)
     args = p.parse_args(argv)
     spark = build_session(SparkSection(master="local[1]", shuffle_partitions=1), "bench-kafka-producer")
+    if args.rate:
+        # The first Kafka write of a JVM takes seconds (the writer's classes, the producer's metadata):
+        # done before the clock starts on a topic of its own, or the first second's chunk overruns it.
+        produce(spark, args.bootstrap, f"{args.topic}-warmup", values(0, 1))
     started, started_wall, produced = time.monotonic(), time.time(), 0
     try:
         if args.rate:
-            tick = 0
-            while time.monotonic() - started < args.seconds:
+            # One chunk per second of `seconds`, each sent at its second or, when behind, at once: the
+            # count is always rate x seconds (a time-bounded loop sent one chunk when the first overran).
+            for tick in range(max(1, round(args.seconds))):
+                time.sleep(max(0.0, tick - (time.monotonic() - started)))
                 produced += produce(spark, args.bootstrap, args.topic,
                                     values(args.first_id + produced, args.rate, ts_ms=int(time.time() * 1000)))
-                tick += 1
-                time.sleep(max(0.0, tick - (time.monotonic() - started)))  # one chunk a second
         else:
             while produced < args.count:
                 produced += produce(spark, args.bootstrap, args.topic,
