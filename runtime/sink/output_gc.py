@@ -33,9 +33,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.checkpoint.fence import read_fence
-from sparkpoint.runtime.checkpoint.savepoint import list_savepoints
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pending_prefix
@@ -45,7 +43,7 @@ from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table
 from .keys import commit_key, file_keys, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_entry
 from .upsert import upsert_attempt
-from .upsert_snapshot import restorable_points, snapshot_attempt, upsert_needs
+from .upsert_snapshot import restorable, restorable_points, snapshot_attempt, upsert_needs
 
 log = logging.getLogger("sparkpoint.gc")
 _AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_compactions|_delta_log|staging|upserts)/")
@@ -188,14 +186,11 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
 def sink_sections(store: ObjectStore, job: JobRef) -> list[tuple[str, dict[str, Any]]]:
     """(entry id, extra.sink) of every checkpoint manifest in the store and every savepoint."""
     out = []
-    for cid in list_checkpoint_ids(store, job):
-        try:
-            manifest = load_manifest(store, job, cid)
-        except ObjectNotFoundError:
-            continue  # deleted by the checkpoint pass meanwhile: no longer restorable
+    manifests, savepoints = restorable(store, job)
+    for manifest in manifests:
         if sink := (manifest.extra or {}).get("sink"):
             out.append((manifest.id, sink))
-    for savepoint in list_savepoints(store, job):
+    for savepoint in savepoints:
         if sink := (savepoint.extra or {}).get("sink"):
             out.append((savepoint.source_checkpoint or savepoint.id, sink))
     return out

@@ -98,17 +98,21 @@ def safe_batch(points: Iterable[tuple[int, int | None]], newest_attempt: int,
     return bound if bound >= 0 else None
 
 
-def restorable_points(store: ObjectStore, job: JobRef) -> list[tuple[int, int | None]]:
-    """(attempt, batch) of every checkpoint manifest in the store and every savepoint."""
-    out: list[tuple[int, int | None]] = []
+def restorable(store: ObjectStore, job: JobRef) -> tuple[list[Any], list[Any]]:
+    """Every checkpoint manifest in the store and every savepoint: what a restore can go back to."""
+    manifests = []
     for cid in list_checkpoint_ids(store, job):
         try:
-            m = load_manifest(store, job, cid)
+            manifests.append(load_manifest(store, job, cid))
         except ObjectNotFoundError:
-            continue  # deleted meanwhile: no longer restorable
-        out.append((m.attempt, m.batch_id))
-    out.extend((s.attempt, s.batch_id) for s in list_savepoints(store, job))
-    return out
+            continue  # deleted meanwhile (the checkpoint pass): no longer restorable
+    return manifests, list_savepoints(store, job)
+
+
+def restorable_points(store: ObjectStore, job: JobRef) -> list[tuple[int, int | None]]:
+    """(attempt, batch) of every checkpoint manifest in the store and every savepoint."""
+    manifests, savepoints = restorable(store, job)
+    return [(p.attempt, p.batch_id) for p in [*manifests, *savepoints]]
 
 
 _LOADED: dict[tuple[str, str], Snapshot | None] = {}  # markers never change: read each once
