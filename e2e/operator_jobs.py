@@ -62,6 +62,18 @@ class Jobs:
     def patch_spec(self, name: str, spec: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name, {"spec": spec})
 
+    def delete(self, name: str, timeout: float = 300) -> None:
+        """Delete the job and wait until the API server no longer has it (the finalizer done)."""
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+
+        def gone() -> bool:
+            try:
+                self.get(name)
+                return False
+            except ApiException as error:
+                return error.status == 404
+        wait_for(f"{name} deleted", gone, timeout=timeout, interval=1.0)
+
     def pods(self, name: str) -> list[client.V1Pod]:
         return self.core.list_namespaced_pod(self.namespace, label_selector=f"{GROUP}/job={name}").items
 

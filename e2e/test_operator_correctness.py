@@ -7,9 +7,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from kube_helpers import GROUP, PLURAL, VERSION, wait_for
+from kube_helpers import wait_for
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 from operator_jobs import BUCKET, Jobs, condition
 
 from sparkpoint.runtime.sink.transactional import committed_entries, read_committed
@@ -118,15 +117,7 @@ def test_a_job_recreated_under_its_name_shows_only_its_own_output(api_client, na
     jobs.wait_status("again", "the first job has committed rows",
                      lambda s: running_with_checkpoint(s) and read_committed(store, ref, "default"),
                      timeout=300, operator=operator)
-    jobs.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "again")
-
-    def gone():
-        try:
-            jobs.get("again")
-            return False
-        except ApiException as error:
-            return error.status == 404
-    wait_for("the first job deleted", gone, timeout=240, interval=1.0)
+    jobs.delete("again", timeout=240)
     assert not committed_entries(store, ref, "default")  # its output went with it
     second = jobs.create("again", **{"gc.onDelete": "delete"})
     assert second["metadata"]["uid"] != first["metadata"]["uid"]

@@ -10,8 +10,7 @@ import shutil
 import uuid
 
 import pytest
-from kube_helpers import GROUP, PLURAL, VERSION, wait_for
-from kubernetes.client.rest import ApiException
+from kube_helpers import wait_for
 from operator_jobs import Jobs
 from test_operator_executors import shared_hot_dir
 
@@ -33,15 +32,7 @@ def test_deleting_a_job_removes_its_directory_from_the_hot_volume(api_client, co
         work = hot / namespace / "leaving" / uid / "attempt-1"
         assert (work / "hot" / "commits").is_dir(), sorted(str(p) for p in hot.rglob("*"))[:20]
 
-        jobs.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "leaving")
-
-        def gone() -> bool:
-            try:
-                jobs.get("leaving")
-                return False
-            except ApiException as error:
-                return error.status == 404
-        wait_for("the job deleted (finalizer done)", gone, timeout=420, interval=1.0)
+        jobs.delete("leaving", timeout=420)  # the finalizer done
         assert not (hot / namespace / "leaving").exists(), sorted(str(p) for p in (hot / namespace).rglob("*"))[:20]
         assert (neighbour / "metadata").read_text() == '{"id": "keep"}'
         events = [(e.type, e.reason, e.message) for e in core.list_namespaced_event(

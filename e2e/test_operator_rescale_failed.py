@@ -11,8 +11,6 @@
 from __future__ import annotations
 
 import pytest
-from kube_helpers import GROUP, PLURAL, VERSION, wait_for
-from kubernetes.client.rest import ApiException
 from operator_jobs import BUCKET, Jobs
 from test_kubectl_plugin import plugin
 
@@ -34,18 +32,6 @@ def state_partitions(manifest) -> set[int]:
         if len(bits) > 3 and bits[0] == "state" and bits[2].isdigit():
             parts.add(int(bits[2]))
     return parts
-
-
-def delete_and_wait(jobs: Jobs, namespace: str, name: str) -> None:
-    jobs.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-
-    def gone() -> bool:
-        try:
-            jobs.get(name)
-            return False
-        except ApiException as error:
-            return error.status == 404
-    wait_for(f"{name} deleted", gone, timeout=300, interval=1.0)
 
 
 @pytest.mark.slow
@@ -72,7 +58,7 @@ def test_a_rescale_spark_refuses_is_refused_at_admission_or_fails_at_once(api_cl
     assert st["phase"] == "Running" and st["attempt"] == attempt, st
 
     # Spark's own refusal: the same name again at 4 partitions resumes the earlier job's checkpoints.
-    delete_and_wait(jobs, namespace, "refused")
+    jobs.delete("refused")
     jobs.create("refused", **{"spark.shufflePartitions": 4, **hdfs})
     st = jobs.wait_status("refused", "Failed with RescaleFailed", lambda s: s.get("phase") == "Failed",
                           timeout=900, operator=operator)
@@ -86,7 +72,7 @@ def test_a_rescale_spark_refuses_is_refused_at_admission_or_fails_at_once(api_cl
 
     # At the state's own count it resumes (the CRD refuses editing the count back: re-created instead).
     since = latest_checkpoint(store, ref).batch_id
-    delete_and_wait(jobs, namespace, "refused")
+    jobs.delete("refused")
     jobs.create("refused", **{"spark.shufflePartitions": 2, **hdfs})
     jobs.wait_status("refused", "checkpoints past the earlier job's", lambda s: s.get("phase") == "Running" and (
         s.get("latestCheckpoint") or {}).get("batch", -1) > since + 2, timeout=900, operator=operator)
