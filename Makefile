@@ -140,9 +140,10 @@ bench-operator: venv minio
 	$(PY) bench/operator_bench.py
 
 # Only the rescale benchmark (also part of `make bench`): Spark's state repartition beside Flink's
-# stop-with-savepoint + restore at a new parallelism; KEYS=600000 for ~1 GB of state.
+# stop-with-savepoint + restore at a new parallelism, at ~100 MiB and ~1 GiB of state rows (KEYS=60000 for one size).
+RESCALE_KEYS = 60000,1000000
 bench-rescale: venv minio java
-	$(PY) bench/rescale_bench.py --flink $(if $(KEYS),--keys $(KEYS))
+	$(PY) bench/rescale_bench.py --flink --keys $(if $(KEYS),$(KEYS),$(RESCALE_KEYS))
 
 # Only the executors benchmark (also part of `make bench`): one stateful job at local[2], 1 executor x 2
 # cores and 2 executors x 1 core on the local cluster (brought up if down; NODE=agent: a smoke run).

@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 # ui_bench.py: the live UI's and event logs' batch-duration cost, on vs off side by side (issue 30).
 # kafka_bench.py: Kafka -> Delta beside vanilla Spark's Kafka -> Parquet file sink (a local broker, 20 ms store).
 # rescale_bench.py: Spark's repartition at 4 -> 2 -> 6 partitions beside Flink's stop-with-savepoint + restore
-# at a new parallelism (~100 MiB of state; 1 GB by hand: python bench/rescale_bench.py --keys 600000 --flink).
+# at a new parallelism (~100 MiB of state; ~1 GiB too: make bench-rescale).
 # executor_bench.py: one stateful job at local[2] vs 1 and 2 executors at the same two task slots on the local
 # cluster (brought up if down, as operator_bench.py does; skipped with a message when no cluster can be had).
 BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py", "rescale_bench.py",
