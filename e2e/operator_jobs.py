@@ -96,3 +96,13 @@ class Jobs:
 
 def condition(status: dict[str, Any], ctype: str) -> str | None:
     return next((c["status"] for c in status.get("conditions") or [] if c["type"] == ctype), None)
+
+
+def state_partitions(manifest) -> set[int]:
+    """The state partitions a checkpoint holds (state/<operator>/<partition>/...)."""
+    parts = set()
+    for entry in manifest.files:
+        bits = entry.path.split("/")
+        if len(bits) > 3 and bits[0] == "state" and bits[2].isdigit():
+            parts.add(int(bits[2]))
+    return parts

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import pytest
-from operator_jobs import BUCKET, Jobs
+from operator_jobs import BUCKET, Jobs, state_partitions
 from test_kubectl_plugin import plugin
 
 from sparkpoint.runtime.checkpoint.catalog import latest_checkpoint
@@ -22,16 +22,6 @@ ROWS, KEYS, WINDOW, WATERMARK, TOTAL = 100, 40, 5, 2, 30
 BEFORE = 8  # committed batches before the rescale: state in every key's window
 ARGS = {"rows_per_batch": ROWS, "keys": KEYS, "total_batches": TOTAL, "window": f"{WINDOW} seconds",
         "watermark": f"{WATERMARK} seconds"}
-
-
-def state_partitions(manifest) -> set[int]:
-    """The state partitions a checkpoint holds (state/<operator>/<partition>/...)."""
-    parts = set()
-    for entry in manifest.files:
-        bits = entry.path.split("/")
-        if len(bits) > 3 and bits[0] == "state" and bits[2].isdigit():
-            parts.add(int(bits[2]))
-    return parts
 
 
 @pytest.mark.slow
