@@ -22,10 +22,11 @@ HERE = Path(__file__).resolve().parent
 # kafka_bench.py: Kafka -> Delta beside vanilla Spark's Kafka -> Parquet file sink (a local broker, 20 ms store).
 # rescale_bench.py: Spark's repartition at 4 -> 2 -> 6 partitions beside Flink's stop-with-savepoint + restore
 # at a new parallelism (~100 MiB of state; ~1 GiB too: make bench-rescale).
+# upsert_snapshot_bench.py: an upsert sink's output bytes with and without snapshots + output GC (no Spark).
 # executor_bench.py: one stateful job at local[2] vs 1 and 2 executors at the same two task slots on the local
 # cluster (brought up if down, as operator_bench.py does; skipped with a message when no cluster can be had).
 BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py", "rescale_bench.py",
-           "gc_memory_bench.py", "kafka_bench.py",
+           "gc_memory_bench.py", "upsert_snapshot_bench.py", "kafka_bench.py",
            "ui_bench.py", "executor_bench.py"]
 EXTRA = {"rescale_bench.py": ["--flink"]}
 
