@@ -43,7 +43,7 @@ from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table
 from .keys import commit_key, file_keys, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_entry
 from .upsert import upsert_attempt
-from .upsert_snapshot import restorable, restorable_points, snapshot_attempt, upsert_needs
+from .upsert_snapshot import restorable, snapshot_attempt, upsert_needs
 
 log = logging.getLogger("sparkpoint.gc")
 _AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_compactions|_delta_log|staging|upserts)/")
@@ -95,8 +95,11 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
         result.counted = False
         return result
     newest_attempt = read_fence(store, job)
-    manifests = sink_sections(store, job)  # read after the fence: a newer attempt's are spared by it
-    points: list[tuple[int, int | None]] | None = None  # restorable batches, read if an upsert sink needs them
+    # Read once, after the fence: a newer attempt's files are spared by it. The upsert points come from
+    # the same read: a checkpoint made after it has a higher batch and one deleted after it only keeps more.
+    restorable_manifests, savepoints = restorable(store, job)
+    manifests = sections_of(restorable_manifests, savepoints)
+    points = [(p.attempt, p.batch_id) for p in [*restorable_manifests, *savepoints]]
     by_path: dict[str, dict[str, list[ObjectInfo]]] = {}
     root = outputs_prefix(job)
     for info in store.list(root):
@@ -118,8 +121,6 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
             continue
         released: set[str] = set()
         if upserts := areas.get("upserts"):
-            if points is None:
-                points = restorable_points(store, job)
             needs = upsert_needs(store, upserts, points=points, newest_attempt=newest_attempt, now=now,
                                  grace_seconds=grace_seconds)
             needed_files |= needs.needed
@@ -185,8 +186,11 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
 
 def sink_sections(store: ObjectStore, job: JobRef) -> list[tuple[str, dict[str, Any]]]:
     """(entry id, extra.sink) of every checkpoint manifest in the store and every savepoint."""
+    return sections_of(*restorable(store, job))
+
+
+def sections_of(manifests: list[Any], savepoints: list[Any]) -> list[tuple[str, dict[str, Any]]]:
     out = []
-    manifests, savepoints = restorable(store, job)
     for manifest in manifests:
         if sink := (manifest.extra or {}).get("sink"):
             out.append((manifest.id, sink))
