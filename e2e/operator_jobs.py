@@ -74,6 +74,12 @@ class Jobs:
                 return error.status == 404
         wait_for(f"{name} deleted", gone, timeout=timeout, interval=1.0)
 
+    def delete_all(self, timeout: float = 420) -> None:
+        """Delete every StreamingJob of the namespace and wait until none is left (finalizers done)."""
+        self.custom.delete_collection_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL)
+        wait_for("the namespace's StreamingJobs deleted", lambda: not self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL)["items"], timeout=timeout, interval=1.0)
+
     def pods(self, name: str) -> list[client.V1Pod]:
         return self.core.list_namespaced_pod(self.namespace, label_selector=f"{GROUP}/job={name}").items
 

@@ -12,13 +12,18 @@ without it (issue 26 asked whether the timeout is needed: the run without it als
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import pytest
 from kube_helpers import wait_for
 from operator_jobs import Jobs
-from test_operator_executors import _driver_account_for_a_process_operator, _image, _running, shared_hot_dir
+from test_operator_executors import (
+    _driver_account_for_a_process_operator,
+    _image,
+    _running,
+    remove_hot_dir,
+    shared_hot_dir,
+)
 
 JOB = "elastic"
 
@@ -75,4 +80,4 @@ def test_executors_are_added_under_a_backlog_and_released_when_idle(api_client, 
               f"{added_at}s), back to 1 at {released_at}s, checkpoints to batch {st['latestCheckpoint']['batch']} "
               f"({image})")
     finally:
-        shutil.rmtree(hot, ignore_errors=True)
+        remove_hot_dir(jobs, hot)

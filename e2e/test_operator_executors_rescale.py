@@ -9,7 +9,6 @@ write the new partitions into the shared hot volume, and the checkpoint at once 
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import pytest
@@ -21,6 +20,7 @@ from test_operator_executors import (
     _executors,
     _image,
     _running,
+    remove_hot_dir,
     shared_hot_dir,
 )
 
@@ -111,4 +111,4 @@ def test_rescale_executors_1_to_2_then_partitions_2_to_4_keeps_output_exactly_on
               f"{rescaled_s:.0f}s; partitions 2 -> 4 in {st['lastRescale'].get('durationSeconds')}s (attempt "
               f"{partitioned}); {time.monotonic() - t0:.0f}s in all ({_image()})", flush=True)
     finally:
-        shutil.rmtree(hot, ignore_errors=True)
+        remove_hot_dir(jobs, hot)

@@ -6,13 +6,12 @@ ReadWriteMany claim."""
 
 from __future__ import annotations
 
-import shutil
 import uuid
 
 import pytest
 from kube_helpers import wait_for
 from operator_jobs import Jobs
-from test_operator_executors import shared_hot_dir
+from test_operator_executors import remove_hot_dir, shared_hot_dir
 
 
 @pytest.mark.slow
@@ -42,4 +41,4 @@ def test_deleting_a_job_removes_its_directory_from_the_hot_volume(api_client, co
         wait_for("the cleanup pod deleted", lambda: not core.list_namespaced_pod(
             namespace, label_selector="app.kubernetes.io/component=hot-cleanup").items, timeout=120, interval=1.0)
     finally:
-        shutil.rmtree(hot, ignore_errors=True)
+        remove_hot_dir(jobs, hot)
