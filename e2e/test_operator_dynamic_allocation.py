@@ -4,10 +4,11 @@ no task for idleTimeout, between min and max, while the job keeps checkpointing.
 
 A batch every 20 s: each batch's 6 state tasks back up on the one executor kept (min 1), so Spark
 asks for more (up to max 3); between batches the executors idle past the 5 s idleTimeout and are
-released down to min. `shuffleTracking.timeout` (a conf entry the spec leaves to the user) lets an
-executor that still holds an old batch's shuffle files go too; without it Spark keeps such an
-executor until its cleaner drops the files. The test runs both ways: with the timeout at 5 s and
-without it (issue 26 asked whether the timeout is needed: the run without it also went back to min).
+released down to min. An executor that still holds an old batch's shuffle files goes after
+`spark.dynamicAllocation.shuffleTracking.timeout`, which the runtime sets to idleTimeout unless the
+spec's spark.conf sets it (without it, Spark keeps such an executor until the driver's garbage
+collection lets its cleaner drop the files: over 5 minutes on an idle real node). The test runs
+both ways: the timeout set in spark.conf (5 s) and the runtime's default.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ def test_deleting_a_job_removes_its_directory_from_the_hot_volume(api_client, co
         # a neighbour's directory on the same volume (another job of the namespace): never touched
         neighbour = hot / namespace / "neighbour" / str(uuid.uuid4()) / "attempt-1" / "hot"
         neighbour.mkdir(parents=True)
+        (hot / namespace).chmod(0o777)  # as if a job's pod (uid 185) had made it: the next job adds its own
         (neighbour / "metadata").write_text('{"id": "keep"}')
         created = jobs.create("leaving", **{"checkpoint.hotVolume": {"hostPath": {"path": str(hot)}}})
         uid = created["metadata"]["uid"]

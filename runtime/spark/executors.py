@@ -100,15 +100,25 @@ def driver_conf(spec: JobSpec, driver: DriverPod, template_path: str) -> dict[st
         **allocation_conf(executors),
     }
     conf.update({f"spark.kubernetes.executor.label.{k}": v for k, v in executor_labels(driver).items()})
+    if executors.dynamic is not None:
+        # A finished batch's shuffle files keep an otherwise idle executor until the driver's garbage
+        # collection lets Spark's cleaner drop them (Spark's own timeout: never; on a quiet machine
+        # that was over 5 minutes). A streaming batch never reads an older batch's shuffle, so they
+        # go after idleTimeout like the executor. A value in spec.spark.conf wins.
+        conf[SHUFFLE_TRACKING_TIMEOUT] = spec.spark.conf.get(
+            SHUFFLE_TRACKING_TIMEOUT, conf["spark.dynamicAllocation.executorIdleTimeout"])
     return conf
+
+
+SHUFFLE_TRACKING_TIMEOUT = "spark.dynamicAllocation.shuffleTracking.timeout"
 
 
 def allocation_conf(executors: ExecutorsSpec) -> dict[str, str]:
     """A fixed executor count, or Spark's dynamic allocation with shuffle tracking (Kubernetes has
     no external shuffle service): executors added while tasks wait, released after idleTimeout
     without a task, between min and max. An executor that holds shuffle files is kept until Spark's
-    cleaner drops them or spark.dynamicAllocation.shuffleTracking.timeout (a conf entry; Spark's
-    default: never) passes."""
+    cleaner drops them or spark.dynamicAllocation.shuffleTracking.timeout passes (driver_conf sets it
+    to idleTimeout unless spec.spark.conf does)."""
     dynamic = executors.dynamic
     if dynamic is None:
         return {"spark.executor.instances": str(executors.instances)}

@@ -63,7 +63,9 @@ def test_dynamic_allocation_maps_to_sparks_settings_without_a_fixed_count() -> N
         "spark.dynamicAllocation.shuffleTracking.enabled": "true",  # no external shuffle service on k8s
         "spark.dynamicAllocation.minExecutors": "1",
         "spark.dynamicAllocation.maxExecutors": "5",
-        "spark.dynamicAllocation.executorIdleTimeout": "120s"}
+        "spark.dynamicAllocation.executorIdleTimeout": "120s",
+        # old batches' shuffle files do not hold an idle executor past idleTimeout
+        "spark.dynamicAllocation.shuffleTracking.timeout": "120s"}
     assert "spark.executor.instances" not in conf  # it would set the initial count above min
     assert conf["spark.executor.cores"] == "2" and conf["spark.executor.memory"] == "1024m"
 
@@ -97,3 +99,14 @@ def test_a_fixed_count_dumps_as_before_so_spec_keys_do_not_change() -> None:
                                          "memory": "1Gi"}
     assert config.JobSpec.model_validate(doc) == dynamic  # what status.tracking keeps parses back
     assert spec_key(dynamic) != spec_key(fixed)  # switching to dynamic allocation is an upgrade
+
+
+def test_the_shuffle_tracking_timeout_is_the_idle_timeout_unless_the_spec_sets_it() -> None:
+    driver = executors.driver_from_env(ENV, "team", "clicks")
+    own = config.parse_spec(_spec({"dynamic": {"max": 3, "idleTimeout": "1500ms"}},
+                                  {"spark.dynamicAllocation.shuffleTracking.timeout": "90s"}))
+    assert executors.driver_conf(own, driver, "/t")["spark.dynamicAllocation.shuffleTracking.timeout"] == "90s"
+    default = config.parse_spec(_spec({"dynamic": {"max": 3, "idleTimeout": "1500ms"}}))
+    assert executors.driver_conf(default, driver, "/t")["spark.dynamicAllocation.shuffleTracking.timeout"] == "2s"
+    fixed = config.parse_spec(_spec({"instances": 2}))
+    assert "spark.dynamicAllocation.shuffleTracking.timeout" not in executors.driver_conf(fixed, driver, "/t")
