@@ -4,6 +4,7 @@ draws its plots into docs/img/ (PNG, linked from that section)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Callable
@@ -68,3 +69,9 @@ def publish(start: str, end: str, section: str, write: bool = True) -> int:
     if write:
         write_section(start, end, section)
     return 0
+
+
+def pinned() -> str:
+    """Say so when the runs were held to some of the machine's cores (taskset), away from other work."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return "" if len(cpus) == os.cpu_count() else f" (the runs pinned to CPU {', '.join(map(str, cpus))} with taskset)"

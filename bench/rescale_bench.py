@@ -107,7 +107,7 @@ def state_mib(keys: int) -> float:
 def render(results: list[dict[str, Any]]) -> str:
     lines = [START, "## Rescaling state (`bench/rescale_bench.py`)", "",
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit `{report.commit()}` on "
-             f"{os.cpu_count()} cores{pinned()}; MinIO on localhost; Spark local[2], RocksDB with changelog "
+             f"{os.cpu_count()} cores{report.pinned()}; MinIO on localhost; Spark local[2], RocksDB with changelog "
              f"checkpointing, pyspark {_pyspark()}; state of N keys x {PAYLOAD} B payload, grown at 4 partitions; "
              "each start is a new pod (remote restore of the previous start's final checkpoint), as after an "
              "upgrade. Sizes ran one after the other, Spark then Flink for each.", ""]
@@ -158,11 +158,6 @@ def summary(results: list[dict[str, Any]]) -> list[str]:
                          f"{run_['first_input_batch_seconds']} s | "
                          f"{'-' if not f else str(f['process_to_running_seconds']) + ' s'} |")
     return lines
-
-
-def pinned() -> str:
-    cpus = sorted(os.sched_getaffinity(0))
-    return "" if len(cpus) == os.cpu_count() else f" (the runs pinned to CPU {', '.join(map(str, cpus))} with taskset)"
 
 
 def render_flink(r: dict[str, Any]) -> list[str]:

@@ -68,12 +68,6 @@ def phase_medians(runs: list[RunResult]) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in phases.items() if v}
 
 
-def pinned() -> str:
-    """Say so when the runs were held to some of the machine's cores (taskset), away from other work."""
-    cpus = sorted(os.sched_getaffinity(0))
-    return "" if len(cpus) == os.cpu_count() else f" (the runs pinned to CPU {', '.join(map(str, cpus))} with taskset)"
-
-
 def render(results: list[RunResult], loads: list[str], size: str, commit: str) -> str:
     off = [r for r in results if r.setup == OFF]
     on = [r for r in results if r.setup == ON]
@@ -83,7 +77,7 @@ def render(results: list[RunResult], loads: list[str], size: str, commit: str) -
     w = SIZES[size]
     lines = [START, "## Spark UI and event logs: batch-duration cost (`bench/ui_bench.py`)", "",
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit `{commit}` on "
-             f"{os.cpu_count()} shared cores{pinned()}, load average (1/5/15 min) at the start and after each round: "
+             f"{os.cpu_count()} shared cores{report.pinned()}, load average (1/5/15 min) at the start and after each round: "
              f"{'; '.join(loads)}. Workload `{size}` of the peer bench ({w.rows_per_batch} rows per batch, "
              f"{w.keys} keys, {w.batches} batches, trigger {w.trigger}, first {w.warmup_batches} not measured), "
              f"checkpoints every 10 s to a local MinIO, {len(off)} rounds, the order alternating per round. "
