@@ -110,15 +110,12 @@ def peering_crds(api_client) -> None:
 
 def _delete_jobs_then_stop(api_client, namespace: str, op) -> None:
     """Jobs go while the operator still runs its finalizer; otherwise the namespace never goes."""
-    from kube_helpers import GROUP, PLURAL, VERSION
+    from operator_jobs import Jobs
 
-    custom = client.CustomObjectsApi(api_client)
     try:
         if not op.running():
             op.start()
-        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
-        wait_for("the test's StreamingJobs deleted", lambda: not custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL)["items"], timeout=180)
+        Jobs(api_client, namespace, {}).delete_all(timeout=180)
     finally:
         op.stop()
 
