@@ -151,6 +151,38 @@ def _v2_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int,
     return out
 
 
+def _check_chain(rel_dir: str, base: int, deltas: set[int], max_version: int) -> None:
+    """A store directory restarts at `max_version` only from its newest snapshot `base` (0: the empty
+    store) plus every delta after it: a listing that misses one (a stale NFS directory listing, a file
+    purged or lost) would complete a checkpoint that cannot restart."""
+    missing = [v for v in range(base + 1, max_version + 1) if v not in deltas]
+    if missing:
+        shown = ", ".join(str(v) for v in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise FreezeError(f"{rel_dir}: state version {max_version} needs the changelogs/deltas after "
+                          f"{'snapshot ' + str(base) if base else 'the empty store'}, and versions "
+                          f"{shown} are not there")
+
+
+def _check_partitions(hot: Path, batch: int, store_dirs: set[str]) -> None:
+    """Every stateful operator has a store for each of the query's state partitions (the number the
+    offsets log of `batch` records; a query whose log does not say is not checked)."""
+    try:
+        conf = parse_log_entry(hot / "offsets" / str(batch), "offsets").get("conf") or {}
+        partitions = int(conf["spark.sql.shuffle.partitions"])
+    except (SparkFileError, KeyError, TypeError, ValueError, AttributeError):
+        return
+    try:
+        operators = [d for d in os.listdir(hot / "state") if d.isdigit()]
+    except FileNotFoundError:
+        return
+    for op in operators:
+        missing = [p for p in range(partitions) if not any(
+            d == f"state/{op}/{p}" or d.startswith(f"state/{op}/{p}/") for d in store_dirs)]
+        if missing:
+            raise FreezeError(f"state/{op}: the offsets log of batch {batch} names {partitions} state "
+                              f"partitions and partitions {missing[:5]} have no state files")
+
+
 def _state_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int,
                      lineage: LineageLookup | None = None) -> list[str]:
     """Newest snapshot <= max_version in one store directory, and every changelog/delta after it."""
@@ -167,6 +199,8 @@ def _state_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int
             versioned.append((int(m.group(1)), m.group(3), name))
     snapshots = [v for v, kind, _ in versioned if kind in _SNAPSHOT_KINDS]
     base = max(snapshots, default=0)
+    if names:
+        _check_chain(rel_dir, base, {v for v, kind, _ in versioned if kind not in _SNAPSHOT_KINDS}, max_version)
     out = []
     for version, kind, name in versioned:
         if (kind in _SNAPSHOT_KINDS and version == base) or (kind not in _SNAPSHOT_KINDS and version > base):
@@ -180,6 +214,7 @@ def _state_files(hot: Path, batch: int) -> list[str]:
     """Every state file a restart after `batch` needs (state version = batch + 1)."""
     out: list[str] = []
     lineage = commit_lineage(hot)
+    store_dirs: set[str] = set()
     for root, dirs, files in os.walk(hot / "state"):
         dirs[:] = [d for d in dirs if not _is_temp(d) and d != "SSTs"]
         rel_root = Path(root).relative_to(hot).as_posix()
@@ -188,8 +223,11 @@ def _state_files(hot: Path, batch: int) -> list[str]:
             out.extend(f"{rel_root}/{f}" for f in plain)  # operator and schema metadata
             continue
         versioned = [f for f in plain if _VERSIONED.match(f)]
+        if versioned:
+            store_dirs.add(rel_root)
         out.extend(_state_dir_files(hot, rel_root, versioned, batch + 1, lineage))
         out.extend(f"{rel_root}/{f}" for f in plain if not _VERSIONED.match(f))
+    _check_partitions(hot, batch, store_dirs)
     return out
 
 

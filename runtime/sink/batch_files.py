@@ -6,13 +6,25 @@ counts the rows on the way with an Observation, so the driver holds neither the 
 pass over them. The folder is on the driver's local disk: with Spark in local mode the executors
 are threads of the driver's JVM and write there directly, and the checkpoint uploads the files, so
 the same path works for every store backend and a store outage never blocks a batch.
+
+`write_checked` is what the sinks call: the rows in the part files the driver can see must equal the
+rows Spark counted, or the batch is written again. With executors on other pods the folder is a
+shared volume, and a directory listing there (NFS) may miss a file another node just wrote; adopting
+what the listing shows would commit a batch with rows missing and no error (issue 42).
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("sparkpoint.sink")
+
+WRITE_TRIES = 3
 
 _observations = itertools.count()
 
@@ -39,3 +51,41 @@ def write_batch_files(df: Any, directory: Path, fmt: str) -> int:
     else:
         raise ValueError(f"unknown sink format {fmt!r}")
     return int(observation.get["rows"])
+
+
+class StagedOutputIncomplete(Exception):
+    """The part files of a batch hold other than the rows Spark counted, on every try."""
+
+
+def part_files(directory: Path) -> list[Path]:
+    """The part files Spark wrote into `directory`, in name order (its _SUCCESS and .crc left out)."""
+    return sorted(p for p in directory.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc"))
+
+
+def part_rows(path: Path, fmt: str) -> int:
+    """Rows in one part file: the Parquet footer's count, or the lines of a JSON lines file."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(path).num_rows)
+    data = path.read_bytes()
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def write_checked(write_files: Callable[[Any, Path, str], int], df: Any, directory: Path, fmt: str,
+                  tries: int = WRITE_TRIES) -> tuple[int, list[Path]]:
+    """`write_files` into `directory`, then check the parts' rows against Spark's count; on a mismatch
+    write the batch again (a foreachBatch DataFrame may be evaluated more than once) and after `tries`
+    raise StagedOutputIncomplete, which fails the batch: never stage a batch with rows missing.
+    Returns the rows and the checked part files (the caller adopts these, not a later listing)."""
+    for attempt in range(1, tries + 1):
+        rows = write_files(df, directory, fmt)
+        parts = part_files(directory) if directory.exists() else []
+        found = sum(part_rows(p, fmt) for p in parts)
+        if found == rows:
+            return rows, parts
+        log.warning("a batch's part files hold other than the rows Spark counted; writing it again",
+                    extra={"counted_rows": rows, "rows_in_parts": found, "try": attempt, "tries": tries})
+        shutil.rmtree(directory, ignore_errors=True)
+    raise StagedOutputIncomplete(f"the part files in {directory} held {found} rows, Spark counted {rows}, "
+                                 f"on each of {tries} tries; the batch is not staged")

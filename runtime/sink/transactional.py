@@ -46,7 +46,7 @@ from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, outputs_prefix
 
-from .batch_files import write_batch_files
+from .batch_files import write_batch_files, write_checked
 from .journal import SinkJournal
 from .keys import batch_dir_key, commit_key, commits_prefix, file_keys, sink_root
 from .lineage import continuation_id, head_checkpoint
@@ -112,14 +112,14 @@ class TransactionalSink:
         """Stage the batch's files locally (not visible to readers yet); returns the row count."""
         run, written = self.journal.new_run(batch_id)
         try:
-            rows = self.write_files(df, written, self.fmt)
+            rows, parts = write_checked(self.write_files, df, written, self.fmt)
             if not rows:
                 self.journal.drop(batch_id)  # a re-run that emits nothing must not publish the old run's rows
                 return 0
             # The files exist before the budget is checked (their size is known only now): at most
             # one batch beyond the budget sits on disk while it waits.
-            self._wait_for_budget(sum(p.stat().st_size for p in written.iterdir() if p.name.startswith("part-")))
-            self.journal.stage(batch_id, run, written, self.fmt, rows)
+            self._wait_for_budget(sum(p.stat().st_size for p in parts))
+            self.journal.stage(batch_id, run, written, self.fmt, rows, [p.name for p in parts])
             return rows
         finally:
             shutil.rmtree(written, ignore_errors=True)  # left only if staging did not adopt it

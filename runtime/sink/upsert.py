@@ -50,7 +50,7 @@ from sparkpoint.runtime.checkpoint.fence import FencedError, check_fence, read_f
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import StoreUnreachableError
 
-from .batch_files import write_batch_files
+from .batch_files import write_batch_files, write_checked
 from .compaction import CompactionSettings
 from .keys import FORMATS, sink_root
 from .reader import decode_file
@@ -96,11 +96,10 @@ class UpsertSink:
         run = uuid.uuid4().hex[:12]
         local = self.staging_dir / f"batch-{batch_id}-{run}"
         try:
-            rows = self.write_files(df, local, self.fmt)
+            rows, parts = write_checked(self.write_files, df, local, self.fmt)
             if not rows:
                 return 0
             root = f"{sink_root(self.job, self.path)}/upserts/batch-{batch_id:09d}-a{self.attempt:06d}"
-            parts = sorted(p for p in local.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc"))
             keys = [f"{root}-{run}/part-{i:05d}{FORMATS[self.fmt]}" for i in range(len(parts))]
             for part, key in zip(parts, keys, strict=True):  # streamed from disk: a batch may be gigabytes
                 self._until_stored(self.store.put_file, key, str(part))

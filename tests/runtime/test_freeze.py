@@ -218,3 +218,50 @@ def test_v2_without_a_snapshot_keeps_every_changelog_and_refuses_what_it_cannot_
     _write(hot3 / "state/0/0/3_strange.changelog", lz4_file(b"x"))
     with pytest.raises(FreezeError, match="unknown name tag"):
         freeze(hot3, tmp_path / "f3")
+
+
+# A listing that misses files (an NFS directory listing is not covered by close-to-open
+# consistency; a file lost or purged) must fail the freeze, not complete a checkpoint that cannot
+# restart (issue 42). The same checks guard local recovery.
+
+def test_freeze_refuses_a_store_without_the_committed_version(tmp_path):
+    hot = tmp_path / "hot"
+    make_hot_dir(hot, committed=5, planned=5, snapshots={2}, versions=6)
+    (hot / "state/0/0/6.changelog").unlink()  # version C+1 = 6 not seen
+    with pytest.raises(FreezeError, match=r"state/0/0: state version 6 .* versions 6 are not there"):
+        freeze(hot, tmp_path / "f")
+    assert not (tmp_path / "f").exists()
+    with pytest.raises(FreezeError, match="versions 6"):
+        check_restartable(hot)
+
+
+def test_freeze_refuses_a_gap_in_the_deltas_after_the_snapshot(tmp_path):
+    hot = tmp_path / "hot"
+    make_hot_dir(hot, committed=8, planned=8, snapshots={3}, versions=9)
+    (hot / "state/0/0/5.changelog").unlink()
+    (hot / "state/0/0/7.changelog").unlink()
+    with pytest.raises(FreezeError, match=r"after snapshot 3, and versions 5, 7 are not"):
+        freeze(hot, tmp_path / "f")
+    with pytest.raises(FreezeError, match="versions 5, 7"):
+        check_restartable(hot)
+    # Deltas before the snapshot a restart starts from are not needed: their loss is fine.
+    hot2 = tmp_path / "hot2"
+    make_hot_dir(hot2, committed=8, planned=8, snapshots={3}, versions=9)
+    (hot2 / "state/0/0/2.changelog").unlink()
+    assert freeze(hot2, tmp_path / "f2").batch_id == 8
+
+
+def test_freeze_refuses_a_partition_without_a_store(tmp_path):
+    hot = tmp_path / "hot"
+    make_hot_dir(hot, committed=4, planned=4, snapshots=set(), versions=5)
+    offsets = 'v1\n{"batchWatermarkMs":0,"conf":{"spark.sql.shuffle.partitions":"2"}}\n{"offset":1}'
+    for b in range(5):
+        _write(hot / "offsets" / str(b), offsets)
+    with pytest.raises(FreezeError, match=r"names 2 state partitions and partitions \[1\] have no state"):
+        freeze(hot, tmp_path / "f")
+    with pytest.raises(FreezeError, match="partitions \\[1\\]"):
+        check_restartable(hot)
+    for v in range(1, 6):  # partition 1's store appears: the set is whole
+        _write(hot / "state/0/1" / f"{v}.changelog", lz4_file(f"c{v}".encode()))
+    assert freeze(hot, tmp_path / "f").batch_id == 4
+    assert check_restartable(tmp_path / "f") == 4
