@@ -28,6 +28,9 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
     for item in items:
         for fixture in set(getattr(item, "fixturenames", ())) & FIXTURE_MARKS.keys():
             item.add_marker(FIXTURE_MARKS[fixture])
+    # `make test` builds helm in the background while the tests run (minutes, cold): the tests that
+    # need it go last, so the suite does not sit waiting for the build (a cold CI run waited 450 s).
+    items.sort(key=lambda item: "helm" in getattr(item, "fixturenames", ()))
 
 
 @pytest.fixture(scope="session")
