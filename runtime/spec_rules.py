@@ -15,6 +15,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
+# The prefix of the labels and annotations the operator owns on its objects (the API group's).
+API_LABEL_PREFIX = "sparkpoint.dev/"
 # Kubernetes names: DNS-1123 labels (what a pod/configmap name derived from the job must satisfy).
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Names of objects that only have to be DNS-1123 subdomains, such as a Secret (dots allowed).
