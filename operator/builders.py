@@ -10,7 +10,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec, RestoreFrom, pod_template_document
+from sparkpoint.runtime.config import (
+    API_GROUP,
+    API_VERSION,
+    KIND,
+    JobSpec,
+    RestoreFrom,
+    pod_template_document,
+)
 from sparkpoint.runtime.pod_template import merge_pod
 from sparkpoint.runtime.spec_rules import (
     DRIVER_MEMORY_ENV,

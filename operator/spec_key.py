@@ -19,15 +19,16 @@ from typing import Any
 from sparkpoint.runtime.config import JobSpec
 
 # Spec sections whose change needs no new pod (the operator alone reads them). upgradeMode says how
-# to upgrade, so changing it alone is no upgrade either.
-NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout", "upgradeMode")
+# to upgrade, so changing it alone is no upgrade either. restartNonce asks for a restart from the
+# latest checkpoint, which the operator decides on its own (machine.py), not an upgrade.
+NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout", "upgradeMode", "restartNonce")
 # Keys written before upgradeMode joined NOT_UPGRADES hashed it too.
 _LEGACY_HASHED = ("upgradeMode",)
 # Fields added while keys hashed the whole spec with its defaults (an older key lacks them), and the
 # ones merged beside this change (spark.eventLog, gc.deltaRetention): a key of 4c58921 lacks those;
-# job.sink.compaction (issue 27) is null unless set, and such keys lack it too.
+# job.sink.compaction (issue 27) and podTemplate (issue 40) are null unless set, and such keys lack them too.
 _ADDED_TO_FULL_KEYS: tuple[tuple[str, ...], ...] = (("spark", "ui"), ("spark", "eventLog"), ("gc", "deltaRetention"),
-                                                   ("job", "sink", "compaction"))
+                                                   ("job", "sink", "compaction"), ("podTemplate",))
 
 # Keys per live JobSpec object: a job's loop decides on the same parsed spec round after round
 # (reconcile parses it again only when it changes), and dumping it each time cost CPU at 1,000 jobs.

@@ -48,3 +48,37 @@ def test_a_change_that_needs_a_new_pod_changes_the_key_and_one_that_does_not_kee
     assert spec_key(parse_spec(EDITED | {"image": "reg/x:2"})) != spec_key(base)
     assert spec_key(parse_spec(EDITED | {"spark": {"shufflePartitions": 6}})) != spec_key(base)
     assert spec_key(parse_spec(EDITED | {"restart": {"maxRestarts": 3}, "upgradeMode": "savepoint"})) == spec_key(base)
+
+
+TEMPLATE = {"spec": {"tolerations": [{"key": "spark", "operator": "Exists"}]}}
+
+
+def test_a_changed_pod_template_is_an_upgrade() -> None:
+    base = parse_spec(EDITED)
+    with_template = parse_spec(EDITED | {"podTemplate": TEMPLATE})
+    assert spec_key(with_template) != spec_key(base)
+    other = {"spec": {"tolerations": [{"key": "spark", "operator": "Exists"}], "priorityClassName": "high"}}
+    assert spec_key(parse_spec(EDITED | {"podTemplate": other})) != spec_key(with_template)
+    executors = {"spark": {"master": "k8s", "executors": {"instances": 2}},
+                 "checkpoint": {"hotVolume": {"persistentVolumeClaim": {"claimName": "c"}}}}
+    assert spec_key(parse_spec(MINIMAL | executors)) != spec_key(parse_spec(MINIMAL | executors | {"spark": {
+        "master": "k8s", "executors": {"instances": 2, "podTemplate": TEMPLATE}}}))
+
+
+@pytest.mark.parametrize("empty", [{}, {"metadata": {}}, {"metadata": {"labels": {}, "annotations": {}}},
+                                   {"spec": {}}, {"spec": {"tolerations": [], "nodeSelector": {}, "volumes": []}}])
+def test_a_template_that_differs_only_in_defaults_changes_no_key(empty) -> None:
+    assert spec_key(parse_spec(EDITED | {"podTemplate": empty})) == spec_key(parse_spec(EDITED))
+    full = TEMPLATE | {"metadata": {"labels": {}}, "spec": {**TEMPLATE["spec"], "initContainers": []}}
+    assert spec_key(parse_spec(MINIMAL | {"podTemplate": full})) == spec_key(parse_spec(MINIMAL | {"podTemplate": TEMPLATE}))
+
+
+def test_earlier_keys_still_name_a_spec_without_a_template_or_nonce() -> None:
+    """podTemplate and restartNonce are null unless set: an earlier release's key is still this spec's."""
+    for _, doc, key in WRITTEN:
+        assert is_spec(key, parse_spec(doc | {"podTemplate": {}}))
+
+
+def test_a_restart_nonce_is_no_upgrade() -> None:
+    """It restarts the job from its latest checkpoint (machine.py), not with an upgrade's savepoint."""
+    assert spec_key(parse_spec(EDITED | {"restartNonce": 3})) == spec_key(parse_spec(EDITED))
