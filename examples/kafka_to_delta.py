@@ -24,7 +24,6 @@ from typing import Any
 
 from sparkpoint.examples.kafka_events import build as _aggregate
 
-
 _LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
                   "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
                   "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}

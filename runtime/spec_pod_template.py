@@ -90,11 +90,19 @@ def _in_each(template: dict[str, Any], names: tuple[str, ...], key: str) -> list
     return [item for c in _containers(template, names) for item in _items(c.get(key))]
 
 
+def _container_sets(field: str, names: tuple[str, ...]) -> Callable[[dict[str, Any]], bool]:
+    return lambda template: any(field in c for c in _containers(template, names))
+
+
+def _pod_sets(field: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda template: field in _map(template.get("spec"))
+
+
 def _container_rules(names: tuple[str, ...]) -> list[OwnedRule]:
     which = "/".join(names)
     ours = f"!has(self.spec) || !has(self.spec.containers) || self.spec.containers.all(c, !(c.name in {_list(names)}) || "
     rules = [OwnedRule(f"spec.containers[{which}].{name} is set by Sparkpoint: {why}", f"{ours}!has(c.{name}))",
-                       lambda t, n=name: any(n in c for c in _containers(t, names)), ".spec.containers")
+                       _container_sets(name, names), ".spec.containers")
              for name, why in OWNED_CONTAINER_FIELDS.items()]
     env_ok = f"!(e.name in {_list(OWNED_ENV)}) && !e.name.startsWith('{OWNED_ENV_PREFIX}')"
     rules.append(OwnedRule(
@@ -129,7 +137,7 @@ def _container_rules(names: tuple[str, ...]) -> list[OwnedRule]:
 def _pod_rules(names: tuple[str, ...]) -> list[OwnedRule]:
     spec = "!has(self.spec) || "
     rules = [OwnedRule(f"spec.{name} is set by Sparkpoint: {why}", f"{spec}!has(self.spec.{name})",
-                       lambda t, n=name: n in _map(t.get("spec")), f".spec.{name}")
+                       _pod_sets(name), f".spec.{name}")
              for name, why in OWNED_POD_FIELDS.items()]
     rules.append(OwnedRule(
         f"spec.volumes: the volume names {', '.join(OWNED_VOLUMES)} are Sparkpoint's",
@@ -202,7 +210,8 @@ def _template_model(names: tuple[str, ...]) -> type[SpecModel]:
         # A PodSpec; the CRD carries its upstream schema (operator/crd.py).
         spec: dict[str, Any] | None = None
 
-        model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [r.cel() for r in rules]})
+        model_config = ConfigDict(json_schema_extra={
+            "x-kubernetes-validations": [r.cel() for r in rules]})  # type: ignore[misc]
 
         @field_validator("spec", mode="before")
         @classmethod
