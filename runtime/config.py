@@ -46,6 +46,7 @@ from .spec_pod_template import (  # noqa: F401  (part of the spec model: importe
     pod_template_document,
 )
 from .spec_rules import (  # noqa: F401  (NAME_PATTERN, parse_duration, SpecModel: imported from here)
+    DEFAULT_IMAGE,
     IMAGE_PATTERN,
     JOB_NAME_MAX_LENGTH,
     JOB_NAME_PATTERN,
@@ -89,7 +90,7 @@ GC_SECRET_MESSAGE = "gc.secretRef needs an s3:// checkpoint.storage.url (its cre
 
 
 class JobSpec(SpecModel):
-    image: Annotated[str, StringConstraints(pattern=IMAGE_PATTERN, max_length=255)] = "sparkpoint:latest"
+    image: Annotated[str, StringConstraints(pattern=IMAGE_PATTERN, max_length=255)] = DEFAULT_IMAGE
     job: JobSection
     spark: SparkSection = Field(default_factory=SparkSection)
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
