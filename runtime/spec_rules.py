@@ -21,9 +21,16 @@ API_LABEL_PREFIX = "sparkpoint.dev/"
 # sparkpoint/operator:<version>, the version pyproject.toml's (through the installed package's
 # metadata), as `make image` tags them, the chart's appVersion names them and the examples use them.
 def project_version() -> str:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    return version("sparkpoint")
+    try:
+        return version("sparkpoint")
+    except PackageNotFoundError:  # a source tree on sys.path, not installed: its pyproject.toml
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        return str(tomllib.loads(pyproject.read_text())["project"]["version"])
 
 
 DEFAULT_IMAGE = f"sparkpoint/runtime:{project_version()}"
