@@ -76,9 +76,12 @@ def test_a_job_with_a_pod_template_runs_checkpoints_and_its_pod_shows_the_templa
     assert runtime.command[:2] == ["sparkpoint", "run"] and runtime.readiness_probe is not None
     statuses = {s.name: s for s in pod.status.container_statuses or []}
     assert statuses["idle-sidecar"].state.running is not None, statuses["idle-sidecar"].state
-    # The Secret's value is in no object the operator wrote.
+    # The Secret's value is in no object the operator wrote, nor in its log, Events or metrics.
     config_map = jobs.core.read_namespaced_config_map("templated-job", namespace)
     assert SECRET_VALUE not in json.dumps(config_map.data) and SECRET_VALUE not in json.dumps(jobs.get("templated"))
+    events = " ".join(e.message or "" for e in jobs.core.list_namespaced_event(namespace).items)
+    assert SECRET_VALUE not in events and SECRET_VALUE not in operator.log(tail=5000)
+    assert SECRET_VALUE not in (operator.get("/metrics") or "")
 
 
 @pytest.mark.parametrize(("template", "field"), [
