@@ -13,11 +13,12 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     StringConstraints,
+    field_validator,
     model_serializer,
     model_validator,
 )
 
-from .spec_pod_template import ExecutorPodTemplate
+from .spec_pod_template import ExecutorPodTemplate, pod_template_document
 from .spec_rules import (
     EXECUTOR_MIN_MEMORY,
     MEMORY_PATTERN,
@@ -71,6 +72,11 @@ class ExecutorsSpec(SpecModel):
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
         cel("!has(self.instances) || !has(self.dynamic)", INSTANCES_OR_DYNAMIC, ".dynamic")]})
+
+    @field_validator("pod_template")
+    @classmethod
+    def _empty_template_is_none(cls, template: Any) -> Any:
+        return template if pod_template_document(template) else None
 
     @model_validator(mode="after")
     def _instances_or_dynamic(self) -> ExecutorsSpec:

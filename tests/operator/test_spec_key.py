@@ -87,6 +87,8 @@ def test_a_changed_pod_template_is_an_upgrade() -> None:
                  "checkpoint": {"hotVolume": {"persistentVolumeClaim": {"claimName": "c"}}}}
     assert spec_key(parse_spec(MINIMAL | executors)) != spec_key(parse_spec(MINIMAL | executors | {"spark": {
         "master": "k8s", "executors": {"instances": 2, "podTemplate": TEMPLATE}}}))
+    assert spec_key(parse_spec(MINIMAL | executors)) == spec_key(parse_spec(MINIMAL | executors | {"spark": {
+        "master": "k8s", "executors": {"instances": 2, "podTemplate": {"spec": {"tolerations": []}}}}}))
 
 
 @pytest.mark.parametrize("empty", [{}, {"metadata": {}}, {"metadata": {"labels": {}, "annotations": {}}},
