@@ -224,6 +224,6 @@ e2e-full:
 monitor: venv
 	@$(PY) e2e/local/monitor.py
 
-# Run the operator against $$KUBECONFIG (after `kubectl apply -f crds/`), watching every namespace.
+# Run the operator against $$KUBECONFIG (after `kubectl apply --server-side -f crds/`), watching every namespace.
 operator: venv
 	$(VENV)/bin/sparkpoint-operator --all-namespaces

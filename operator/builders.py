@@ -10,7 +10,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, JobSpec, RestoreFrom
+from sparkpoint.runtime.config import (
+    API_GROUP,
+    API_VERSION,
+    KIND,
+    JobSpec,
+    RestoreFrom,
+    pod_template_document,
+)
+from sparkpoint.runtime.pod_template import merge_pod
 from sparkpoint.runtime.spec_rules import (
     DRIVER_MEMORY_ENV,
     SPARK_UI_PORT,
@@ -316,7 +324,9 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
         pod_spec["serviceAccountName"] = service_account
     else:  # the runtime and the GC talk to no Kubernetes API: no token in the pod
         pod_spec["automountServiceAccountToken"] = False
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
+    # spec.podTemplate: the user's additions, by the merge rules of docs/design.md §9
+    return merge_pod({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec},
+                     pod_template_document(spec.pod_template))
 
 
 def build_service(job: JobRef) -> dict[str, Any]:

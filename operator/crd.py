@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, NAME_RULES, JobSpec
 
+from .pod_template_schema import pod_spec_schema
 from .status_model import JobStatus
 
 PLURAL = "streamingjobs"
@@ -23,7 +24,7 @@ SHORT_NAMES = ["sj"]
 
 # Keywords of pydantic's JSON schema that a structural OpenAPI v3 schema keeps as they are.
 _KEPT = {"type", "pattern", "minimum", "maximum", "enum", "default", "description", "maxLength",
-         "minLength", "format", "x-kubernetes-validations", "x-kubernetes-preserve-unknown-fields",
+         "minLength", "maxItems", "maxProperties", "format", "x-kubernetes-validations", "x-kubernetes-preserve-unknown-fields",
          "x-kubernetes-list-type", "x-kubernetes-list-map-keys"}
 
 
@@ -83,10 +84,25 @@ def _default_sections(model: type[BaseModel], node: dict[str, Any]) -> None:
         _default_sections(kind, prop)
 
 
+# spec.podTemplate is described in full; the executors' own template (rarer) at its top level only,
+# which keeps the CRD well under the size an object may have (operator/pod_template_schema.py).
+_POD_TEMPLATES = {("podTemplate",): None, ("spark", "executors", "podTemplate"): 1}
+
+
+def _with_pod_spec_schemas(schema: dict[str, Any]) -> None:
+    """The pod templates' `spec` (an open mapping in the model) gets the upstream PodSpec schema."""
+    for path, described in _POD_TEMPLATES.items():
+        node = schema
+        for name in path:
+            node = node["properties"][name]
+        node["properties"]["spec"] = pod_spec_schema(described)
+
+
 def spec_schema() -> dict[str, Any]:
     raw = JobSpec.model_json_schema(by_alias=True)
     schema = to_structural(raw, raw.get("$defs", {}))
     _default_sections(JobSpec, schema)
+    _with_pod_spec_schemas(schema)
     return schema
 
 

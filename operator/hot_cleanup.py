@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sparkpoint.runtime.config import JobSpec
+from sparkpoint.runtime.config import JobSpec, pod_template_document
+from sparkpoint.runtime.pod_template import scheduling
 
 from .builders import (
     HOT_DIR,
@@ -43,7 +44,9 @@ def needs_cleanup(spec: JobSpec | None) -> bool:
 
 
 def build_cleanup_pod(job: JobRef, spec: JobSpec) -> dict[str, Any]:
-    """Runs once (restartPolicy Never), Pod Security restricted like the job's pods, no token."""
+    """Runs once (restartPolicy Never), Pod Security restricted like the job's pods, no token; where
+    the job's pods may run (spec.podTemplate's scheduling fields: its nodes may be tainted, or the
+    image in a registry that needs a pull secret)."""
     container = {
         "name": "cleanup",
         "image": spec.image,
@@ -56,7 +59,8 @@ def build_cleanup_pod(job: JobRef, spec: JobSpec) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(job, cleanup_pod_name(job), COMPONENT),
             "spec": {"restartPolicy": "Never", "containers": [container], "automountServiceAccountToken": False,
                      "securityContext": pod_security_context(),
-                     "volumes": [{"name": "hot", **hot_volume_source(spec)}, {"name": "tmp", "emptyDir": {}}]}}
+                     "volumes": [{"name": "hot", **hot_volume_source(spec)}, {"name": "tmp", "emptyDir": {}}],
+                     **scheduling(pod_template_document(spec.pod_template))}}
 
 
 def created_for(pod: dict[str, Any], uid: str) -> bool:

@@ -273,9 +273,27 @@ def _attempt_running(run: Step) -> None:
     if not is_spec(tr.stable_spec, run.spec):
         begin_upgrade(run, pod)
         return
+    if _restart_requested(run):
+        return
     _report_restore(run)
     report_rescale(run)
     _checkpoints(run, pod)
+
+
+def _restart_requested(run: Step) -> bool:
+    """spec.restartNonce changed since the attempt started: a new attempt from the latest checkpoint
+    (the runtime's own choice, as after any restart), no savepoint, no spec change, no restart budget
+    spent. The pod goes at once, as a lost pod's would: what it did since its last checkpoint is
+    replayed from the sources."""
+    nonce = run.spec.restart_nonce
+    if nonce == run.tr.restart_nonce:
+        return False
+    run.tr.restart_nonce = nonce
+    run.tr.next_attempt_at = run.now
+    run.set_phase("Recovering", "RestartRequested",
+                  f"spec.restartNonce changed to {nonce}: restarting from the latest checkpoint")
+    run.remove_pods()
+    return True
 
 
 def _note_store_wait(run: Step) -> None:

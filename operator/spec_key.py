@@ -19,15 +19,16 @@ from typing import Any
 from sparkpoint.runtime.config import JobSpec
 
 # Spec sections whose change needs no new pod (the operator alone reads them). upgradeMode says how
-# to upgrade, so changing it alone is no upgrade either.
-NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout", "upgradeMode")
+# to upgrade, so changing it alone is no upgrade either. restartNonce asks for a restart from the
+# latest checkpoint, which the operator decides on its own (machine.py), not an upgrade.
+NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout", "upgradeMode", "restartNonce")
 # Keys written before upgradeMode joined NOT_UPGRADES hashed it too.
 _LEGACY_HASHED = ("upgradeMode",)
 # Fields added while keys hashed the whole spec with its defaults (an older key lacks them), and the
 # ones merged beside this change (spark.eventLog, gc.deltaRetention): a key of 4c58921 lacks those;
-# job.sink.compaction (issue 27) is null unless set, and such keys lack it too.
+# job.sink.compaction (issue 27) and podTemplate (issue 40) are null unless set, and such keys lack them too.
 _ADDED_TO_FULL_KEYS: tuple[tuple[str, ...], ...] = (("spark", "ui"), ("spark", "eventLog"), ("gc", "deltaRetention"),
-                                                   ("job", "sink", "compaction"))
+                                                   ("job", "sink", "compaction"), ("podTemplate",))
 
 # Keys per live JobSpec object: a job's loop decides on the same parsed spec round after round
 # (reconcile parses it again only when it changes), and dumping it each time cost CPU at 1,000 jobs.
@@ -35,9 +36,17 @@ _keys: dict[int, tuple[weakref.ref, str]] = {}
 _legacy: dict[int, tuple[weakref.ref, frozenset[str]]] = {}
 
 
+# The CRD's default spec.image until issue 40: the API server wrote it into every CR created without
+# an image, and keys then left it out (it was the model's default too).
+_OLD_DEFAULT_IMAGE = "sparkpoint:latest"
+
+
 def spec_key(spec: JobSpec) -> str:
-    return _cached(_keys, spec, lambda: _hash(spec.model_dump(by_alias=True, mode="json", exclude_defaults=True),
-                                              NOT_UPGRADES))
+    """The image is always hashed: its default (sparkpoint/runtime:<version>) changes with each
+    release, and the API server has written it into the CR, so a job keeps its image, and its key,
+    across operator upgrades."""
+    return _cached(_keys, spec, lambda: _hash(
+        spec.model_dump(by_alias=True, mode="json", exclude_defaults=True) | {"image": spec.image}, NOT_UPGRADES))
 
 
 def is_spec(stored: str | None, spec: JobSpec) -> bool:
@@ -52,6 +61,10 @@ def _legacy_keys(spec: JobSpec) -> frozenset[str]:
     defaults = JobSpec.model_validate({"job": {"entrypoint": "m:f"}}).model_dump(by_alias=True, mode="json")
     added = [path for path in _ADDED_TO_FULL_KEYS if _get(full, path) == _get(defaults, path)]
     keys = set()
+    if spec.image == _OLD_DEFAULT_IMAGE:  # a key of the releases before issue 40, which left the default out
+        without = spec.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+        without.pop("image", None)
+        keys.add(_hash(without, NOT_UPGRADES))
     for n in range(len(added) + 1):
         for dropped in itertools.combinations(added, n):
             doc = json.loads(json.dumps(full))

@@ -175,6 +175,8 @@ class Tracking(StatusModel):
     checkpoint_reason: str | None = None
     history_storage: str | None = None
     gc_pins: list[str] | None = None
+    # spec.restartNonce the current attempt was started with (a change restarts the job)
+    restart_nonce: int | None = None
     # savepoints
     savepoint_nonce: int | None = None
     pending_savepoint: PendingSavepoint | None = None

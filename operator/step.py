@@ -127,6 +127,7 @@ class Step:
             # the user's restoreFrom: once removed, an older lineage point must not come back)
             self.tr.lineage = Lineage(point=Point.of(passed), over=self._spec_point(), storage=self.storage_url())
         self.tr.attempt_spec = spec_key(self.spec)
+        self.tr.restart_nonce = self.spec.restart_nonce
         self.tr.attempt_storage = self.storage_url()
         self.set_phase("Pending", "AttemptCreated", f"attempt {self.attempt}"
                        + (f" restoring from {self.tr.restore_from.document()}" if self.tr.restore_from else ""))

@@ -40,7 +40,13 @@ from .spec_executors import (  # noqa: F401  (part of the spec model: imported f
     ExecutorsSpec,
     HotVolume,
 )
+from .spec_pod_template import (  # noqa: F401  (part of the spec model: imported from here)
+    ExecutorPodTemplate,
+    PodTemplate,
+    pod_template_document,
+)
 from .spec_rules import (  # noqa: F401  (NAME_PATTERN, parse_duration, SpecModel: imported from here)
+    DEFAULT_IMAGE,
     IMAGE_PATTERN,
     JOB_NAME_MAX_LENGTH,
     JOB_NAME_PATTERN,
@@ -84,7 +90,7 @@ GC_SECRET_MESSAGE = "gc.secretRef needs an s3:// checkpoint.storage.url (its cre
 
 
 class JobSpec(SpecModel):
-    image: Annotated[str, StringConstraints(pattern=IMAGE_PATTERN, max_length=255)] = "sparkpoint:latest"
+    image: Annotated[str, StringConstraints(pattern=IMAGE_PATTERN, max_length=255)] = DEFAULT_IMAGE
     job: JobSection
     spark: SparkSection = Field(default_factory=SparkSection)
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
@@ -96,6 +102,12 @@ class JobSpec(SpecModel):
     state: Literal["running", "suspended"] = "running"
     restore_from: RestoreFrom | None = None
     gc: GcSection = Field(default_factory=GcSection)
+    # Merged into every pod of the job (docs/design.md §9, "Pod templates"); the executors' too
+    # unless spark.executors.podTemplate is set.
+    pod_template: PodTemplate | None = None  # type: ignore[valid-type]
+    # Changing it restarts the job from its latest checkpoint, with no other change (as in Flink's
+    # operator); the operator alone reads it.
+    restart_nonce: int | None = None
 
     # GC treats a pending marker older than pendingTimeout as abandoned and frees its objects, so a
     # checkpoint still within its timeout must never be that old. Go-style durations parse in CEL.
@@ -110,6 +122,11 @@ class JobSpec(SpecModel):
         "message": GC_SECRET_MESSAGE, "fieldPath": ".gc.secretRef"}, cel(
         "!has(self.spark) || !has(self.spark.executors) || (has(self.checkpoint) && has(self.checkpoint.hotVolume))",
         EXECUTORS_NEED_HOT_VOLUME, ".spark.executors"), *TRANSITION_RULES]})
+
+    @field_validator("pod_template")
+    @classmethod
+    def _empty_template_is_none(cls, template: Any) -> Any:
+        return template if pod_template_document(template) else None
 
     @model_validator(mode="after")
     def _pending_outlives_checkpoint(self) -> JobSpec:

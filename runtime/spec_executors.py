@@ -13,10 +13,12 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     StringConstraints,
+    field_validator,
     model_serializer,
     model_validator,
 )
 
+from .spec_pod_template import ExecutorPodTemplate, pod_template_document
 from .spec_rules import (
     EXECUTOR_MIN_MEMORY,
     MEMORY_PATTERN,
@@ -64,9 +66,17 @@ class ExecutorsSpec(SpecModel):
     cores: Annotated[int, Field(ge=1, le=64)] = 1
     memory: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN),
                       *quantity_at_least(EXECUTOR_MIN_MEMORY)] = "1Gi"
+    # The executors' pod template when it differs from spec.podTemplate (which executors get
+    # otherwise); its main container is `executor` (docs/design.md §9).
+    pod_template: ExecutorPodTemplate | None = None  # type: ignore[valid-type]
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
         cel("!has(self.instances) || !has(self.dynamic)", INSTANCES_OR_DYNAMIC, ".dynamic")]})
+
+    @field_validator("pod_template")
+    @classmethod
+    def _empty_template_is_none(cls, template: Any) -> Any:
+        return template if pod_template_document(template) else None
 
     @model_validator(mode="after")
     def _instances_or_dynamic(self) -> ExecutorsSpec:
@@ -82,7 +92,7 @@ class ExecutorsSpec(SpecModel):
         spec key hashes the dump, and a new null key would make every running executors job upgrade
         (a new pod) when the operator is upgraded. The CRD's schema is the validation schema: unchanged."""
         doc = handler(self)
-        for key in ("dynamic", "instances"):
+        for key in ("dynamic", "instances", "podTemplate"):
             if doc.get(key, 0) is None:
                 del doc[key]
         return doc

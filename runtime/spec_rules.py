@@ -15,6 +15,25 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
+# The prefix of the labels and annotations the operator owns on its objects (the API group's).
+API_LABEL_PREFIX = "sparkpoint.dev/"
+# The images' one name and tag scheme (issue 40): sparkpoint/runtime:<version> and
+# sparkpoint/operator:<version>, the version pyproject.toml's (through the installed package's
+# metadata), as `make image` tags them, the chart's appVersion names them and the examples use them.
+def project_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sparkpoint")
+    except PackageNotFoundError:  # a source tree on sys.path, not installed: its pyproject.toml
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+
+
+DEFAULT_IMAGE = f"sparkpoint/runtime:{project_version()}"
 # Kubernetes names: DNS-1123 labels (what a pod/configmap name derived from the job must satisfy).
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Names of objects that only have to be DNS-1123 subdomains, such as a Secret (dots allowed).
@@ -160,7 +179,7 @@ PATTERN_HINTS = {
     DURATION_PATTERN: "a duration of up to six digits and a unit: 500ms, 30s, 5m or 1h",
     CPU_PATTERN: "a CPU quantity such as 1, 0.5 or 500m",
     MEMORY_PATTERN: "a memory quantity such as 512Mi, 2Gi or 4G",
-    IMAGE_PATTERN: "an image reference such as sparkpoint:0.1.0 or ghcr.io/org/sparkpoint:1.0",
+    IMAGE_PATTERN: "an image reference such as sparkpoint/runtime:0.1.0 or ghcr.io/org/sparkpoint:1.0",
     MASTER_PATTERN: "local, local[N], local[*] or k8s",
     ENDPOINT_PATTERN: "http://host[:port] or https://host[:port]",
     SINK_PATH_PATTERN: "a relative path of segments like out/agg (no '.', '..' or empty segment)",

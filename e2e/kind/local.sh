@@ -116,7 +116,10 @@ load() {
 load sparkpoint/operator:dev docker.io/sparkpoint/operator:dev
 load sparkpoint/runtime:dev docker.io/sparkpoint/runtime:dev
 load sparkpoint/runtime:dev docker.io/library/sparkpoint:e2e
-load sparkpoint/runtime:dev docker.io/library/sparkpoint:0.1.0
+# The release names (sparkpoint/<image>:<pyproject version>: the chart's and the example's defaults).
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")
+load sparkpoint/runtime:dev "docker.io/sparkpoint/runtime:$version"
+load sparkpoint/operator:dev "docker.io/sparkpoint/operator:$version"
 [ -f "$state/loaded-pause" ] || { kind load image-archive --name "$cluster" "$cache/pause-$PAUSE_IMAGE_VERSION/pause.tar" >&2 \
   && touch "$state/loaded-pause"; }  # with sparkpoint/root-probe (e2e/test_real_node.py)
 echo "export KUBECONFIG=$state/kubeconfig"

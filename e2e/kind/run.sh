@@ -26,7 +26,7 @@ export KUBECONFIG=$kubeconfig
 docker build -t "$image" -f "$repo/Dockerfile" "$repo"
 kind load docker-image --name "$cluster" "$image"
 # Also under the name examples/streamingjob.yaml uses, so the example runs unchanged.
-example_image=sparkpoint:0.1.0
+example_image=sparkpoint/runtime:$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")
 docker tag "$image" "$example_image"
 kind load docker-image --name "$cluster" "$example_image"
 

@@ -14,6 +14,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -29,6 +30,15 @@ COMPONENTS = ["containerd", "kubelet", "kube-proxy"]
 # e2e suite's default image (kube_helpers.E2E_IMAGE, operator_jobs) and the image the example names
 # (examples/streamingjob.yaml, applied unchanged) are the runtime image.
 IMAGES = {"sparkpoint/operator:dev": [], "sparkpoint/runtime:dev": ["sparkpoint:e2e"]}
+
+
+def release_names(repo: Path) -> dict[str, list[str]]:
+    """`make image` also tags each image sparkpoint/<image>:<pyproject version>, the name the chart's
+    appVersion and the examples use: containerd gets it too, so `helm install` and the example need
+    no name of their own."""
+    version = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["version"]
+    return {"sparkpoint/operator:dev": [f"sparkpoint/operator:{version}"],
+            "sparkpoint/runtime:dev": [f"sparkpoint/runtime:{version}"]}
 
 
 def runtime_aliases(repo: Path) -> list[str]:
@@ -173,6 +183,7 @@ def import_images(layout: c.Layout, paths: nc.NodePaths) -> None:
         marker.write_text(pause_image)
     for name in IMAGES:
         aliases = runtime_aliases(layout.repo) if name == "sparkpoint/runtime:dev" else IMAGES[name]
+        aliases = [*aliases, *(a for a in release_names(layout.repo)[name] if a not in aliases)]
         found = subprocess.run(["buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}",
                                 f"localhost/{name}"], capture_output=True, text=True)
         if found.returncode != 0:

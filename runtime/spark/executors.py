@@ -16,14 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.config import API_GROUP, ExecutorsSpec, HotVolume, JobSpec
+from sparkpoint.runtime.config import API_GROUP, ExecutorsSpec, HotVolume, JobSpec, pod_template_document
+from sparkpoint.runtime.pod_template import executor_template, merge_pod
+from sparkpoint.runtime.spec_pod_template import EXECUTOR_CONTAINERS
 from sparkpoint.runtime.spec_rules import parse_duration, parse_quantity
 
 # Fixed, so the driver pod can declare them and a NetworkPolicy can open them to its executors
 # (Spark's own defaults would be random ports). Executors connect to the driver's pod IP.
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
-EXECUTOR_CONTAINER = "executor"
+EXECUTOR_CONTAINER = EXECUTOR_CONTAINERS[0]
 # The runtime image's uid (operator/builders.py RUN_AS_USER): executors pass Pod Security
 # `restricted` like the driver.
 RUN_AS_USER = 185
@@ -159,6 +161,13 @@ def executor_pod_template(driver: DriverPod, hot_volume: HotVolume) -> dict[str,
     }
 
 
+def user_executor_template(spec: JobSpec) -> dict[str, Any] | None:
+    """spark.executors.podTemplate, else what executors take of spec.podTemplate (pod_template.py)."""
+    executors = spec.spark.executors
+    return executor_template(pod_template_document(spec.pod_template),
+                             pod_template_document(executors.pod_template if executors else None))
+
+
 def prepare_driver(spec: JobSpec, namespace: str, job: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
     """Write the executors' pod template into the work dir and return the driver's Spark settings."""
     driver = driver_from_env(env, namespace, job)
@@ -167,5 +176,6 @@ def prepare_driver(spec: JobSpec, namespace: str, job: str, work_dir: Path, env:
         raise ValueError("spark.executors needs checkpoint.hotVolume")
     work_dir.mkdir(parents=True, exist_ok=True)
     path = work_dir / TEMPLATE_FILE
-    path.write_text(json.dumps(executor_pod_template(driver, hot_volume), indent=2))  # JSON is YAML
+    template = merge_pod(executor_pod_template(driver, hot_volume), user_executor_template(spec), EXECUTOR_CONTAINERS)
+    path.write_text(json.dumps(template, indent=2))  # JSON is YAML
     return driver_conf(spec, driver, str(path))

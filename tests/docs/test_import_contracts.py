@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FACADES = {"operator-facades": {"config", "spec_rules", "spec_executors", "store", "checkpoint"},
+FACADES = {"operator-facades": {"config", "spec_rules", "spec_executors", "store", "checkpoint", "pod_template"},
            "plugin-spec-model": {"config", "spec_rules", "spec_executors"}}
 
 

@@ -271,3 +271,69 @@ def test_dynamic_allocation_without_max_and_a_valid_one_agree() -> None:
     assert not schema_accepts(spec) and model_verdict(spec)[1].startswith("spec.spark.executors.dynamic.max")
     spec["spark"]["executors"] = {"dynamic": {"min": 0, "max": 3, "idleTimeout": "30s"}, "cores": 2}
     assert schema_accepts(spec) and model_verdict(spec) == (True, "")
+
+
+# --- spec.podTemplate (docs/design.md §9, "Pod templates") ---------------------------------------
+TEMPLATE = {"metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+            "spec": {"containers": [{"name": "runtime", "env": [
+                {"name": "KAFKA_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "kafka", "key": "password"}}}],
+                "resources": {"limits": {"ephemeral-storage": "1Gi", "nvidia.com/gpu": 1}}},
+                {"name": "proxy", "image": "envoy:1", "ports": [{"containerPort": 9901}]}],
+                "tolerations": [{"key": "spark", "operator": "Exists", "effect": "NoSchedule"}],
+                "nodeSelector": {"pool": "spark"}, "priorityClassName": "high",
+                "volumes": [{"name": "certs", "secret": {"secretName": "certs"}}]}}
+
+
+def test_a_pod_template_passes_both() -> None:
+    spec = valid_with(("podTemplate",), copy.deepcopy(TEMPLATE))
+    assert schema_accepts(spec) and model_verdict(spec) == (True, "")
+
+
+def test_the_pod_templates_carry_the_upstream_pod_spec_schema() -> None:
+    """So `kubectl explain streamingjob.spec.podTemplate.spec` and editors know every field."""
+    template = crd.spec_schema()["properties"]["podTemplate"]["properties"]
+    pod = template["spec"]["properties"]
+    assert {"tolerations", "nodeSelector", "affinity", "topologySpreadConstraints", "priorityClassName",
+            "imagePullSecrets", "initContainers", "volumes", "securityContext"} <= set(pod)
+    container = pod["containers"]["items"]
+    assert container["required"] == ["name"] and "description" in container["properties"]["env"]
+    assert container["properties"]["resources"]["properties"]["limits"]["additionalProperties"] == {
+        "x-kubernetes-int-or-string": True}  # a quantity may be written as a number, as upstream
+    assert "required" not in template["spec"]  # a template may leave containers out
+    assert set(template["metadata"]["properties"]) == {"labels", "annotations"}
+    executors = crd.spec_schema()["properties"]["spark"]["properties"]["executors"]["properties"]["podTemplate"]
+    assert set(executors["properties"]["spec"]["properties"]) == set(pod)
+
+
+def test_a_template_field_the_pod_spec_lacks_is_refused_by_both() -> None:
+    spec = valid_with(("podTemplate",), {"spec": {"tolerations": [{"key": "k", "colour": "red"}]}})
+    assert not schema_accepts(spec)
+    spec = valid_with(("podTemplate",), {"metadata": {"name": "mine"}})
+    assert not schema_accepts(spec) and not model_verdict(spec)[0]
+
+
+@pytest.mark.parametrize(("template", "rule"), [
+    ({"spec": {"containers": [{"name": "runtime", "command": ["sh"]}]}},
+     "spec.podTemplate: spec.containers[runtime/gc].command is set by Sparkpoint"),
+    ({"spec": {"containers": [{"name": "gc", "env": [{"name": "SPARKPOINT_JOB", "value": "x"}]}]}},
+     "spec.podTemplate: spec.containers[runtime/gc].env"),
+    ({"spec": {"containers": [{"name": "runtime", "resources": {"requests": {"cpu": "4"}}}]}},
+     "spec.podTemplate: spec.containers[runtime/gc].resources"),
+    ({"spec": {"volumes": [{"name": "hot", "emptyDir": {}}]}}, "spec.podTemplate: spec.volumes"),
+    ({"spec": {"restartPolicy": "Always"}}, "spec.podTemplate: spec.restartPolicy is set by Sparkpoint"),
+    ({"metadata": {"labels": {"sparkpoint.dev/job": "other"}}}, "spec.podTemplate: metadata.labels"),
+])
+def test_pod_template_conflicts_are_cel_rules_worded_as_the_model_words_them(template, rule) -> None:
+    spec = valid_with(("podTemplate",), template)
+    ok, message = model_verdict(spec)
+    assert not ok and message.startswith(rule), message
+    assert any(r.startswith(rule) for r in CEL_RULES), rule
+    assert schema_accepts(spec)  # only the API server's CEL rule refuses it (checked in e2e/)
+
+
+def test_every_owned_field_refusal_is_a_cel_rule_of_both_templates() -> None:
+    from sparkpoint.runtime.spec_pod_template import EXECUTOR_CONTAINERS, JOB_CONTAINERS, owned_rules
+
+    for path, names in (("spec.podTemplate", JOB_CONTAINERS), ("spec.spark.executors.podTemplate",
+                                                                EXECUTOR_CONTAINERS)):
+        assert {f"{path}: {r.message}" for r in owned_rules(names)} <= set(CEL_RULES), path

@@ -193,6 +193,14 @@ ROWS = [
     ("Upgrading, pod gone, its savepoint not listed yet -> wait for the listing",
      {"phase": "Upgrading", "attempt": 1, "tracking": {"restoreTarget": "upgrade-3", "drain": {"at": T0 - 5}}},
      [], {"store_savepoints": []}, "Upgrading", [], []),
+    ("restartNonce changed -> Recovering at once, the pod deleted, no savepoint", running(restartNonce=1),
+     [pod()], {"runtime": RUNTIME, "spec": make_spec(restartNonce=2), "generation": 2}, "Recovering",
+     ["delete:job-1"], ["RestartRequested"]),
+    ("restartNonce set on a running job that had none -> restart", running(), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(restartNonce=1), "generation": 2}, "Recovering",
+     ["delete:job-1"], ["RestartRequested"]),
+    ("restartNonce unchanged -> nothing", running(restartNonce=2, lastTriggerAt=T0 - 3), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(restartNonce=2)}, "Running", [], []),
     ("a pod newer than status (status write lost) is adopted, not duplicated",
      {"phase": "Recovering", "attempt": 1, "tracking": {}}, [pod(2, ready=False)], {}, "Pending", [], []),
 ]
@@ -427,3 +435,23 @@ def test_an_attempt_waiting_for_its_store_is_reported_once():
     assert [a.reason for a in d.of(Emit)] == ["WaitingForStore"]
     again = decide(observe(d.status, [pod(attempt=2, ready=False)], runtime=waiting, now=T0 + 2))
     assert not again.of(Emit)
+
+
+def test_a_restart_nonce_restarts_from_the_latest_checkpoint_with_no_budget_spent():
+    spec = make_spec(restartNonce=5)
+    d, _, _ = outcome(observe(running(restartNonce=4), [pod()], runtime=RUNTIME, spec=spec, generation=2))
+    assert d.status["restarts"] == 0 and d.status["tracking"]["restartNonce"] == 5
+    d, actions, _ = outcome(observe(d.status, [], spec=spec, generation=2))
+    create = next(a for a in d.actions if isinstance(a, CreateAttempt))
+    assert actions == ["create:2"] and create.restore_from is None  # the runtime takes the latest checkpoint
+    assert d.status["tracking"]["restartNonce"] == 5
+
+
+def test_a_new_job_with_a_restart_nonce_starts_once():
+    spec = make_spec(restartNonce=3)
+    d, actions, _ = outcome(observe({}, [], spec=spec))
+    assert actions == ["create:1"] and d.status["tracking"]["restartNonce"] == 3
+    status = d.status | {"phase": "Running", "tracking": d.status["tracking"] | {
+        "podSeen": True, "podReady": True, "stableSpec": spec_key(spec), "runningSince": T0, "lastTriggerAt": T0}}
+    d, actions, events = outcome(observe(status, [pod()], runtime=RUNTIME, spec=spec))
+    assert "RestartRequested" not in events and d.status["phase"] == "Running"

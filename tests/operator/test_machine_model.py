@@ -112,6 +112,7 @@ class MachineModel(RuleBasedStateMachine):
         self.world.check_create, self.world.check_decision = check_create, check_decision
         self.nonce = 0
         self.nonce_step = -1
+        self.restart_nonce = 0
         STEPS["examples"] += 1
 
     def pod(self, i: int):  # type: ignore[no-untyped-def]
@@ -250,6 +251,11 @@ class MachineModel(RuleBasedStateMachine):
         self.nonce_step = self.world.step
         self.world.edit(lambda d: d.setdefault("savepoint", {}).update(triggerNonce=self.nonce))
 
+    @rule()
+    def restart_nonce_changes(self) -> None:
+        self.restart_nonce += 1
+        self.world.edit(lambda d: d.update(restartNonce=self.restart_nonce))
+
     @rule(kind=st.sampled_from(["none", "checkpoint", "savepoint", "missing", "fresh"]), i=st.integers(0, 9))
     def edit_restore_from(self, kind: str, i: int) -> None:
         store = self.world.stores[self.world.spec.checkpoint.storage.url]
@@ -386,6 +392,9 @@ class MachineModel(RuleBasedStateMachine):
             return f"phase {phase} without a ready pod"
         if spec_key(pod.spec) != spec_key(spec) and w.rollback_step <= w.upgrade_edit_step:
             return f"attempt {pod.attempt} runs a spec older than generation {w.generation}, no reason"
+        if pod.spec.restart_nonce != spec.restart_nonce and spec.restart_nonce is not None:
+            return (f"attempt {pod.attempt} was started before restartNonce {spec.restart_nonce}: "
+                    "the job was not restarted")
         if self.nonce and self.nonce_step >= 0:
             taken = any(s["name"] == f"nonce-{self.nonce}" for s in
                         (sp for store in w.stores.values() for sp in store.savepoints))
@@ -454,3 +463,18 @@ def test_machine_model() -> None:
     finally:
         if total:
             print(f"\nmachine model: {STEPS['steps']} steps in {STEPS['examples']} runs")
+
+
+@pytest.mark.parametrize("before", [[], ["savepoint_nonce"], ["runtime_crashes"]])
+def test_the_model_restarts_on_a_restart_nonce(before: list[str]) -> None:
+    """The rule the random runs draw, on a running job: the quiet world's liveness check (every
+    running attempt started with the current restartNonce) holds only if the operator restarted it."""
+    model = MachineModel()
+    model.world.step = 1
+    model.world_progresses(n=5)
+    for name in before:
+        getattr(model, name)(**({"i": 0, "code": 1} if name == "runtime_crashes" else {}))
+    model.restart_nonce_changes()
+    model.world_invariants()
+    model.world_goes_quiet()
+    assert model.world.current().spec.restart_nonce == 1

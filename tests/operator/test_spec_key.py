@@ -20,9 +20,33 @@ WRITTEN = [("c2bfa5a^", MINIMAL, "1e0d3d1db4a5131d"), ("c2bfa5a^", EDITED, "2c16
            ("4c58921", MINIMAL, "94819ddd5fc770a7"), ("4c58921", EDITED, "c92a266c7d04252c")]
 
 
+# What the API server stored: those releases' CRD defaulted spec.image to sparkpoint:latest.
+OLD_DEFAULT = {"image": "sparkpoint:latest"}
+
+
 @pytest.mark.parametrize("release, doc, key", WRITTEN, ids=[f"{r}-{i}" for i, (r, _, _) in enumerate(WRITTEN)])
 def test_a_key_an_earlier_release_wrote_names_the_same_spec(release: str, doc: dict, key: str) -> None:
-    assert is_spec(key, parse_spec(doc))
+    assert is_spec(key, parse_spec(OLD_DEFAULT | doc))
+
+
+def test_a_key_written_before_the_image_default_changed_still_names_the_job() -> None:
+    """Issue 40 changed the default image to sparkpoint/runtime:<version>; a job created earlier holds
+    sparkpoint:latest (the old CRD's default, stored by the API server), which its key left out."""
+    old_key = "0948b8e147775f28"  # spec_key of MINIMAL before issue 40 (the image at its default, left out)
+    assert is_spec(old_key, parse_spec(OLD_DEFAULT | MINIMAL))
+    assert not is_spec(old_key, parse_spec({"image": "sparkpoint/runtime:0.0.9"} | MINIMAL))
+
+
+def test_the_key_holds_the_image_even_at_its_default() -> None:
+    """The default image changes with each release: a job whose CR holds the old release's image
+    (the API server wrote the default in) keeps its key under the new operator."""
+    from sparkpoint.runtime.config import DEFAULT_IMAGE
+
+    at_default = parse_spec(MINIMAL)
+    assert at_default.image == DEFAULT_IMAGE
+    older = parse_spec({"image": "sparkpoint/runtime:0.0.9"} | MINIMAL)
+    assert spec_key(at_default) != spec_key(older)
+    assert spec_key(parse_spec({"image": DEFAULT_IMAGE} | MINIMAL)) == spec_key(at_default)
 
 
 def test_an_earlier_key_does_not_name_another_spec() -> None:
@@ -48,3 +72,39 @@ def test_a_change_that_needs_a_new_pod_changes_the_key_and_one_that_does_not_kee
     assert spec_key(parse_spec(EDITED | {"image": "reg/x:2"})) != spec_key(base)
     assert spec_key(parse_spec(EDITED | {"spark": {"shufflePartitions": 6}})) != spec_key(base)
     assert spec_key(parse_spec(EDITED | {"restart": {"maxRestarts": 3}, "upgradeMode": "savepoint"})) == spec_key(base)
+
+
+TEMPLATE = {"spec": {"tolerations": [{"key": "spark", "operator": "Exists"}]}}
+
+
+def test_a_changed_pod_template_is_an_upgrade() -> None:
+    base = parse_spec(EDITED)
+    with_template = parse_spec(EDITED | {"podTemplate": TEMPLATE})
+    assert spec_key(with_template) != spec_key(base)
+    other = {"spec": {"tolerations": [{"key": "spark", "operator": "Exists"}], "priorityClassName": "high"}}
+    assert spec_key(parse_spec(EDITED | {"podTemplate": other})) != spec_key(with_template)
+    executors = {"spark": {"master": "k8s", "executors": {"instances": 2}},
+                 "checkpoint": {"hotVolume": {"persistentVolumeClaim": {"claimName": "c"}}}}
+    assert spec_key(parse_spec(MINIMAL | executors)) != spec_key(parse_spec(MINIMAL | executors | {"spark": {
+        "master": "k8s", "executors": {"instances": 2, "podTemplate": TEMPLATE}}}))
+    assert spec_key(parse_spec(MINIMAL | executors)) == spec_key(parse_spec(MINIMAL | executors | {"spark": {
+        "master": "k8s", "executors": {"instances": 2, "podTemplate": {"spec": {"tolerations": []}}}}}))
+
+
+@pytest.mark.parametrize("empty", [{}, {"metadata": {}}, {"metadata": {"labels": {}, "annotations": {}}},
+                                   {"spec": {}}, {"spec": {"tolerations": [], "nodeSelector": {}, "volumes": []}}])
+def test_a_template_that_differs_only_in_defaults_changes_no_key(empty) -> None:
+    assert spec_key(parse_spec(EDITED | {"podTemplate": empty})) == spec_key(parse_spec(EDITED))
+    full = TEMPLATE | {"metadata": {"labels": {}}, "spec": {**TEMPLATE["spec"], "initContainers": []}}
+    assert spec_key(parse_spec(MINIMAL | {"podTemplate": full})) == spec_key(parse_spec(MINIMAL | {"podTemplate": TEMPLATE}))
+
+
+def test_earlier_keys_still_name_a_spec_without_a_template_or_nonce() -> None:
+    """podTemplate and restartNonce are null unless set: an earlier release's key is still this spec's."""
+    for _, doc, key in WRITTEN:
+        assert is_spec(key, parse_spec(OLD_DEFAULT | doc | {"podTemplate": {}}))
+
+
+def test_a_restart_nonce_is_no_upgrade() -> None:
+    """It restarts the job from its latest checkpoint (machine.py), not with an upgrade's savepoint."""
+    assert spec_key(parse_spec(EDITED | {"restartNonce": 3})) == spec_key(parse_spec(EDITED))
