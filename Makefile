@@ -26,11 +26,13 @@ help:
 	@echo "make image   build sparkpoint/operator:dev and sparkpoint/runtime:dev with buildah (make test-image tests them)"
 
 # --- setup ---------------------------------------------------------------------------------------
-$(VENV)/.installed: pyproject.toml setup.py
+# pyproject.toml gives compatible ranges (library metadata); the venv gets the images' exact versions
+# (image/constraints.txt), so tests run what the images run.
+$(VENV)/.installed: pyproject.toml setup.py image/constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c image/constraints.txt -e '.[dev]'
 	@# The checkout root on the venv's path: the test and benchmark harness (harness/) imports from
 	@# scripts run by path too (bench/*.py, e2e/chaos.py). The wheel does not ship it.
 	$(PY) -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "sparkpoint-checkout.pth").write_text(sys.argv[1] + "\n")' "$(CURDIR)"
