@@ -11,7 +11,7 @@ export SPARKPOINT_CACHE := $(CACHE)
 # $(MAKE) even under `make -n`, so a dry run of `test` would run the whole test suite.
 SUBMAKE = $(MAKE) --no-print-directory
 
-.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers bench-rescale bench-executors soak cluster-up cluster-down e2e e2e-full e2e-kind e2e-kind-down chaos monitor operator clean image test-image
+.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers bench-rescale bench-executors soak cluster-up cluster-down e2e e2e-full e2e-kind e2e-kind-down chaos monitor operator clean image test-image release
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -24,13 +24,16 @@ help:
 	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster (a real node: kubelet + containerd) and the e2e suite; NODE=agent: the node agent; KAFKA=1: a Kafka broker too"
 	@echo "make e2e-kind / e2e-kind-down   the same suite on kind with podman (e2e/kind/README.md)"
 	@echo "make image   build sparkpoint/operator:dev and sparkpoint/runtime:dev with buildah (make test-image tests them)"
+	@echo "make release   wheel, sdist, the packaged chart, the CRDs in one file and checksums into dist/ (IMAGES=1: image archives too)"
 
 # --- setup ---------------------------------------------------------------------------------------
-$(VENV)/.installed: pyproject.toml setup.py
+# pyproject.toml gives compatible ranges (library metadata); the venv gets the images' exact versions
+# (image/constraints.txt), so tests run what the images run.
+$(VENV)/.installed: pyproject.toml setup.py image/constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c image/constraints.txt -e '.[dev]'
 	@# The checkout root on the venv's path: the test and benchmark harness (harness/) imports from
 	@# scripts run by path too (bench/*.py, e2e/chaos.py). The wheel does not ship it.
 	$(PY) -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "sparkpoint-checkout.pth").write_text(sys.argv[1] + "\n")' "$(CURDIR)"
@@ -117,6 +120,11 @@ image:
 
 test-image: venv minio java image
 	SPARKPOINT_REQUIRE_IMAGES=1 $(PY) -m pytest -q tests/image
+
+# Everything a release publishes, into dist/ (scripts/release.sh says what and how each is pushed):
+# one version, pyproject.toml's. IMAGES=1 adds the two images as OCI archives (after `make image`).
+release: venv
+	@scripts/release.sh $(PY) "$$(scripts/ensure-helm.sh)" $(CURDIR)/dist
 
 # --- user-facing ---------------------------------------------------------------------------------
 demo: venv java

@@ -91,7 +91,7 @@ def test_checkpoint_alert_fires_when_the_store_stops_and_resolves(prometheus_bin
             assert up.returncode == 0, up.stderr[-2000:]
         assert firing[0]["labels"] == {"alertname": ALERT, "severity": "critical", "namespace": namespace,
                                        "sparkpoint_job": "clicks"}
-        assert firing[0]["annotations"]["runbook_url"] == "docs/alerts.md#sparkpointcheckpointstale"
+        assert firing[0]["annotations"]["runbook_url"] == "https://github.com/sparkpoint/sparkpoint/blob/main/docs/alerts.md#sparkpointcheckpointstale"
         back = time.monotonic()
         wait_for(f"{ALERT} resolved", lambda: prom.alerts(ALERT) == [], timeout=240, interval=2)
         print(f"\n{ALERT}: firing {fired_after:.0f} s after MinIO stopped, resolved "

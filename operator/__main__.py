@@ -19,6 +19,7 @@ import sys
 
 import kopf
 
+from sparkpoint import version
 from sparkpoint.runtime.config import parse_duration
 from sparkpoint.runtime.spec_rules import ui_path_prefix
 
@@ -48,7 +49,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "the chart's uiIngress passes it)")
     p.add_argument("--priority", type=int, default=None, help="peering priority (default: random)")
     p.add_argument("--standalone", action="store_true", help="no peering (a single replica)")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="print the version and exit")
     args = p.parse_args(argv)
     if not args.namespace and not args.all_namespaces:
         p.error("give --namespace NS (repeatable) or --all-namespaces")

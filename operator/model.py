@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkpoint.runtime.config import JobSpec, RestoreFrom
 
+from .failure_causes import KnownCause
 from .status_model import CheckpointRecord, JobStatus, parse_status
 
 RESTORE_FAILED_EXIT = 3  # the runtime's exit code when no restore point could be restored
@@ -51,6 +52,8 @@ class PodObs:
     failed_points: tuple[str, ...] | None = None
     # Exit 4: what the runtime could not repartition, from its termination message; None when unsaid.
     rescale_failure: RescaleFailure | None = None
+    # Exit 1 with a cause the operator knows (operator/failure_causes.py): reason and message, or None.
+    known_cause: KnownCause | None = None
 
     @property
     def can_drain(self) -> bool:

@@ -9,6 +9,7 @@ from sparkpoint.runtime.config import API_GROUP
 from sparkpoint.runtime.store import Manifest
 
 from .checkpoints import parse_time
+from .failure_causes import cause_of
 from .model import RESCALE_FAILED_EXIT, RESTORE_FAILED_EXIT, CheckpointFact, PodObs, RescaleFailure
 
 RUNTIME_CONTAINER = "runtime"
@@ -89,6 +90,7 @@ def pod_observation(pod: dict[str, Any]) -> PodObs:
         deleting_since=parse_time(meta.get("deletionTimestamp")),
         failed_points=failed_points(terminated, last.get("terminated")),
         rescale_failure=rescale_failure(terminated, last.get("terminated")),
+        known_cause=cause_of(terminated, last.get("terminated")),
     )
 
 

@@ -25,8 +25,13 @@ def pod_lost(run: Step, pod: PodObs) -> bool:
         # (restart.policy Never: the kubelet does not restart the runtime, and the GC sidecar keeps
         # the pod Running, so the runtime's own exit is the failure.)
         code = pod.exit_code if pod.exit_code is not None else pod.last_exit_code
-        reason = pod.reason or "PodFailed"
-        run.fail(reason, f"pod {pod.name} failed" + (f" (exit {code})" if code is not None else ""))
+        what = f"pod {pod.name} failed" + (f" (exit {code})" if code is not None else "")
+        if pod.known_cause is not None:
+            run.fail(pod.known_cause.reason, f"{what}: {pod.known_cause.message}")  # (Recovering: its Event)
+            if run.st.phase == "Failed":  # (whose Event names the restart limit, not the cause)
+                run.d.emit("Warning", pod.known_cause.reason, f"{what}: {pod.known_cause.message}")
+        else:
+            run.fail(pod.reason or "PodFailed", what)
     else:
         return False
     return True
@@ -88,6 +93,11 @@ def restarts_unseen(run: Step, pod: PodObs) -> int:
         run.d.emit("Warning", OOM_KILLED, oom)
         return delta
     run.st.local_recoveries += delta
+    if pod.known_cause is not None:  # a cause a restart in place will not cure: say what to do
+        message = f"runtime container of {pod.name} restarted in place{code}: {pod.known_cause.message}"
+        run.st.last_failure = Failure(reason=pod.known_cause.reason, at=cp.iso(run.now), message=message)
+        run.d.emit("Warning", pod.known_cause.reason, message)
+        return delta
     run.st.last_failure = Failure(reason="ContainerRestarted", at=cp.iso(run.now),
                                   message=f"runtime container of {pod.name} restarted in place{code}")
     run.d.emit("Warning", "LocalRecovery", f"runtime container of {pod.name} restarted in place{code}; "

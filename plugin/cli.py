@@ -1,12 +1,13 @@
-"""kubectl sparkpoint list | status JOB | checkpoints JOB | executors JOB | savepoint JOB | restore JOB
---from ID | rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB | ui JOB
-[--port N] | history JOB [--port N | --list] [--server-namespace NS], with kubectl's -n/--namespace, --context
-and -o json|yaml|wide."""
+"""kubectl sparkpoint list | status JOB | checkpoints JOB | executors JOB | events [JOB] | savepoint JOB |
+restore JOB --from ID | rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB | ui JOB
+[--port N] | history JOB [--port N | --list] [--server-namespace NS], with kubectl's --kubeconfig, --context,
+-n/--namespace and -A, and -o name|json|yaml|wide on the commands that read. JOB is NAME or NAMESPACE/NAME."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import urllib.request
 from datetime import UTC, datetime
@@ -15,63 +16,102 @@ from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 from tqdm import tqdm
 
+from sparkpoint import version
+from sparkpoint.runtime.config import parse_duration
+
+from . import events as ev
 from . import executors as ex
 from . import format as fmt
 from . import history, ui
 from .kube import Kube
 
 SAVEPOINT_STEPS = {"Pending": 1, "InProgress": 2, "Completed": 3, "Failed": 3}
+# The commands that print objects take -o; those that change something or stream do not.
+READ_COMMANDS = ("list", "status", "checkpoints", "executors", "events", "history", "savepoint")
+OUTPUTS = ("name", *fmt.OUTPUTS)
+JOB_HELP = "the StreamingJob: NAME, or NAMESPACE/NAME"
 
 
-def _common(default) -> argparse.ArgumentParser:
+def duration(text: str) -> float:
+    """Seconds, as a plain number or a duration like kubectl's: 30s, 5m, 1h."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _connection(default) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--kubeconfig", default=default, metavar="FILE",
+                        help="the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+    common.add_argument("--context", default=default, help="the kubeconfig context to use")
     common.add_argument("-n", "--namespace", default=default,
                         help="the namespace (default: the context's, else default)")
-    common.add_argument("--context", default=default, help="the kubeconfig context to use")
-    common.add_argument("-o", "--output", default=default, choices=fmt.OUTPUTS, help="json, yaml, or wide (tables)")
     return common
+
+
+def _output(default) -> argparse.ArgumentParser:
+    out = argparse.ArgumentParser(add_help=False)
+    out.add_argument("-o", "--output", default=default, choices=OUTPUTS,
+                     help="name, json, yaml, or wide (more table columns)")
+    return out
 
 
 def _parser() -> argparse.ArgumentParser:
     # The flags go before or after the command, as with kubectl; a subcommand's copy must not
     # overwrite one given before it, hence SUPPRESS there.
-    p = argparse.ArgumentParser(prog="kubectl sparkpoint", parents=[_common(None)],
+    p = argparse.ArgumentParser(prog="kubectl sparkpoint", parents=[_connection(None), _output(None)],
                                 description="Inspect and steer Sparkpoint StreamingJobs.")
-    common = _common(argparse.SUPPRESS)
-    sub = p.add_subparsers(dest="command", required=True)
-    lst = sub.add_parser("list", parents=[common], help="StreamingJobs with phase, latest checkpoint, restarts")
-    lst.add_argument("-A", "--all-namespaces", action="store_true")
-    for name, text in (("status", "a job's phase, attempt, latest checkpoint, conditions"),
-                       ("checkpoints", "a job's recent checkpoints and savepoints"),
-                       ("executors", "a job's Spark executor pods (spark.master k8s), every attempt's"),
-                       ("suspend", "stop the job with a savepoint (spec.state: suspended)"),
-                       ("resume", "start a suspended job again (spec.state: running)")):
-        sub.add_parser(name, parents=[common], help=text).add_argument("job")
-    sp = sub.add_parser("savepoint", parents=[common], help="take a savepoint (a StreamingJobSavepoint) and wait")
-    sp.add_argument("job")
+    p.add_argument("--version", action="version", version=f"kubectl-sparkpoint {version()}",
+                   help="print the version and exit")
+    common, reads = [_connection(argparse.SUPPRESS)], [_connection(argparse.SUPPRESS), _output(argparse.SUPPRESS)]
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    lst = sub.add_parser("list", parents=reads, help="StreamingJobs with phase, latest checkpoint, restarts")
+    lst.add_argument("-A", "--all-namespaces", action="store_true", help="the jobs of every namespace")
+    for name, text, parents in (("status", "a job's phase, attempt, latest checkpoint, conditions", reads),
+                                ("checkpoints", "a job's recent checkpoints and savepoints", reads),
+                                ("executors", "a job's Spark executor pods (spark.master k8s), every attempt's", reads),
+                                ("suspend", "stop the job with a savepoint (spec.state: suspended)", common),
+                                ("resume", "start a suspended job again (spec.state: running)", common)):
+        sub.add_parser(name, parents=parents, help=text).add_argument("job", metavar="JOB", help=JOB_HELP)
+    evs = sub.add_parser("events", parents=reads,
+                         help="Events of a job and of its pods and savepoints (of every job without JOB), oldest first")
+    evs.add_argument("job", metavar="JOB", nargs="?", help=JOB_HELP + " (none: every Sparkpoint resource's Events)")
+    evs.add_argument("-A", "--all-namespaces", action="store_true", help="Events of every namespace")
+    evs.add_argument("--since", type=duration, default=None, metavar="DURATION",
+                     help="only Events seen within this long (e.g. 5m, 1h)")
+    sp = sub.add_parser("savepoint", parents=reads, help="take a savepoint (a StreamingJobSavepoint) and wait")
+    sp.add_argument("job", metavar="JOB", help=JOB_HELP)
     sp.add_argument("--name", help="the StreamingJobSavepoint's name (and the savepoint's); default generated")
-    sp.add_argument("--timeout", type=float, default=600, help="seconds to wait (default 600)")
+    sp.add_argument("--timeout", type=duration, default=600.0, metavar="DURATION",
+                    help="how long to wait: seconds or a duration like 10m (default 10m)")
     sp.add_argument("--no-wait", action="store_true", help="create it and return")
-    rs = sub.add_parser("restore", parents=[common], help="set spec.restoreFrom to a checkpoint or savepoint")
-    rs.add_argument("job")
+    rs = sub.add_parser("restore", parents=common, help="set spec.restoreFrom to a checkpoint or savepoint")
+    rs.add_argument("job", metavar="JOB", help=JOB_HELP)
     rs.add_argument("--from", dest="source", required=True, help="chk-NNNNNN or a savepoint name")
-    rc = sub.add_parser("rescale", parents=[common],
+    rc = sub.add_parser("rescale", parents=common,
                         help="change spark.shufflePartitions (repartitions the state) and/or executors.instances")
-    rc.add_argument("job")
+    rc.add_argument("job", metavar="JOB", help=JOB_HELP)
     rc.add_argument("--partitions", type=int, help="the new spec.spark.shufflePartitions")
     rc.add_argument("--executors", type=int, help="the new spec.spark.executors.instances (spark.master k8s; "
                     "a job with executors.dynamic refuses a fixed count: edit dynamic.min/max instead)")
-    lg = sub.add_parser("logs", parents=[common], help="the runtime container's log of the job's current pod")
-    lg.add_argument("job")
-    lg.add_argument("-f", "--follow", action="store_true")
-    lg.add_argument("--tail", type=int, default=None)
-    sui = sub.add_parser("ui", parents=[common], help="port-forward to Spark's live UI of the job's current pod")
-    sui.add_argument("job")
+    lg = sub.add_parser("logs", parents=common, help="the runtime container's log of the job's current pod")
+    lg.add_argument("job", metavar="JOB", help=JOB_HELP)
+    lg.add_argument("-f", "--follow", action="store_true", help="stream the log until Ctrl-C")
+    lg.add_argument("--tail", type=int, default=None, metavar="N", help="only the last N lines")
+    lg.add_argument("--since", type=duration, default=None, metavar="DURATION",
+                    help="only lines written within this long (e.g. 5m)")
+    sui = sub.add_parser("ui", parents=common, help="port-forward to Spark's live UI of the job's current pod")
+    sui.add_argument("job", metavar="JOB", help=JOB_HELP)
     sui.add_argument("--port", type=int, default=ui.SPARK_UI_PORT,
                      help=f"the local port (default {ui.SPARK_UI_PORT}; 0 picks a free one)")
-    hs = sub.add_parser("history", parents=[common],
+    hs = sub.add_parser("history", parents=reads,
                         help="port-forward to the chart's History Server and name the job's attempts there")
-    hs.add_argument("job")
+    hs.add_argument("job", metavar="JOB", help=JOB_HELP)
     hs.add_argument("--port", type=int, default=history.PORT,
                     help=f"the local port (default {history.PORT}; 0 picks a free one)")
     hs.add_argument("--server-namespace", default=history.DEFAULT_NAMESPACE,
@@ -85,8 +125,37 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _print(obj, output: str | None, text: str) -> None:
-    print(fmt.render(obj, output) if output in ("json", "yaml") else text)
+def resolve_job(args: argparse.Namespace) -> None:
+    """JOB as NAMESPACE/NAME sets the namespace (a different -n is an error, not a silent pick)."""
+    job = getattr(args, "job", None)
+    if not job or "/" not in job:
+        return
+    namespace, _, name = job.partition("/")
+    if not namespace or not name or "/" in name:
+        raise ValueError(f"JOB {job!r}: give NAME or NAMESPACE/NAME")
+    if args.namespace and args.namespace != namespace:
+        raise ValueError(f"JOB {job!r} names namespace {namespace}, but -n/--namespace says {args.namespace}")
+    args.namespace, args.job = namespace, name
+
+
+def check_output(args: argparse.Namespace) -> None:
+    if args.output and args.command not in READ_COMMANDS:
+        raise ValueError(f"-o/--output: `{args.command}` prints no object (it applies to {', '.join(READ_COMMANDS)})")
+    if args.output == "wide" and args.command != "list":
+        args.output = None  # tables are as wide as they get elsewhere, as with kubectl
+
+
+def names(obj: dict, kind: str) -> str:
+    """-o name: `<kind>/<name>` per object, as kubectl prints them."""
+    items = list(obj.get("items") or []) if "items" in obj else [obj]
+    return "\n".join(f"{kind}/{(i.get('metadata') or {}).get('name')}" for i in items)
+
+
+def _print(obj, output: str | None, text: str, kind: str = "streamingjob.sparkpoint.dev") -> None:
+    if output == "name":
+        print(names(obj, kind))
+    else:
+        print(fmt.render(obj, output) if output in ("json", "yaml") else text)
 
 
 def _savepoint(kube: Kube, args) -> int:
@@ -103,7 +172,9 @@ def _savepoint(kube: Kube, args) -> int:
             bar.set_postfix_str(state)
         obj = kube.wait_savepoint(name, args.timeout, show)
     status = obj.get("status") or {}
-    if args.output in ("json", "yaml"):
+    if args.output == "name":
+        print(names(obj, "streamingjobsavepoint.sparkpoint.dev"))
+    elif args.output in ("json", "yaml"):
         print(fmt.render(obj, args.output))
     elif status.get("state") == "Completed":
         print(f"savepoint {status.get('id', name)} completed: {fmt.size(status.get('sizeBytes'))} "
@@ -130,8 +201,9 @@ def _ui(kube: Kube, args) -> int:
 def _executors(kube: Kube, args, now: datetime) -> int:
     job = kube.job(args.job)  # (a job that does not exist is an error, not an empty list)
     pods = kube.pods(ex.selector(args.job))
-    _print({"apiVersion": "v1", "kind": "List", "items": pods}, args.output, fmt.table(*ex.executor_rows(pods, now)))
-    if not pods and args.output not in ("json", "yaml"):
+    _print({"apiVersion": "v1", "kind": "List", "items": pods}, args.output, fmt.table(*ex.executor_rows(pods, now)),
+           kind="pod")
+    if not pods and args.output not in ("json", "yaml", "name"):
         master = ((job.get("spec") or {}).get("spark") or {}).get("master", "local[2]")
         print(f"no executor pods of streamingjob {args.job} in namespace {kube.namespace}"
               + ("" if master == "k8s" else f" (spark.master is {master}: Spark runs in the job's pod)"),
@@ -172,7 +244,10 @@ def _history(kube: Kube, args) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 1
         apps = history.job_applications(json.loads(raw), job)
-        _print({"applications": apps}, args.output, fmt.table(*history.application_rows(apps)))
+        if args.output == "name":
+            print("\n".join(f"application/{a['id']}" for a in apps))
+        else:
+            _print({"applications": apps}, args.output, fmt.table(*history.application_rows(apps)))
         if not apps:
             print(f"no applications of streamingjob {args.job} yet (the mirror syncs every historyServer.syncInterval, "
                   "the server reads it every 10 s)", file=sys.stderr)
@@ -194,7 +269,7 @@ def run(args, kube: Kube) -> int:
     elif args.command == "status":
         job = kube.job(args.job)
         text = fmt.status_text(job, now)
-        if ((job.get("spec") or {}).get("spark") or {}).get("master") == "k8s" and args.output not in ("json", "yaml"):
+        if ((job.get("spec") or {}).get("spark") or {}).get("master") == "k8s" and args.output is None:
             pods = kube.pods(ex.selector(args.job))
             text = "\n".join([text, *ex.status_section(pods, (job.get("status") or {}).get("attempt"), now)])
         _print(job, args.output, text)
@@ -203,7 +278,20 @@ def run(args, kube: Kube) -> int:
     elif args.command == "checkpoints":
         st = kube.job(args.job).get("status") or {}
         doc = {"checkpoints": st.get("checkpoints") or [], "savepoints": st.get("savepoints") or []}
-        _print(doc, args.output, fmt.table(*fmt.checkpoint_rows(st, now)))
+        if args.output == "name":
+            print("\n".join([*(f"checkpoint/{c['id']}" for c in reversed(doc["checkpoints"])),
+                             *(f"savepoint/{s['name']}" for s in reversed(doc["savepoints"]))]))
+        else:
+            _print(doc, args.output, fmt.table(*fmt.checkpoint_rows(st, now)))
+    elif args.command == "events":
+        found = ev.job_events(kube.events(args.all_namespaces), args.job, now, args.since)
+        _print({"apiVersion": "v1", "kind": "List", "items": found}, args.output,
+               fmt.table(*ev.event_rows(found, now, namespaces=args.all_namespaces)), kind="event")
+        if not found and args.output is None:
+            print(f"no events of {'streamingjob ' + args.job if args.job else 'sparkpoint resources'}"
+                  + ("" if args.all_namespaces else f" in namespace {kube.namespace}")
+                  + (" in that time" if args.since else " (the API server keeps them for an hour by default)"),
+                  file=sys.stderr)
     elif args.command in ("suspend", "resume"):
         kube.patch_job(args.job, fmt.state_patch("suspended" if args.command == "suspend" else "running"))
         print(f"streamingjob.sparkpoint.dev/{args.job} {args.command} requested (spec.state patched)")
@@ -230,7 +318,7 @@ def run(args, kube: Kube) -> int:
         if not pod:
             print(f"streamingjob {args.job} has no current pod", file=sys.stderr)
             return 1
-        out = kube.logs(pod, tail=args.tail, follow=args.follow)
+        out = kube.logs(pod, tail=args.tail, follow=args.follow, since=args.since)
         if args.follow:
             for chunk in out.stream():
                 sys.stdout.write(chunk.decode(errors="replace"))
@@ -243,6 +331,10 @@ def run(args, kube: Kube) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        resolve_job(args)
+        check_output(args)
+        if args.kubeconfig:  # kubectl port-forward (ui, history) reads the same file
+            os.environ["KUBECONFIG"] = args.kubeconfig
         if args.command == "restore":
             fmt.restore_patch(args.source)  # bad input fails before any call
         if args.command == "rescale":
@@ -251,9 +343,9 @@ def main(argv: list[str] | None = None) -> int:
             ui.port_forward_argv("-", "-", None, args.port)
         if args.command == "history":
             history.port_forward_argv("-", 0, "-", None, args.port)
-        return run(args, Kube(args.context, args.namespace))
+        return run(args, Kube(args.context, args.namespace, args.kubeconfig))
     except ConfigException as error:
-        print(f"error: kubeconfig ($KUBECONFIG or ~/.kube/config): {error}", file=sys.stderr)
+        print(f"error: kubeconfig ({args.kubeconfig or '$KUBECONFIG or ~/.kube/config'}): {error}", file=sys.stderr)
         return 1
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

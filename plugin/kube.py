@@ -15,10 +15,10 @@ SAVEPOINT_TERMINAL = ("Completed", "Failed")
 
 
 class Kube:
-    def __init__(self, context: str | None, namespace: str | None):
-        api = config.new_client_from_config(context=context)
+    def __init__(self, context: str | None, namespace: str | None, kubeconfig: str | None = None):
+        api = config.new_client_from_config(config_file=kubeconfig, context=context)
         if namespace is None:
-            contexts, active = config.list_kube_config_contexts()
+            contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
             chosen = next((c for c in contexts if c["name"] == context), active) if context else active
             namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
         self.namespace = namespace
@@ -50,6 +50,12 @@ class Kube:
                 return obj
             time.sleep(1.0)
 
+    def events(self, all_namespaces: bool) -> list[dict[str, Any]]:
+        """The Events of the namespace (or of all), as JSON documents; plugin/events.py picks a job's."""
+        answer = self.core.list_event_for_all_namespaces() if all_namespaces else \
+            self.core.list_namespaced_event(self.namespace)
+        return list(_document(self.api.sanitize_for_serialization(answer)).get("items") or [])
+
     def pods(self, label_selector: str) -> list[dict[str, Any]]:
         """Pods of the namespace matching the selector, as JSON documents (camelCase, as kubectl shows them)."""
         answer = self.api.sanitize_for_serialization(self.core.list_namespaced_pod(self.namespace,
@@ -73,10 +79,12 @@ class Kube:
             f"{ready[0]}:{port}", namespace, path, _preload_content=False)  # raw: else repr() of JSON
         return bytes(answer.data)  # type: ignore[attr-defined]  # typed str, a urllib3 response without preloading
 
-    def logs(self, pod: str, *, tail: int | None, follow: bool) -> Any:
+    def logs(self, pod: str, *, tail: int | None, follow: bool, since: float | None = None) -> Any:
         kwargs: dict[str, Any] = {"container": "runtime", "follow": follow, "_preload_content": not follow}
         if tail is not None:
             kwargs["tail_lines"] = tail
+        if since is not None:
+            kwargs["since_seconds"] = max(1, int(since))
         return self.core.read_namespaced_pod_log(pod, self.namespace, **kwargs)
 
 

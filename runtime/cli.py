@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from sparkpoint import version
+
 from .cli_common import fail, setup_logging
 
 COMMAND_MODULES = [
@@ -22,7 +24,11 @@ COMMAND_MODULES = [
     "sparkpoint.runtime.cli_executor",
     "sparkpoint.runtime.cli_history",
     "sparkpoint.runtime.cli_hot_volume",
+    "sparkpoint.runtime.cli_validate",
 ]
+# Entry points the operator's pods call, not users: they work as before but are left out of the
+# top-level help (`sparkpoint executor --help` still describes them).
+INTERNAL_COMMANDS = {"executor", "hot-volume"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,9 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sparkpoint",
         description="Incremental, durable checkpoints for PySpark Structured Streaming.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (JSON lines on stderr)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    # argparse lists a sub-command in the help through its choices actions only (no public way to hide one)
+    sub._choices_actions = [a for a in sub._choices_actions if a.dest not in INTERNAL_COMMANDS]
     return parser
 
 

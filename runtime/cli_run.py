@@ -112,6 +112,16 @@ def restore_failure(exc: Exception) -> dict:
                               "reason": getattr(exc, "reason", "other"), "error": str(exc)[:1500]}}
 
 
+def run_failure(exc: BaseException, uid: int | None = None) -> dict:
+    """Exit 1's message for the operator, which names known causes (operator/failure_causes.py): the
+    error's own lines without stack frames (a Py4J error carries Spark's whole Java stack; the cause,
+    e.g. a Kubernetes API refusal, is in its first lines), bounded, and the uid the runtime ran as."""
+    lines = [line for line in str(exc).splitlines()
+             if line.strip() and not line.lstrip().startswith(("at ", "File ", "... "))]
+    text = f"{type(exc).__name__}: " + "\n".join(lines)
+    return {"runFailed": {"error": text[:1500], "uid": os.getuid() if uid is None else uid}}
+
+
 def write_termination_message(path: str | None, doc: dict) -> None:
     """The container's termination message (Kubernetes shows it in the pod's status); best effort."""
     if not path:
@@ -162,3 +172,6 @@ def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # t
     except StoreError as exc:
         print(f"sparkpoint run: store error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except Exception as exc:  # the CLI prints it and exits 1; the operator reads the cause from here
+        write_termination_message(os.environ.get(TERMINATION_LOG_ENV), run_failure(exc))
+        raise

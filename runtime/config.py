@@ -173,10 +173,15 @@ NAME_RULES = [
 
 
 class SpecError(ValueError):
-    """An invalid job spec; the message names every offending field (e.g. spec.checkpoint.retain)."""
+    """An invalid job spec; the message names every offending field (e.g. spec.checkpoint.retain),
+    `problems` holds one line per field (what `sparkpoint validate` prints)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = problems or [message]
 
 
-def _format_errors(err: ValidationError, root: str) -> str:
+def _error_lines(err: ValidationError, root: str) -> list[str]:
     lines = []
     for item in err.errors():
         where = ".".join([root, *(str(p) for p in item["loc"])])
@@ -185,7 +190,7 @@ def _format_errors(err: ValidationError, root: str) -> str:
         if item["type"] == "string_pattern_mismatch" and hint:
             msg = f"{item['input']!r} is not {hint}"
         lines.append(f"{where}: {msg}")
-    return "; ".join(lines)
+    return lines
 
 
 def parse_spec(data: Any, root: str = "spec") -> JobSpec:
@@ -195,18 +200,26 @@ def parse_spec(data: Any, root: str = "spec") -> JobSpec:
     try:
         return JobSpec.model_validate(data)
     except ValidationError as err:
-        raise SpecError(_format_errors(err, root)) from None
+        lines = _error_lines(err, root)
+        raise SpecError("; ".join(lines), lines) from None
 
 
 def parse_document(doc: Any, default_name: str = "job") -> tuple[JobIdentity, JobSpec]:
     """Accept a full StreamingJob manifest or a bare spec (so a manifest's spec runs locally unchanged)."""
     if isinstance(doc, dict) and doc.get("kind") == KIND:
         meta = doc.get("metadata") or {}
+        problems: list[str] = []  # the metadata's and the spec's, all of them
         try:
             ident = JobIdentity(namespace=meta.get("namespace") or "default", name=meta.get("name", ""))
         except ValidationError as err:
-            raise SpecError(_format_errors(err, "metadata")) from None
-        return ident, parse_spec(doc.get("spec"), "spec")
+            problems += _error_lines(err, "metadata")
+        try:
+            spec = parse_spec(doc.get("spec"), "spec")
+        except SpecError as err:
+            problems += err.problems
+        if problems:
+            raise SpecError("; ".join(problems), problems)
+        return ident, spec
     name = re.sub(r"[^a-z0-9-]+", "-", default_name.lower()).strip("-")
     name = name if name[:1].isalpha() else f"job-{name}".strip("-")
     return JobIdentity(name=name[:JOB_NAME_MAX_LENGTH].rstrip("-")), parse_spec(doc, "spec")

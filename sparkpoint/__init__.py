@@ -8,3 +8,14 @@ operator/ deliberately has no __init__.py: a regular package named `operator` at
 checkout would shadow the standard library's `operator` module for any Python started there; as a
 namespace package it never does.
 """
+
+from importlib import metadata as _metadata
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, the one place it is written): what every
+    command's --version prints. "unknown" when run from a checkout that was never installed."""
+    try:
+        return _metadata.version("sparkpoint")
+    except _metadata.PackageNotFoundError:
+        return "unknown"

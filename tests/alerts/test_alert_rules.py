@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "charts" / "sparkpoint" / "rules" / "alerts.yaml"
 UNIT_TESTS = Path(__file__).parent / "alerts_test.yaml"
 RUNBOOK = REPO / "docs" / "alerts.md"
+VALUES = REPO / "charts" / "sparkpoint" / "values.yaml"
 # Labels a rule must never put on an alert: they could carry a credential or a store URL.
 FORBIDDEN_LABELS = re.compile(r"secret|token|password|access_key|credential|url|endpoint", re.I)
 
@@ -61,7 +62,11 @@ def test_alert_is_documented_and_labelled(rule):
     annotations = rule["annotations"]
     assert annotations["summary"] and annotations["description"]
     anchor = rule["alert"].lower()
-    assert annotations["runbook_url"] == f"docs/alerts.md#{anchor}"
+    # Absolute (a relative path is a dead link in Alertmanager and Grafana), under the chart's default
+    # docs base URL, which the chart's PrometheusRule swaps for prometheusRule.docsBaseUrl.
+    docs_base = yaml.safe_load(VALUES.read_text())["prometheusRule"]["docsBaseUrl"]
+    assert docs_base.startswith("https://")
+    assert annotations["runbook_url"] == f"{docs_base}/alerts.md#{anchor}"
     headings = {line.lstrip("#").strip().lower() for line in RUNBOOK.read_text().splitlines() if line.startswith("## ")}
     assert anchor in headings, f"docs/alerts.md has no section '## {rule['alert']}'"
     assert not [label for label in rule["labels"] if FORBIDDEN_LABELS.search(label)]

@@ -88,6 +88,19 @@ def test_monitoring_objects_are_off_by_default_and_render_when_enabled(render) -
     assert objs.one("PrometheusRule")["spec"]["groups"] == rules_file["groups"]
 
 
+def test_runbook_links_follow_the_docs_base_url(render) -> None:
+    rules_file = yaml.safe_load((CHART / "rules" / "alerts.yaml").read_text())
+    alerts = [r for g in rules_file["groups"] for r in g["rules"] if "alert" in r]
+    objs = render(prometheusRule={"enabled": True, "docsBaseUrl": "https://docs.example.internal/sparkpoint"})
+    rendered = {r["alert"]: r for g in objs.one("PrometheusRule")["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    assert set(rendered) == {a["alert"] for a in alerts}
+    for alert in alerts:
+        assert rendered[alert["alert"]]["annotations"]["runbook_url"] == \
+            f"https://docs.example.internal/sparkpoint/alerts.md#{alert['alert'].lower()}"
+        # nothing but the link changes
+        assert {**rendered[alert["alert"]], "annotations": alert["annotations"]} == alert
+
+
 def test_network_policy_limits_the_control_port_to_the_operator(render) -> None:
     objs = render(watchNamespaces=NAMESPACES, networkPolicy={
         "enabled": True, "prometheusNamespaces": ["prom"],

@@ -17,6 +17,7 @@ from conftest import CHART, helm_template
     ({"metrics": {"port": 80}}, "port"),
     ({"upgradeTimeout": "five minutes"}, "upgradeTimeout"),
     ({"networkPolicy": {"enable": True}}, "enable"),
+    ({"prometheusRule": {"docsBaseUrl": "docs"}}, "docsBaseUrl"),  # relative: a dead link in Alertmanager
 ])
 def test_schema_rejects_a_bad_value_naming_it(helm, values, named) -> None:
     out = helm_template(helm, values)
