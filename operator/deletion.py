@@ -19,6 +19,7 @@ from .checkpoints import parse_time
 from .kube import Kube
 from .metrics import OperatorMetrics
 from .observe import pod_observation
+from .pod_view import owned_pods
 from .resource import StreamingJob, parse_job
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .status_model import Tracking
@@ -47,7 +48,7 @@ class JobDeletion:
         being retried; always finishes (finalize.py says how)."""
         job = parse_job(body)
         ns, name, tracking = job.meta.namespace, job.meta.name, job.status.tracking
-        pods = [pod_observation(p) for p in await self.kube.job_pods(ns, name)]
+        pods = owned_pods([pod_observation(p) for p in await self.kube.job_pods(ns, name)], name, job.meta.uid)
         now = self.clock()
         step = finalize.drain_pods(pods, tracking.delete_drain_at, now)
         for action in step.actions:

@@ -51,6 +51,9 @@ class PodObs:
     failed_points: tuple[str, ...] | None = None
     # Exit 4: what the runtime could not repartition, from its termination message; None when unsaid.
     rescale_failure: RescaleFailure | None = None
+    # The uid of the StreamingJob named by the pod's controller owner reference; None without one
+    # (labels and annotations anyone may set; only the operator creates pods the job controls).
+    owner_uid: str | None = None
 
     @property
     def can_drain(self) -> bool:

@@ -51,7 +51,7 @@ from .model import (
     TriggerSavepoint,
 )
 from .observe import pod_observation
-from .pod_view import confirm_before_create, needs_direct_read
+from .pod_view import confirm_before_create, needs_direct_read, owned_pods
 from .resource import JobMeta, StreamingJob, parse_job
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .runtime_view import Answer, may_reuse
@@ -184,7 +184,7 @@ class Reconciler:
         if spec is None:
             await self._invalid_spec(job, job.spec_error or "invalid spec")
             return 300.0
-        pods, direct = await self._pods(namespace, name, own, pods)
+        pods, direct = await self._pods(namespace, name, job.meta.uid, own, pods)
         current = next((p for p in pods if own.attempt and p.attempt == own.attempt), None)
         runtime = await self._runtime_status(current, namespace, name, own, woken)
         # The store of the spec the job runs: after a rollback the CR still holds the rejected spec,
@@ -196,7 +196,7 @@ class Reconciler:
                        store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout)
         decision = decide(obs)
         if confirm_before_create(own, bool(decision.of(CreateAttempt)), direct):
-            listed = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
+            listed = await self._listed_pods(namespace, name, job.meta.uid)
             if {p.name for p in listed} != {p.name for p in pods}:
                 decision = decide(dataclasses.replace(obs, pods=listed))
         for trigger in decision.of(TriggerCheckpoint):
@@ -210,17 +210,21 @@ class Reconciler:
             await self._act(action, job, decision, current)
         return decision.requeue_after
 
-    async def _pods(self, namespace: str, name: str, own: JobStatus,
+    async def _pods(self, namespace: str, name: str, uid: str, own: JobStatus,
                     indexed: list[PodObs] | None) -> tuple[list[PodObs], bool]:
         """(the index's view of the job's pods, or the API server's where pod_view says to check;
-        whether it is the API server's)."""
+        whether it is the API server's). Either way only the pods this job owns (pod_view.owned_pods)."""
         key = (namespace, name)
         if indexed is not None:
+            indexed = owned_pods(list(indexed), name, uid)
             read, self._pod_doubt[key] = needs_direct_read(own, indexed, key in self._answers,
                                                            self._pod_doubt.get(key), self.clock())
             if not read:
                 return indexed, False
-        return [pod_observation(p) for p in await self.kube.job_pods(namespace, name)], True
+        return await self._listed_pods(namespace, name, uid), True
+
+    async def _listed_pods(self, namespace: str, name: str, uid: str) -> list[PodObs]:
+        return owned_pods([pod_observation(p) for p in await self.kube.job_pods(namespace, name)], name, uid)
 
     def _writer(self, namespace: str, name: str) -> StatusWriter:
         writer = self._writers.get((namespace, name))
