@@ -62,6 +62,7 @@ RESERVED_CONF = {
     "spark.kubernetes.executor.podTemplateFile": "the runtime writes the executors' pod template",
     "spark.ui.enabled": "set spec.spark.ui.enabled instead",
     "spark.ui.port": "the UI listens on the Service's spark-ui port (4040)",
+    "spark.ui.killEnabled": "the UI is read-only (docs/security.md)",
     "spark.eventLog.enabled": "set spec.spark.eventLog.enabled instead",
     "spark.eventLog.dir": "the runtime writes event logs to its work dir and uploads them to the store's history/",
 }
