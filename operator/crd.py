@@ -22,7 +22,7 @@ SINGULAR = "streamingjob"
 SHORT_NAMES = ["sj"]
 
 # Keywords of pydantic's JSON schema that a structural OpenAPI v3 schema keeps as they are.
-_KEPT = {"type", "pattern", "minimum", "maximum", "enum", "default", "description", "maxLength",
+_KEPT = {"type", "pattern", "minimum", "maximum", "enum", "default", "description", "maxLength", "maxProperties",
          "minLength", "format", "x-kubernetes-validations", "x-kubernetes-preserve-unknown-fields",
          "x-kubernetes-list-type", "x-kubernetes-list-map-keys"}
 

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from .spec_executors import ExecutorsSpec, HotVolume
+from .spec_pod_conf import MAX_CONF_KEYS, pod_conf_rule, refused_pod_conf
 from .spec_rules import (
     CPU_PATTERN,
     ENDPOINT_PATTERN,
@@ -175,8 +176,8 @@ K8S_NEEDS_EXECUTORS = "master k8s needs executors (instances, cores, memory)"
 
 class SparkSection(SpecModel):
     master: Annotated[str, StringConstraints(pattern=MASTER_PATTERN)] = "local[2]"
-    conf: Annotated[dict[str, str], Field(json_schema_extra={"x-kubernetes-validations": _reserved_conf_rules()})] \
-        = Field(default_factory=dict)
+    conf: Annotated[dict[str, str], Field(max_length=MAX_CONF_KEYS, json_schema_extra={
+        "x-kubernetes-validations": [*_reserved_conf_rules(), pod_conf_rule()]})] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     state_store: Literal["rocksdb", "hdfs"] = "rocksdb"
     changelog_checkpointing: bool = True
@@ -204,6 +205,9 @@ class SparkSection(SpecModel):
             key = rule["message"].split(" ", 1)[0]
             if key in conf:
                 raise ValueError(rule["message"])
+        refused = refused_pod_conf(conf)
+        if refused:
+            raise ValueError(refused)
         return conf
 
 
