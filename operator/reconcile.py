@@ -29,7 +29,7 @@ from sparkpoint.runtime.checkpoint import delete_savepoint
 from sparkpoint.runtime.config import JobSpec, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, control_token
+from . import builders, control_token, isolation
 from .caches import SpecCache, fresher_body
 from .checkpoints import iso, only_trigger_bookkeeping
 from .deletion import JobDeletion
@@ -318,9 +318,11 @@ class Reconciler:
         await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from, pins),
                                                         exists=attempt > 1),
                              self.kube.create(builders.build_control_token_secret(job, control_token.new_token())),
-                             self.kube.create(builders.build_service(job)))
-        await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account,
-                                                  self.driver_service_account, self.ui_path_prefix))
+                             self.kube.create(builders.build_service(job)),
+                             *(self.kube.create(body) for body in isolation.driver_objects(job, run_spec)))
+        pod = builders.build_pod(job, run_spec, attempt, self.job_service_account,
+                                 self.driver_service_account, self.ui_path_prefix)
+        await self.kube.create(isolation.with_spark_auth(pod, job) if run_spec.spark.master == "k8s" else pod)
 
     def _amend_tracking(self, meta: JobMeta, decision: Decision, **changes: Any) -> StatusWriter:
         """What an action learnt, written into the decided status's tracking (snake_case fields;

@@ -64,6 +64,11 @@ RESERVED_CONF = {
     "spark.ui.enabled": "set spec.spark.ui.enabled instead",
     "spark.ui.port": "the UI listens on the Service's spark-ui port (4040)",
     "spark.ui.killEnabled": "the UI is read-only (docs/security.md)",
+    # master k8s: the job's own secret authenticates and encrypts its Spark RPC (docs/security.md).
+    **{key: "each job's Spark RPC is authenticated with its own secret and encrypted (docs/security.md)"
+       for key in ("spark.authenticate", "spark.authenticate.secret", "spark.authenticate.secret.file",
+                   "spark.authenticate.secret.driver.file", "spark.authenticate.secret.executor.file",
+                   "spark.network.crypto.enabled", "spark.io.encryption.enabled")},
     "spark.eventLog.enabled": "set spec.spark.eventLog.enabled instead",
     "spark.eventLog.dir": "the runtime writes event logs to its work dir and uploads them to the store's history/",
 }

@@ -17,8 +17,8 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 import re
+import threading
 from urllib.parse import unquote, urlsplit
 
 import aiohttp
