@@ -29,7 +29,7 @@ from sparkpoint.runtime.checkpoint import delete_savepoint
 from sparkpoint.runtime.config import JobSpec, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, control_token, isolation
+from . import builders, control_token, hot_confine, isolation
 from .caches import SpecCache, fresher_body
 from .checkpoints import iso, only_trigger_bookkeeping
 from .deletion import JobDeletion
@@ -109,12 +109,13 @@ class Reconciler:
     def __init__(self, kube: Kube, client: RuntimeClient, metrics: OperatorMetrics, post_event: EventFn,
                  clock: Callable[[], float] = time.time, upgrade_timeout: float = 300.0,
                  job_service_account: str | None = None, driver_service_account: str | None = None,
-                 ui_path_prefix: str | None = None):
+                 ui_path_prefix: str | None = None, host_path_prefix: str | None = None):
         self.kube, self.client, self.metrics, self.post_event, self.clock = kube, client, metrics, post_event, clock
         self.upgrade_timeout = upgrade_timeout
         self.job_service_account = job_service_account
         self.driver_service_account = driver_service_account  # pods of spark.master k8s jobs
         self.ui_path_prefix = ui_path_prefix  # the UI behind the chart's Ingress (builders._with_ui)
+        self.host_path_prefix = host_path_prefix  # hostPath hot volumes only under it (hot_confine.py)
         self.store = StoreFacts(kube, clock)
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
         self._writers: dict[tuple[str, str], StatusWriter] = {}
@@ -123,6 +124,7 @@ class Reconciler:
         self._specs = SpecCache(parse_spec)
         self._creating = asyncio.Semaphore(ATTEMPT_CREATES)
         self.deletion = JobDeletion(kube, self.store, client, metrics, post_event, clock)
+        self.deletion.host_path_prefix = host_path_prefix
 
     # --- the per-job loop (run by a kopf daemon) ----------------------------------------------------
     def wake(self, namespace: str, name: str) -> None:
@@ -181,8 +183,9 @@ class Reconciler:
             return None
         job = parse_job(body, writer.current() or None, lambda raw: self._specs.get((namespace, name), raw))
         own, spec = job.status, job.spec
-        if spec is None:
-            await self._invalid_spec(job, job.spec_error or "invalid spec")
+        refusal = job.spec_error if spec is None else hot_confine.host_path_refusal(spec, self.host_path_prefix)
+        if spec is None or refusal:
+            await self._invalid_spec(job, refusal or "invalid spec")
             return 300.0
         pods, direct = await self._pods(namespace, name, job.meta.uid, own, pods)
         current = next((p for p in pods if own.attempt and p.attempt == own.attempt), None)
@@ -322,7 +325,9 @@ class Reconciler:
                              *(self.kube.create(body) for body in isolation.driver_objects(job, run_spec)))
         pod = builders.build_pod(job, run_spec, attempt, self.job_service_account,
                                  self.driver_service_account, self.ui_path_prefix)
-        await self.kube.create(isolation.with_spark_auth(pod, job) if run_spec.spark.master == "k8s" else pod)
+        if run_spec.spark.master == "k8s":
+            isolation.with_spark_auth(pod, job)
+        await self.kube.create(hot_confine.confine_hot_mounts(pod, job))
 
     def _amend_tracking(self, meta: JobMeta, decision: Decision, **changes: Any) -> StatusWriter:
         """What an action learnt, written into the decided status's tracking (snake_case fields;

@@ -37,6 +37,8 @@ HOT_VOLUME_PATH_ENV = "SPARKPOINT_HOT_VOLUME_PATH"
 # spark.authenticate (issue 41): the job's own Secret (made by the operator) holds the shared secret,
 # mounted at SPARK_AUTH_FILE in the driver and every executor; never an env value in a pod spec.
 SPARK_AUTH_SECRET_ENV = "SPARKPOINT_SPARK_AUTH_SECRET"
+# The job's own <namespace>/<job>/<uid> directory of the hot volume, the only part its pods mount.
+HOT_SUBPATH_ENV = "SPARKPOINT_HOT_VOLUME_SUBPATH"
 SPARK_AUTH_DIR = "/var/run/sparkpoint/spark-auth"
 SPARK_AUTH_FILE = f"{SPARK_AUTH_DIR}/secret"
 
@@ -51,6 +53,7 @@ class DriverPod:
     api_server: str  # https://host:port of the in-cluster API server
     hot_mount: str  # where checkpoint.hotVolume is mounted, in the driver and in every executor
     auth_secret: str | None = None  # the Secret holding spark.authenticate's secret (None: an older operator)
+    hot_subpath: str | None = None  # the job's directory of the hot volume (None: an older operator)
 
 
 def driver_from_env(env: Mapping[str, str], namespace: str, job: str) -> DriverPod:
@@ -65,7 +68,8 @@ def driver_from_env(env: Mapping[str, str], namespace: str, job: str) -> DriverP
     host = f"[{host}]" if ":" in host else host  # an IPv6 service address
     return DriverPod(namespace=namespace, job=job, attempt=env[ATTEMPT_ENV], pod_name=env[POD_NAME_ENV],
                      pod_ip=env["POD_IP"], api_server=f"https://{host}:{env['KUBERNETES_SERVICE_PORT']}",
-                     hot_mount=env[HOT_VOLUME_PATH_ENV], auth_secret=env.get(SPARK_AUTH_SECRET_ENV) or None)
+                     hot_mount=env[HOT_VOLUME_PATH_ENV], auth_secret=env.get(SPARK_AUTH_SECRET_ENV) or None,
+                     hot_subpath=env.get(HOT_SUBPATH_ENV) or None)
 
 
 def executor_labels(driver: DriverPod) -> dict[str, str]:
@@ -178,6 +182,9 @@ def executor_pod_template(driver: DriverPod, hot_volume: HotVolume) -> dict[str,
     }
     if driver.auth_secret:
         _with_auth_secret(template, driver.auth_secret)
+    if driver.hot_subpath:  # only the job's own directory of the volume, where the driver has it
+        hot = next(m for m in template["spec"]["containers"][0]["volumeMounts"] if m["name"] == "hot")
+        hot.update({"mountPath": f"{driver.hot_mount}/{driver.hot_subpath}", "subPath": driver.hot_subpath})
     return template
 
 
