@@ -161,7 +161,11 @@ def executor_pod_template(driver: DriverPod, hot_volume: HotVolume) -> dict[str,
     container_security = {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
                           "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                           "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
-    template = {
+    hot_mount: dict[str, str] = {"name": "hot", "mountPath": driver.hot_mount}
+    if driver.hot_subpath:  # only the job's own directory of the volume, where the driver has it
+        hot_mount = {"name": "hot", "mountPath": f"{driver.hot_mount}/{driver.hot_subpath}",
+                     "subPath": driver.hot_subpath}
+    template: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"labels": executor_labels(driver)},
@@ -174,17 +178,13 @@ def executor_pod_template(driver: DriverPod, hot_volume: HotVolume) -> dict[str,
                 "workingDir": TMP_DIR,
                 "env": [{"name": "HOME", "value": TMP_DIR}],
                 "securityContext": container_security,
-                "volumeMounts": [{"name": "tmp", "mountPath": TMP_DIR},
-                                 {"name": "hot", "mountPath": driver.hot_mount}],
+                "volumeMounts": [{"name": "tmp", "mountPath": TMP_DIR}, hot_mount],
             }],
             "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "hot", **hot_volume.volume_source()}],
         },
     }
     if driver.auth_secret:
         _with_auth_secret(template, driver.auth_secret)
-    if driver.hot_subpath:  # only the job's own directory of the volume, where the driver has it
-        hot = next(m for m in template["spec"]["containers"][0]["volumeMounts"] if m["name"] == "hot")
-        hot.update({"mountPath": f"{driver.hot_mount}/{driver.hot_subpath}", "subPath": driver.hot_subpath})
     return template
 
 
