@@ -16,7 +16,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from kube_helpers import REPO, free_port, wait_for
+from kube_helpers import HOT_PATH_PREFIX, REPO, free_port, wait_for
 from kubernetes import client
 
 CHART = REPO / "charts" / "sparkpoint"
@@ -60,7 +60,8 @@ class HelmOperator:
         values = {"metrics.port": str(self.metrics_port), "image.repository": repository, "image.tag": tag,
                   # Enforced on the real node (kube-router; e2e/test_network_policy.py), only validated by
                   # the API server on the node agent, whose pods share the host's network.
-                  "networkPolicy.enabled": "true", **self.values}
+                  "networkPolicy.enabled": "true", "hotVolume.allowedHostPathPrefix": HOT_PATH_PREFIX,
+                  **self.values}
         return ["--set-json", f'watchNamespaces=["{self.namespace}"]',
                 "--set", ",".join(f"{k}={v}" for k, v in values.items())]
 

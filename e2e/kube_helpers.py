@@ -120,6 +120,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The e2e tests' hostPath hot volumes live under /var/tmp (test_operator_executors.shared_hot_dir):
+# the operator allows hostPath there only (operator/hot_confine.py).
+HOT_PATH_PREFIX = "/var/tmp"
+HOST_PATH_ARGS = ("--hot-volume-host-path-prefix", HOT_PATH_PREFIX)
+
+
 class OperatorProcess:
     """`python -m sparkpoint.operator --namespace NS` as a subprocess against $KUBECONFIG."""
 
@@ -137,7 +143,7 @@ class OperatorProcess:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "sparkpoint.operator", "--namespace", self.namespace,
-             "--metrics-port", str(self.metrics_port), *self.extra_args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+             "--metrics-port", str(self.metrics_port), *HOST_PATH_ARGS, *self.extra_args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         wait_for("the operator's /healthz", lambda: self.get("/healthz") is not None or self._died(), timeout=60)
 
     def _died(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import random
 import sys
 
@@ -47,6 +48,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--ui-path-prefix", default=None, type=_ui_path_prefix, metavar="PATH",
                    help="jobs' live UI behind an Ingress at PATH/<namespace>/<job> (sets Spark's spark.ui.proxyBase; "
                         "the chart's uiIngress passes it)")
+    p.add_argument("--hot-volume-host-path-prefix", default=os.environ.get("SPARKPOINT_HOST_PATH_PREFIX") or None,
+                   metavar="PATH", help="allow checkpoint.hotVolume.hostPath under PATH only (default: "
+                                        "$SPARKPOINT_HOST_PATH_PREFIX; unset: no hostPath hot volumes)")
     p.add_argument("--priority", type=int, default=None, help="peering priority (default: random)")
     p.add_argument("--standalone", action="store_true", help="no peering (a single replica)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -90,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
         memo=kopf.Memo(metrics_port=args.metrics_port, namespaces=None if args.all_namespaces else args.namespace,
                        upgrade_timeout=args.upgrade_timeout, job_service_account=args.job_service_account,
-                       driver_service_account=args.driver_service_account, ui_path_prefix=args.ui_path_prefix),
+                       driver_service_account=args.driver_service_account, ui_path_prefix=args.ui_path_prefix,
+                       host_path_prefix=args.hot_volume_host_path_prefix),
     )
     return 0
 

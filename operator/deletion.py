@@ -16,9 +16,11 @@ from sparkpoint.runtime.store import JobRef as StoreJob
 
 from . import builders, finalize, hot_cleanup, store_view
 from .checkpoints import parse_time
+from .hot_confine import host_path_refusal
 from .kube import Kube
 from .metrics import OperatorMetrics
 from .observe import pod_observation
+from .pod_view import owned_pods
 from .resource import StreamingJob, parse_job
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .status_model import Tracking
@@ -40,6 +42,7 @@ class JobDeletion:
                  post_event: Callable[[dict[str, Any], str, str, str], None], clock: Callable[[], float] = time.time):
         self.kube, self.store, self.client, self.metrics = kube, store, client, metrics
         self.post_event, self.clock = post_event, clock
+        self.host_path_prefix: str | None = None  # the Reconciler's (hot_confine.py)
 
     async def finalize(self, body: dict[str, Any]) -> None:
         """Drain the job (final checkpoint), then keep or delete its data per gc.onDelete (the
@@ -47,7 +50,7 @@ class JobDeletion:
         being retried; always finishes (finalize.py says how)."""
         job = parse_job(body)
         ns, name, tracking = job.meta.namespace, job.meta.name, job.status.tracking
-        pods = [pod_observation(p) for p in await self.kube.job_pods(ns, name)]
+        pods = owned_pods([pod_observation(p) for p in await self.kube.job_pods(ns, name)], name, job.meta.uid)
         now = self.clock()
         step = finalize.drain_pods(pods, tracking.delete_drain_at, now)
         for action in step.actions:
@@ -65,7 +68,8 @@ class JobDeletion:
             raise Draining(f"waiting for {step.pods_left} pod(s) of {ns}/{name} to stop")
         if job.spec is not None and job.spec.gc.on_delete == "delete":
             await self.delete_job_data(job, job.spec, tracking.delete_data_since, now)
-        if hot_cleanup.needs_cleanup(job.spec):
+        # A hostPath the operator refuses never ran a pod, and its root must never be mounted by one.
+        if hot_cleanup.needs_cleanup(job.spec) and not host_path_refusal(job.spec, self.host_path_prefix):
             await self.clean_hot_volume(job, now)
         self.metrics.job_phase(ns, name, None)
         self.store.forget_job((ns, name))

@@ -16,7 +16,7 @@ import kopf
 
 from sparkpoint.runtime.config import API_GROUP, API_VERSION, SpecError, parse_spec
 
-from . import api_session
+from . import api_session, cluster_checks
 from .control_token import ControlTokens, missing_is_none
 from .deletion import Draining
 from .events import post_event
@@ -45,17 +45,24 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     # the operator posts its Events explicitly (kopf.event ignores this level).
     settings.posting.level = logging.WARNING
     memo.metrics = OperatorMetrics()
-    kube = memo.kube = Kube(load_config())
+    api = load_config()
+    kube = memo.kube = Kube(api)
     memo.client = RuntimeClient(timeout=5.0, tokens=ControlTokens(missing_is_none(kube.secret_data)))
     memo.reconciler = Reconciler(kube, memo.client, memo.metrics, post_event,
                                  upgrade_timeout=memo.get("upgrade_timeout", 300.0),
                                  job_service_account=memo.get("job_service_account"),
                                  driver_service_account=memo.get("driver_service_account"),
-                                 ui_path_prefix=memo.get("ui_path_prefix"))
+                                 ui_path_prefix=memo.get("ui_path_prefix"),
+                                 host_path_prefix=memo.get("host_path_prefix"))
     if not settings.peering.standalone and not await kube.ensure_peering(settings.peering.name,
                                                                           memo.get("namespaces")):
         log.warning("kopf peering CRDs are missing (kubectl apply -f crds/): a second replica would not "
                     "stand by but act at the same time")
+    try:
+        for warning in cluster_checks.warnings(await cluster_checks.discover(api)):
+            log.warning(warning)
+    except Exception as exc:  # noqa: BLE001 - a check that cannot run is itself worth a warning, not a crash
+        log.warning("could not check the cluster's admission policy support", extra={"error": str(exc)})
     memo.http = await serve(memo.metrics, memo.get("metrics_port", 9100))
     memo.trimmer = asyncio.create_task(trim_every(), name="malloc-trim")
     log.info("operator started", extra={"metricsPort": memo.get("metrics_port", 9100)})

@@ -66,6 +66,7 @@ def _json(resp: Any) -> dict[str, Any]:
 class Kube:
     def __init__(self, api: client.ApiClient, threads: int = KUBE_THREADS):
         self.core = client.CoreV1Api(api)
+        self.networking = client.NetworkingV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="kube")
         self._routine = asyncio.Semaphore(min(ROUTINE_THREADS, max(1, threads - 1)))
@@ -115,11 +116,12 @@ class Kube:
 
     # --- writes -------------------------------------------------------------------------------------
     async def create(self, body: dict[str, Any]) -> bool:
-        """Create a Pod/Service/ConfigMap/Secret; False if it already exists."""
+        """Create a Pod/Service/ConfigMap/Secret/NetworkPolicy; False if it already exists."""
         ns = body["metadata"]["namespace"]
         fn = {"Pod": self.core.create_namespaced_pod, "Service": self.core.create_namespaced_service,
               "ConfigMap": self.core.create_namespaced_config_map,
-              "Secret": self.core.create_namespaced_secret}[body["kind"]]
+              "Secret": self.core.create_namespaced_secret,
+              "NetworkPolicy": self.networking.create_namespaced_network_policy}[body["kind"]]
         try:
             await self._run(fn, ns, body, _preload_content=False)
             return True

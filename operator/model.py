@@ -54,6 +54,9 @@ class PodObs:
     rescale_failure: RescaleFailure | None = None
     # Exit 1 with a cause the operator knows (operator/failure_causes.py): reason and message, or None.
     known_cause: KnownCause | None = None
+    # The uid of the StreamingJob named by the pod's controller owner reference; None without one
+    # (labels and annotations anyone may set; only the operator creates pods the job controls).
+    owner_uid: str | None = None
 
     @property
     def can_drain(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sparkpoint.runtime.config import API_GROUP
+from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND
 from sparkpoint.runtime.store import Manifest
 
 from .checkpoints import parse_time
@@ -59,6 +59,14 @@ def rescale_failure(*terminations: dict[str, Any] | None) -> RescaleFailure | No
     return None
 
 
+def controller_job_uid(meta: dict[str, Any]) -> str | None:
+    """The uid of the StreamingJob that controls the object (its controller owner reference)."""
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == KIND and ref.get("apiVersion") == f"{API_GROUP}/{API_VERSION}":
+            return ref.get("uid") or None
+    return None
+
+
 def pod_observation(pod: dict[str, Any]) -> PodObs:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     annotations = meta.get("annotations") or {}
@@ -91,6 +99,7 @@ def pod_observation(pod: dict[str, Any]) -> PodObs:
         failed_points=failed_points(terminated, last.get("terminated")),
         rescale_failure=rescale_failure(terminated, last.get("terminated")),
         known_cause=cause_of(terminated, last.get("terminated")),
+        owner_uid=controller_job_uid(meta),
     )
 
 

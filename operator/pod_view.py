@@ -17,6 +17,14 @@ CONFIRM_AFTER = 30.0
 _WAITING_PHASES = ("Recovering", "Upgrading", "Suspended", "Failed", "Finished", "Pending")
 
 
+def owned_pods(pods: list[PodObs], job: str, uid: str) -> list[PodObs]:
+    """The pods that are the job's: controlled by this StreamingJob (its uid, so not a forged pod
+    that copies the job's labels and attempt annotation, nor a same-named job's before it was
+    re-created) and named as the operator names the attempt's pod. Only these are watched, drained,
+    deleted or sent the job's control token."""
+    return [p for p in pods if p.owner_uid == uid and uid and p.name == f"{job}-{p.attempt}"]
+
+
 def confirm_before_create(status: JobStatus, creates: bool, read_directly: bool) -> bool:
     """A round about to create the next attempt on the index's word that no pod is left reads the
     pods from the API first (an index that lost a draining pod would start a second attempt beside

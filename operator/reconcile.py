@@ -29,7 +29,7 @@ from sparkpoint.runtime.checkpoint import delete_savepoint
 from sparkpoint.runtime.config import JobSpec, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, control_token
+from . import builders, control_token, hot_confine, isolation
 from .caches import SpecCache, fresher_body
 from .checkpoints import iso, only_trigger_bookkeeping
 from .deletion import JobDeletion
@@ -51,7 +51,7 @@ from .model import (
     TriggerSavepoint,
 )
 from .observe import pod_observation
-from .pod_view import confirm_before_create, needs_direct_read
+from .pod_view import confirm_before_create, needs_direct_read, owned_pods
 from .resource import JobMeta, StreamingJob, parse_job
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .runtime_view import Answer, may_reuse
@@ -109,12 +109,13 @@ class Reconciler:
     def __init__(self, kube: Kube, client: RuntimeClient, metrics: OperatorMetrics, post_event: EventFn,
                  clock: Callable[[], float] = time.time, upgrade_timeout: float = 300.0,
                  job_service_account: str | None = None, driver_service_account: str | None = None,
-                 ui_path_prefix: str | None = None):
+                 ui_path_prefix: str | None = None, host_path_prefix: str | None = None):
         self.kube, self.client, self.metrics, self.post_event, self.clock = kube, client, metrics, post_event, clock
         self.upgrade_timeout = upgrade_timeout
         self.job_service_account = job_service_account
         self.driver_service_account = driver_service_account  # pods of spark.master k8s jobs
         self.ui_path_prefix = ui_path_prefix  # the UI behind the chart's Ingress (builders._with_ui)
+        self.host_path_prefix = host_path_prefix  # hostPath hot volumes only under it (hot_confine.py)
         self.store = StoreFacts(kube, clock)
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
         self._writers: dict[tuple[str, str], StatusWriter] = {}
@@ -123,6 +124,7 @@ class Reconciler:
         self._specs = SpecCache(parse_spec)
         self._creating = asyncio.Semaphore(ATTEMPT_CREATES)
         self.deletion = JobDeletion(kube, self.store, client, metrics, post_event, clock)
+        self.deletion.host_path_prefix = host_path_prefix
 
     # --- the per-job loop (run by a kopf daemon) ----------------------------------------------------
     def wake(self, namespace: str, name: str) -> None:
@@ -181,10 +183,11 @@ class Reconciler:
             return None
         job = parse_job(body, writer.current() or None, lambda raw: self._specs.get((namespace, name), raw))
         own, spec = job.status, job.spec
-        if spec is None:
-            await self._invalid_spec(job, job.spec_error or "invalid spec")
+        refusal = job.spec_error if spec is None else hot_confine.host_path_refusal(spec, self.host_path_prefix)
+        if spec is None or refusal:
+            await self._invalid_spec(job, refusal or "invalid spec")
             return 300.0
-        pods, direct = await self._pods(namespace, name, own, pods)
+        pods, direct = await self._pods(namespace, name, job.meta.uid, own, pods)
         current = next((p for p in pods if own.attempt and p.attempt == own.attempt), None)
         runtime = await self._runtime_status(current, namespace, name, own, woken)
         # The store of the spec the job runs: after a rollback the CR still holds the rejected spec,
@@ -196,7 +199,7 @@ class Reconciler:
                        store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout)
         decision = decide(obs)
         if confirm_before_create(own, bool(decision.of(CreateAttempt)), direct):
-            listed = [pod_observation(p) for p in await self.kube.job_pods(namespace, name)]
+            listed = await self._listed_pods(namespace, name, job.meta.uid)
             if {p.name for p in listed} != {p.name for p in pods}:
                 decision = decide(dataclasses.replace(obs, pods=listed))
         for trigger in decision.of(TriggerCheckpoint):
@@ -210,17 +213,21 @@ class Reconciler:
             await self._act(action, job, decision, current)
         return decision.requeue_after
 
-    async def _pods(self, namespace: str, name: str, own: JobStatus,
+    async def _pods(self, namespace: str, name: str, uid: str, own: JobStatus,
                     indexed: list[PodObs] | None) -> tuple[list[PodObs], bool]:
         """(the index's view of the job's pods, or the API server's where pod_view says to check;
-        whether it is the API server's)."""
+        whether it is the API server's). Either way only the pods this job owns (pod_view.owned_pods)."""
         key = (namespace, name)
         if indexed is not None:
+            indexed = owned_pods(list(indexed), name, uid)
             read, self._pod_doubt[key] = needs_direct_read(own, indexed, key in self._answers,
                                                            self._pod_doubt.get(key), self.clock())
             if not read:
                 return indexed, False
-        return [pod_observation(p) for p in await self.kube.job_pods(namespace, name)], True
+        return await self._listed_pods(namespace, name, uid), True
+
+    async def _listed_pods(self, namespace: str, name: str, uid: str) -> list[PodObs]:
+        return owned_pods([pod_observation(p) for p in await self.kube.job_pods(namespace, name)], name, uid)
 
     def _writer(self, namespace: str, name: str) -> StatusWriter:
         writer = self._writers.get((namespace, name))
@@ -314,9 +321,13 @@ class Reconciler:
         await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from, pins),
                                                         exists=attempt > 1),
                              self.kube.create(builders.build_control_token_secret(job, control_token.new_token())),
-                             self.kube.create(builders.build_service(job)))
-        await self.kube.create(builders.build_pod(job, run_spec, attempt, self.job_service_account,
-                                                  self.driver_service_account, self.ui_path_prefix))
+                             self.kube.create(builders.build_service(job)),
+                             *(self.kube.create(body) for body in isolation.driver_objects(job, run_spec)))
+        pod = builders.build_pod(job, run_spec, attempt, self.job_service_account,
+                                 self.driver_service_account, self.ui_path_prefix)
+        if run_spec.spark.master == "k8s":
+            isolation.with_spark_auth(pod, job)
+        await self.kube.create(hot_confine.confine_hot_mounts(pod, job))
 
     def _amend_tracking(self, meta: JobMeta, decision: Decision, **changes: Any) -> StatusWriter:
         """What an action learnt, written into the decided status's tracking (snake_case fields;

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from .spec_executors import ExecutorsSpec, HotVolume
+from .spec_pod_conf import MAX_CONF_KEYS, pod_conf_rule, refused_pod_conf
 from .spec_rules import (
     CPU_PATTERN,
     ENDPOINT_PATTERN,
@@ -62,6 +63,12 @@ RESERVED_CONF = {
     "spark.kubernetes.executor.podTemplateFile": "the runtime writes the executors' pod template",
     "spark.ui.enabled": "set spec.spark.ui.enabled instead",
     "spark.ui.port": "the UI listens on the Service's spark-ui port (4040)",
+    "spark.ui.killEnabled": "the UI is read-only (docs/security.md)",
+    # master k8s: the job's own secret authenticates and encrypts its Spark RPC (docs/security.md).
+    **{key: "each job's Spark RPC is authenticated with its own secret and encrypted (docs/security.md)"
+       for key in ("spark.authenticate", "spark.authenticate.secret", "spark.authenticate.secret.file",
+                   "spark.authenticate.secret.driver.file", "spark.authenticate.secret.executor.file",
+                   "spark.network.crypto.enabled", "spark.io.encryption.enabled")},
     "spark.eventLog.enabled": "set spec.spark.eventLog.enabled instead",
     "spark.eventLog.dir": "the runtime writes event logs to its work dir and uploads them to the store's history/",
 }
@@ -174,8 +181,8 @@ K8S_NEEDS_EXECUTORS = "master k8s needs executors (instances, cores, memory)"
 
 class SparkSection(SpecModel):
     master: Annotated[str, StringConstraints(pattern=MASTER_PATTERN)] = "local[2]"
-    conf: Annotated[dict[str, str], Field(json_schema_extra={"x-kubernetes-validations": _reserved_conf_rules()})] \
-        = Field(default_factory=dict)
+    conf: Annotated[dict[str, str], Field(max_length=MAX_CONF_KEYS, json_schema_extra={
+        "x-kubernetes-validations": [*_reserved_conf_rules(), pod_conf_rule()]})] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     state_store: Literal["rocksdb", "hdfs"] = "rocksdb"
     changelog_checkpointing: bool = True
@@ -203,6 +210,9 @@ class SparkSection(SpecModel):
             key = rule["message"].split(" ", 1)[0]
             if key in conf:
                 raise ValueError(rule["message"])
+        refused = refused_pod_conf(conf)
+        if refused:
+            raise ValueError(refused)
         return conf
 
 

@@ -36,10 +36,15 @@ def error(status: int, message: str, **headers: str) -> web.HTTPException:
 
 
 def token_matches(header: str | None, token: str) -> bool | None:
-    """None: no bearer credential at all; else whether it is the right one."""
+    """None: no bearer credential at all; else whether it is the right one. A value that is no
+    UTF-8 (aiohttp hands its bytes on as surrogates) is a wrong one, never an error."""
     if not header or not header.startswith("Bearer "):
         return None
-    return hmac.compare_digest(header[len("Bearer "):].strip().encode(), token.encode())
+    try:
+        given = header[len("Bearer "):].strip().encode()
+    except UnicodeEncodeError:
+        return False
+    return hmac.compare_digest(given, token.encode())
 
 
 def auth_middleware(token: str | None) -> Callable[..., Awaitable[web.StreamResponse]]:

@@ -5,7 +5,9 @@ has its own rewrite annotation or resource). This front does it in the pod, for 
 it listens on the pod's UI port (4040) and forwards to Spark's UI on a loopback port of its own,
 removing the path when a request carries it and passing others through unchanged (`kubectl
 sparkpoint ui` keeps working at `/`). Redirects Spark sends to its own address come back under the
-path. Read-only like the UI itself: GET and HEAD only. Without a proxy base (the default) none of
+path. Read-only like the UI itself: GET and HEAD only, and no path with a `kill` segment (Spark
+answers its kill links on GET). The Ingress user's credentials (Authorization, Cookie) are never
+passed to Spark, which needs none. Without a proxy base (the default) none of
 this runs and Spark serves 4040 directly.
 """
 
@@ -15,8 +17,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import threading
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -28,6 +31,22 @@ log = logging.getLogger("sparkpoint.ui")
 _SESSION = web.AppKey("session", aiohttp.ClientSession)
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length",
                "content-encoding"}
+
+# The Ingress user's credentials: Spark's UI needs none, and must not see the caller's.
+_CREDENTIALS = {"authorization", "cookie", "proxy-authorization"}
+
+
+def is_kill(raw_path: str) -> bool:
+    """Whether a request path names one of Spark's kill endpoints (/jobs/job/kill/, /stages/stage/kill/,
+    or any other path with a `kill` segment), however it is encoded: percent-escapes decoded until
+    stable (Jetty decodes them), Jetty's `;param` path parameters and case ignored."""
+    path = raw_path.split("?", 1)[0]
+    for _ in range(5):
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return "kill" in re.split(r"[/;\\]", path.lower())
 
 
 def upstream_path(raw_path: str, base: str) -> str:
@@ -60,8 +79,11 @@ def build_front(upstream: str, base: str) -> web.Application:
     async def forward(request: web.Request) -> web.StreamResponse:
         if request.method not in ("GET", "HEAD"):
             return web.Response(status=405, text="the Spark UI behind Sparkpoint is read-only\n")
+        if is_kill(request.rel_url.raw_path_qs):
+            return web.Response(status=403, text="the Spark UI behind Sparkpoint kills nothing\n")
         target = upstream + upstream_path(request.rel_url.raw_path_qs, base)
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", *_HOP_BY_HOP)}
+        headers = {k: v for k, v in request.headers.items()
+                   if k.lower() not in ("host", *_HOP_BY_HOP, *_CREDENTIALS)}
         try:
             async with app[_SESSION].request(request.method, target, headers=headers,
                                               allow_redirects=False) as answer:

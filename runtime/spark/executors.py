@@ -36,6 +36,13 @@ TEMPLATE_FILE = "executor-pod-template.json"
 POD_NAME_ENV = "SPARKPOINT_POD_NAME"
 ATTEMPT_ENV = "SPARKPOINT_ATTEMPT"
 HOT_VOLUME_PATH_ENV = "SPARKPOINT_HOT_VOLUME_PATH"
+# spark.authenticate (issue 41): the job's own Secret (made by the operator) holds the shared secret,
+# mounted at SPARK_AUTH_FILE in the driver and every executor; never an env value in a pod spec.
+SPARK_AUTH_SECRET_ENV = "SPARKPOINT_SPARK_AUTH_SECRET"
+# The job's own <namespace>/<job>/<uid> directory of the hot volume, the only part its pods mount.
+HOT_SUBPATH_ENV = "SPARKPOINT_HOT_VOLUME_SUBPATH"
+SPARK_AUTH_DIR = "/var/run/sparkpoint/spark-auth"
+SPARK_AUTH_FILE = f"{SPARK_AUTH_DIR}/secret"
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,8 @@ class DriverPod:
     pod_ip: str
     api_server: str  # https://host:port of the in-cluster API server
     hot_mount: str  # where checkpoint.hotVolume is mounted, in the driver and in every executor
+    auth_secret: str | None = None  # the Secret holding spark.authenticate's secret (None: an older operator)
+    hot_subpath: str | None = None  # the job's directory of the hot volume (None: an older operator)
 
 
 def driver_from_env(env: Mapping[str, str], namespace: str, job: str) -> DriverPod:
@@ -61,7 +70,8 @@ def driver_from_env(env: Mapping[str, str], namespace: str, job: str) -> DriverP
     host = f"[{host}]" if ":" in host else host  # an IPv6 service address
     return DriverPod(namespace=namespace, job=job, attempt=env[ATTEMPT_ENV], pod_name=env[POD_NAME_ENV],
                      pod_ip=env["POD_IP"], api_server=f"https://{host}:{env['KUBERNETES_SERVICE_PORT']}",
-                     hot_mount=env[HOT_VOLUME_PATH_ENV])
+                     hot_mount=env[HOT_VOLUME_PATH_ENV], auth_secret=env.get(SPARK_AUTH_SECRET_ENV) or None,
+                     hot_subpath=env.get(HOT_SUBPATH_ENV) or None)
 
 
 def executor_labels(driver: DriverPod) -> dict[str, str]:
@@ -102,6 +112,8 @@ def driver_conf(spec: JobSpec, driver: DriverPod, template_path: str) -> dict[st
         **allocation_conf(executors),
     }
     conf.update({f"spark.kubernetes.executor.label.{k}": v for k, v in executor_labels(driver).items()})
+    if driver.auth_secret:
+        conf.update(auth_conf())
     if executors.dynamic is not None:
         # A finished batch's shuffle files keep an otherwise idle executor until the driver's garbage
         # collection lets Spark's cleaner drop them (Spark's own timeout: never; on a quiet machine
@@ -113,6 +125,17 @@ def driver_conf(spec: JobSpec, driver: DriverPod, template_path: str) -> dict[st
 
 
 SHUFFLE_TRACKING_TIMEOUT = "spark.dynamicAllocation.shuffleTracking.timeout"
+
+
+def auth_conf() -> dict[str, str]:
+    """Spark's RPC authenticated with the job's own secret and encrypted, shuffle and spill files
+    encrypted: no other pod can register as an executor of this driver or fetch its blocks. With the
+    executor file set Spark puts no SPARK_AUTH_SECRET value in the executor pods' spec."""
+    return {"spark.authenticate": "true",
+            "spark.authenticate.secret.driver.file": SPARK_AUTH_FILE,
+            "spark.authenticate.secret.executor.file": SPARK_AUTH_FILE,
+            "spark.network.crypto.enabled": "true",
+            "spark.io.encryption.enabled": "true"}
 
 
 def allocation_conf(executors: ExecutorsSpec) -> dict[str, str]:
@@ -140,7 +163,11 @@ def executor_pod_template(driver: DriverPod, hot_volume: HotVolume) -> dict[str,
     container_security = {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
                           "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                           "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
-    return {
+    hot_mount: dict[str, str] = {"name": "hot", "mountPath": driver.hot_mount}
+    if driver.hot_subpath:  # only the job's own directory of the volume, where the driver has it
+        hot_mount = {"name": "hot", "mountPath": f"{driver.hot_mount}/{driver.hot_subpath}",
+                     "subPath": driver.hot_subpath}
+    template: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"labels": executor_labels(driver)},
@@ -153,12 +180,20 @@ def executor_pod_template(driver: DriverPod, hot_volume: HotVolume) -> dict[str,
                 "workingDir": TMP_DIR,
                 "env": [{"name": "HOME", "value": TMP_DIR}],
                 "securityContext": container_security,
-                "volumeMounts": [{"name": "tmp", "mountPath": TMP_DIR},
-                                 {"name": "hot", "mountPath": driver.hot_mount}],
+                "volumeMounts": [{"name": "tmp", "mountPath": TMP_DIR}, hot_mount],
             }],
             "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "hot", **hot_volume.volume_source()}],
         },
     }
+    if driver.auth_secret:
+        _with_auth_secret(template, driver.auth_secret)
+    return template
+
+
+def _with_auth_secret(template: dict[str, Any], secret: str) -> None:
+    template["spec"]["volumes"].append({"name": "spark-auth", "secret": {"secretName": secret, "defaultMode": 0o440}})
+    template["spec"]["containers"][0]["volumeMounts"].append(
+        {"name": "spark-auth", "mountPath": SPARK_AUTH_DIR, "readOnly": True})
 
 
 def user_executor_template(spec: JobSpec) -> dict[str, Any] | None:

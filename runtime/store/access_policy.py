@@ -74,8 +74,14 @@ def job_policy(bucket: str, prefix: str, job: JobRef, role: str) -> dict[str, An
 
 
 def store_history_policy(bucket: str, prefix: str) -> dict[str, Any]:
-    """Every job's event logs of the store, and the names that find the jobs (see the module's doc)."""
+    """Every job's event logs of the store, and the names that find the jobs (see the module's doc).
+    A store at the bucket's root has no prefix to bound the patterns: they would admit every
+    `*/*/history/*` key of the whole bucket (other applications' included), so that is refused."""
     top = _join(prefix)
+    if not top:
+        raise ValueError(f"a store-wide history policy needs a store prefix (s3://{bucket}/<prefix>): at the "
+                         "bucket's root it would admit the whole bucket; name the jobs instead "
+                         "(NAMESPACE/JOB --role history, one policy per job)")
     bucket_arn, logs = f"arn:aws:s3:::{bucket}", _join(top, "*/*/history/*")
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ListNamespaces", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
@@ -104,8 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     bucket, prefix = split_url(args.store)
     if args.job is None and args.role != "history":
         p.error("a job is needed for every role but history")
-    doc = store_history_policy(bucket, prefix) if args.job is None else \
-        job_policy(bucket, prefix, JobRef.parse(args.job), args.role)
+    try:
+        doc = store_history_policy(bucket, prefix) if args.job is None else \
+            job_policy(bucket, prefix, JobRef.parse(args.job), args.role)
+    except ValueError as exc:
+        p.error(str(exc))
     print(json.dumps(doc, indent=2))
     return 0
 

@@ -51,12 +51,16 @@ def test_without_jobs_the_mirror_finds_every_job_of_the_store(render) -> None:
                                "--dest", "/var/lib/sparkpoint-history", "--interval", "30s"]
 
 
-def test_network_policy_admits_only_the_release_namespace(render) -> None:
+def test_network_policy_admits_only_the_operators_pods(render) -> None:
     objs = render(historyServer=HS, networkPolicy={"enabled": True})
     policy = next(p for p in objs.of("NetworkPolicy", RELEASE_NS) if p["metadata"]["name"].endswith("-history"))
     assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "history-server"
     (rule,) = policy["spec"]["ingress"]
-    assert rule == {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": RELEASE_NS}}}],
+    # by selector: never the whole release namespace, where jobs may run too (issue 41)
+    assert rule == {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": RELEASE_NS}},
+                              "podSelector": {"matchLabels": {"app.kubernetes.io/name": "sparkpoint",
+                                                              "app.kubernetes.io/instance": "sp",
+                                                              "app.kubernetes.io/component": "operator"}}}],
                     "ports": [{"protocol": "TCP", "port": 18080}]}
 
 

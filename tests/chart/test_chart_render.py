@@ -40,7 +40,8 @@ def test_operator_deployment_is_hardened_and_probed(render) -> None:
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert mounts == {"tmp": "/tmp"} and "emptyDir" in volumes["tmp"]
     accounts = {o["metadata"]["name"]: o for o in objs.of("ServiceAccount", RELEASE_NS)}
-    assert set(accounts) == {spec["serviceAccountName"], "sparkpoint-runtime", "sparkpoint-driver"}
+    # no drivers' account beside a cluster-wide operator (issue 41; driverServiceAccount.namespaces)
+    assert set(accounts) == {spec["serviceAccountName"], "sparkpoint-runtime"}
     assert accounts["sparkpoint-runtime"]["automountServiceAccountToken"] is False
     svc = objs.one("Service", RELEASE_NS)
     assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9100, "targetPort": "metrics", "protocol": "TCP"}]
@@ -109,14 +110,15 @@ def test_network_policy_limits_the_control_port_to_the_operator(render) -> None:
         policy = objs.one("NetworkPolicy", ns)["spec"]
         assert policy["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "sparkpoint",
                                                         "app.kubernetes.io/component": "runtime"}
-        control, ui, executors, scrape = policy["ingress"]
-        # Spark's UI has no authentication: only the operator's namespace (docs/security.md)
+        control, ui, scrape = policy["ingress"]
+        # Spark's UI has no authentication: only the operator's and History Server's pods (docs/security.md)
         assert [p["port"] for p in ui["ports"]] == [4040]
-        assert ui["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": RELEASE_NS}}}]
-        # spark.master k8s: the namespace's executors reach their driver's two Spark ports, nothing else
-        assert [p["port"] for p in executors["ports"]] == [7078, 7079]
-        assert executors["from"] == [{"podSelector": {"matchLabels": {
-            "app.kubernetes.io/name": "sparkpoint", "app.kubernetes.io/component": "executor"}}}]
+        assert [peer["namespaceSelector"] for peer in ui["from"]] == \
+            [{"matchLabels": {"kubernetes.io/metadata.name": RELEASE_NS}}] * 2
+        assert [peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for peer in ui["from"]] == \
+            ["operator", "history-server"]
+        # spark.master k8s: no namespace-wide executor rule; each job's own policies (operator/isolation.py)
+        assert all(7078 not in [p["port"] for p in rule["ports"]] for rule in policy["ingress"])
         assert [p["port"] for p in control["ports"]] == [8080]
         peer = control["from"][0]
         assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": RELEASE_NS}

@@ -28,8 +28,10 @@ def test_off_by_default_and_the_ui_port_stays_closed(render) -> None:
     assert not [a for a in _operator_args(objs) if a.startswith("--ui-path-prefix")]
     policy = next(p for p in objs.of("NetworkPolicy", "team") if p["metadata"]["name"].endswith("-runtime"))
     ui_rules = [r for r in policy["spec"]["ingress"] if {"protocol": "TCP", "port": 4040} in r["ports"]]
-    assert ui_rules == [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": RELEASE_NS}}}],
-                         "ports": [{"protocol": "TCP", "port": 4040}]}]
+    in_release = {"matchLabels": {"kubernetes.io/metadata.name": RELEASE_NS}}
+    assert ui_rules == [{"from": [{"namespaceSelector": in_release, "podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "sparkpoint", "app.kubernetes.io/instance": "sp", "app.kubernetes.io/component": c}}}
+        for c in ("operator", "history-server")], "ports": [{"protocol": "TCP", "port": 4040}]}]
 
 
 def test_a_path_per_job_to_its_services_ui_port_and_the_operator_knows_the_prefix(render) -> None:

@@ -161,12 +161,32 @@ def test_fuzz_never_a_5xx_and_never_an_unauthenticated_effect(served, path, meth
     assert rt.stops == [] and rt.status_calls == 0
 
 
+def raw_status(port: int, auth: bytes) -> int:
+    """The status code for GET /status with the Authorization header's raw bytes (http.client would
+    refuse to send what an attacker's socket sends)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: " + auth + b"\r\n\r\n")
+        answer = b""
+        while chunk := conn.recv(4096):
+            answer += chunk
+    return int(answer.split(b" ", 2)[1])
+
+
+@pytest.mark.parametrize("auth", [b"Bearer \xff\xfe", b"Bearer \xc3(", b"Bearer \xed\xa0\x80",
+                                  b"Bearer t0ken\x80", b"Bearer \xe9\xe9"])
+def test_a_malformed_bearer_token_is_a_403_not_a_500(served, auth):
+    rt, server = served
+    assert raw_status(server.port, auth) == 403
+    assert rt.status_calls == 0
+
+
 # --- pure parts --------------------------------------------------------------------------------------------
 def test_token_matches():
     assert api_guard.token_matches(None, TOKEN) is None
     assert api_guard.token_matches("Basic x", TOKEN) is None
     assert api_guard.token_matches(f"Bearer {TOKEN}", TOKEN) is True
     assert api_guard.token_matches("Bearer é", TOKEN) is False
+    assert api_guard.token_matches("Bearer \udcff", TOKEN) is False  # aiohttp's surrogate for a non-UTF-8 byte
 
 
 @pytest.mark.parametrize("model,doc,message", [

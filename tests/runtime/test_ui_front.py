@@ -45,7 +45,9 @@ def spark_stand_in():
         seen.append(request.rel_url.raw_path_qs)
         if request.path == "/":
             raise web.HTTPFound(f"http://127.0.0.1:{box['port']}/jobs/")
-        return web.Response(text=f"<a href='{BASE}/stages/'>stages</a> at {request.rel_url.raw_path_qs}",
+        creds = [k for k in ("Authorization", "Cookie", "Proxy-Authorization") if k in request.headers]
+        return web.Response(text=f"<a href='{BASE}/stages/'>stages</a> at {request.rel_url.raw_path_qs} "
+                                 f"credentials={creds}",
                             content_type="text/html")
 
     def serve() -> None:
@@ -111,3 +113,32 @@ def test_a_taken_ui_port_moves_the_front_to_the_next_like_spark(monkeypatch, spa
         assert front is not None and front.port > port
         front.stop()
         assert start_if_proxied(spark, False, "127.0.0.1") is None  # UI off: no front
+
+
+@pytest.mark.parametrize("path", [
+    "/jobs/job/kill/?id=1", "/stages/stage/kill/?id=1&terminate=true", f"{BASE}/jobs/job/kill/?id=1",
+    "/jobs/job/%6Bill/?id=1", "/jobs/job/%256Bill/?id=1", "/jobs/job/KILL/?id=1", "/jobs/job/kill;x=y/?id=1",
+    "/stages/stage/kill"])
+def test_the_front_refuses_sparks_kill_endpoints_on_get(spark_stand_in, path) -> None:
+    port, seen = spark_stand_in
+    front = UiFront("127.0.0.1", 0, f"http://127.0.0.1:{port}", BASE).start()
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{front.port}{path}", timeout=10)
+        assert refused.value.code == 403
+        assert seen == []  # never reached Spark
+    finally:
+        front.stop()
+
+
+def test_the_front_never_passes_the_ingress_users_credentials_to_spark(spark_stand_in) -> None:
+    port, _ = spark_stand_in
+    front = UiFront("127.0.0.1", 0, f"http://127.0.0.1:{port}", BASE).start()
+    try:
+        request = urllib.request.Request(f"http://127.0.0.1:{front.port}{BASE}/jobs/", headers={
+            "Authorization": "Bearer the-users-sso-token", "Cookie": "session=abc",
+            "Proxy-Authorization": "Basic eDp5"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            assert b"credentials=[]" in r.read()
+    finally:
+        front.stop()

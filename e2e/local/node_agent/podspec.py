@@ -164,7 +164,14 @@ def mounts_for(container: dict, volume_dirs: dict[str, Path]) -> list[Mount]:
         if sub_path:
             if sub_path.startswith("/") or ".." in Path(sub_path).parts:
                 raise ConfigError("CreateContainerConfigError", f"invalid subPath {sub_path!r}")
-            source = source / sub_path
+            root, source = source, source / sub_path
+            if root.is_dir():  # as the kubelet: missing directories made with the volume root's mode
+                parts = Path(sub_path).parts
+                missing = [root.joinpath(*parts[:n]) for n in range(1, len(parts) + 1)
+                           if not root.joinpath(*parts[:n]).exists()]
+                for directory in missing:
+                    directory.mkdir()
+                    directory.chmod(root.stat().st_mode & 0o7777)
         mounts.append(Mount(source, vm["mountPath"], bool(vm.get("readOnly"))))
     return sorted(mounts, key=lambda m: len(Path(m.target).parts))
 

@@ -122,6 +122,13 @@ def test_mounts_are_ordered_parents_first_and_reject_escaping_subpaths(tmp_path:
     assert [m.target for m in mounts] == ["/x", "/x/y/z"] and mounts[0].read_only
     with pytest.raises(ConfigError):
         mounts_for({"volumeMounts": [{"name": "a", "mountPath": "/m", "subPath": "../etc"}]}, {"a": tmp_path})
+    # a missing subPath directory is made, with the volume root's mode (the kubelet does the same)
+    (tmp_path / "hot").mkdir()
+    (tmp_path / "hot").chmod(0o777)
+    (mount,) = mounts_for({"volumeMounts": [{"name": "h", "mountPath": "/v/ns/job/uid", "subPath": "ns/job/uid"}]},
+                          {"h": tmp_path / "hot"})
+    assert mount.source == tmp_path / "hot/ns/job/uid" and mount.source.is_dir()
+    assert all((tmp_path / "hot" / d).stat().st_mode & 0o777 == 0o777 for d in ("ns", "ns/job", "ns/job/uid"))
 
 
 @given(st.lists(st.sampled_from([f"uid-{i}" for i in range(20)]), max_size=60))
