@@ -40,19 +40,21 @@ from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pe
 
 from .compaction import apply_records, history_items, record_attempt
 from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
+from .history import SegmentReader
 from .keys import commit_key, file_keys, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_entry
 from .upsert import upsert_attempt
 from .upsert_snapshot import restorable, snapshot_attempt, upsert_needs
 
 log = logging.getLogger("sparkpoint.gc")
-_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_compactions|_delta_log|staging|upserts)/")
+_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_compactions|_delta_log|_snapshots|staging|upserts)/")
 
 
 @dataclass
 class OutputGcResult:
     deleted_entries: list[str] = field(default_factory=list)  # "<path>:<entry id>"
     deleted_records: int = 0  # compaction records no needed history applies
+    deleted_snapshots: int = 0  # history snapshots no needed history walks through (history.py)
     deleted_files: int = 0
     deleted_bytes: int = 0
     live_files: int = 0
@@ -108,8 +110,9 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     for path, areas in sorted(by_path.items()):
         try:
             records = _records(store, areas.get("_compactions", []))
+            snapshots = SegmentReader(store, job, path, {id_from_json_key(o.key) for o in areas.get("_snapshots", [])})
             needed_entries, needed_files, used_records = _needed(store, job, path, areas.get("_commits", []),
-                                                                 manifests, records)
+                                                                 manifests, records, snapshots)
             table_files = (table_needs(store, job, path, retention_seconds=delta_retention_seconds, now=now)
                            if "_delta_log" in areas else set())
         except (OutputLineageError, TableUnreadableError, ValueError) as exc:
@@ -156,6 +159,13 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                 if not dry_run:
                     store.delete(info.key)
                 result.deleted_records += 1
+        for info in areas.get("_snapshots", []):  # a snapshot holds its entry's history: kept with the entry
+            if id_from_json_key(info.key) in needed_entries or not info.key.endswith(".json"):
+                result.keep(info, committed=True)
+            elif collectable(info):
+                if not dry_run:
+                    store.delete(info.key)
+                result.deleted_snapshots += 1
         for info in areas.get("_commits", []):
             entry_id = id_from_json_key(info.key)
             if not info.key.endswith(".json") or entry_id in needed_entries:
@@ -213,10 +223,12 @@ def _records(store: ObjectStore, infos: list[ObjectInfo]) -> list[dict[str, Any]
 
 def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo],
             manifests: list[tuple[str, dict[str, Any]]],
-            records: list[dict[str, Any]]) -> tuple[set[str], set[str], set[str]]:
+            records: list[dict[str, Any]], segments: SegmentReader) -> tuple[set[str], set[str], set[str]]:
     """The entry ids, file keys and compaction records of `path` that readers or a restore of a kept
     point need. A history's files are those of its items with the compaction records applied: the
-    small files a record replaced are needed only by a history that holds part of its run."""
+    small files a record replaced are needed only by a history that holds part of its run. Kept
+    points share their past: without records, a point whose predecessor an earlier walk already
+    took in adds only its own files (every id in `entries` has its whole history added)."""
     ids = [id_from_json_key(o.key) for o in commits if o.key.endswith(".json")]
 
     def load(entry_id: str) -> dict[str, Any] | None:
@@ -232,7 +244,10 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
     def keep_history(head: dict[str, Any] | None, own: dict[str, Any] | None = None) -> None:
         if head is not None and head.get("kind") == "continuation":
             entries.add(continuation_id(int(head["attempt"])))
-        chain = follow_chain(head, ids, load)
+        if head is not None and not records and head.get("kind") != "continuation" and head["checkpoint"] in entries:
+            files.update(k for item in (own or {}).get("files", []) for k in file_keys(item))
+            return
+        chain = follow_chain(head, ids, load, segments)
         entries.update(doc["checkpoint"] for doc in chain)
         docs = [*chain, *([own] if own else [])]
         applied: set[str] = set()
@@ -248,9 +263,13 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
     for entry_id, sink in manifests:
         if sink.get("path", "default").strip("/") != path:
             continue
-        entries.add(entry_id)
         previous = sink.get("previous")
-        keep_history(None if previous is None else (load(previous) or _missing(previous)), sink)
+        if previous is not None and not records and previous in entries:
+            head: dict[str, Any] | None = {"checkpoint": previous}  # walked: its history is in already
+        else:
+            head = None if previous is None else (load(previous) or _missing(previous))
+        keep_history(head, sink)
+        entries.add(entry_id)
     return entries, files, used
 
 

@@ -47,10 +47,11 @@ from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, outputs_prefix
 
 from .batch_files import write_batch_files
+from .history import SEGMENT, compact_forward, snapshot_ids
 from .journal import SinkJournal
 from .keys import batch_dir_key, commit_key, commits_prefix, file_keys, sink_root
 from .lineage import continuation_id, head_checkpoint
-from .reader import committed_entries, current_head, read_committed
+from .reader import _loader, committed_entries, current_head, read_committed
 
 __all__ = ["CommitEntryConflict", "SinkStopped", "TransactionalSink", "commit_key", "commits_prefix",
            "committed_entries", "current_head", "read_committed", "sink_root", "staged_budget_bytes"]
@@ -106,6 +107,7 @@ class TransactionalSink:
         self.on_over_budget: Callable[[], None] | None = None  # asks for a checkpoint (the runner sets it)
         self._cond = threading.Condition()
         self._uploaded: dict[str, int] = {}  # staged keys in the store -> batch
+        self._unsnapshotted = 0  # entries published since the history was last snapshotted (history.py)
 
     # --- per batch (Spark's foreachBatch thread): local disk only ------------------------------
     def write_batch(self, df: Any, batch_id: int) -> int:
@@ -203,7 +205,22 @@ class TransactionalSink:
             self._cond.notify_all()
         log.info("output published", extra={"checkpoint": checkpoint_id, "up_to_batch": up_to,
                                             "files": len(entry["files"]), "new_entry": created})
+        self._unsnapshotted += 1
+        if self._unsnapshotted >= SEGMENT:
+            self._snapshot_history()
         return created
+
+    def _snapshot_history(self) -> None:
+        """Snapshot the history this attempt continues up to its head (history.py). Only a shortcut
+        for readers: a failure is logged and retried after the next segment of entries."""
+        with self._cond:
+            head = self.head
+        self._unsnapshotted = 0
+        try:
+            compact_forward(self.store, self.job, self.path, head, self.attempt,
+                            _loader(self.store, self.job, self.path), segment=SEGMENT)
+        except Exception as exc:  # noqa: BLE001 - readers walk the entries instead; never fail a publish
+            log.warning("history snapshot not written", extra={"path": self.path, "head": head, "error": str(exc)})
 
     def _put_entry(self, key: str, doc: dict[str, Any]) -> bool:
         """Conditional put of a commit entry: True if created, False if the same entry was there."""
@@ -300,3 +317,7 @@ class TransactionalSink:
             log.info("output continues an older point", extra={
                 "continues": self.head, "superseded_head": head_checkpoint(current),
                 "up_to_batch": self.published_through})
+        # How far the head is past the newest snapshot (by checkpoint number: a trigger, not a count):
+        # a store from before snapshots is compacted forward at the first publish, off the start's path.
+        newest = max((_number(i) for i in snapshot_ids(self.store, self.job, self.path)), default=0)
+        self._unsnapshotted = max(0, _number(self.head) - newest)
