@@ -12,7 +12,8 @@ and the S3 pages they would cost at 1,000 keys a page, keys listed, GET, HEAD, P
 - a start's sink resume (TransactionalSink.resume of the newest checkpoint, as the runtime does).
 
 Where the code has history snapshots (runtime/sink/history.py), the store holds those the runtime
-writes as it publishes (written by the build with the runtime's own function). Bytes outside
+writes as it publishes (written by the build with the runtime's own function). A first GC pass
+collects what the store's age left behind; the GC figures are of a second, steady-state pass. Bytes outside
 retained data: everything under the job's root that is neither a file of the history nor a
 checkpoint object (commit entries, snapshots, records).
 
@@ -195,6 +196,8 @@ def measure(n: int, base: Path) -> dict[str, Any]:
     t0 = time.monotonic()
     url = build(root, n)
     row: dict[str, Any] = {"checkpoints": n, "build_seconds": round(time.monotonic() - t0, 1)}
+    first = _run(["gc", url])[2]  # a first pass deletes what the store's age left (e.g. snapshotted entries)
+    row["first_gc_delete"] = first.get("delete", 0)
     rss, seconds, c = _run(["gc", url])
     row.update(gc_rss_mib=rss, gc_seconds=seconds, gc_get=c.get("get", 0), gc_head=c.get("head", 0),
                gc_put=c.get("put", 0), gc_delete=c.get("delete", 0), gc_list_pages=c.get("list_pages", 0),
@@ -219,29 +222,36 @@ def ratio(rows: list[dict[str, Any]], metric: str) -> str:
     return "n/a" if not first else f"{last / first:.2f}"
 
 
-def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    label = {r["checkpoints"]: AGES.get(r["checkpoints"], f"{r['checkpoints']:,} checkpoints") for r in rows}
+def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[str, Any]] | None = None) -> str:
+    before = before or []
+    label = {r["checkpoints"]: AGES.get(r["checkpoints"], f"{r['checkpoints']:,} checkpoints") for r in rows + before}
     lines = [START, "## Costs against a job's age (bench/age_bench.py)", "",
              "A transactional-sink job of 10 s checkpoints aged N checkpoints (one batch and one Parquet part "
              "per checkpoint, one linear history, 3 checkpoints retained), built directly in a directory "
              "store; each command in its own process (peak RSS from GNU time) with every store request "
-             "counted (LIST pages at 1,000 keys a page). "
-             f"Commit {meta['commit']}, {meta['date']}, load average {meta['load']} on 2 shared cores "
-             "(seconds depend on the load; requests and RSS do not).", "",
+             "counted (LIST pages at 1,000 keys a page). GC figures are of a second `gc --once` pass (the first "
+             "deletes what the store's age left; its DELETEs are in the last column). Rows marked *before* ran "
+             f"the code before history snapshots. Commit {meta['commit']}, {meta['date']}, load average "
+             f"{meta['load']} on 2 shared cores (seconds depend on the load; requests and RSS do not).", "",
              "| age | gc peak RSS | gc s | gc GET | gc LIST pages / keys | gc PUT / DELETE | read --limit 10: s | "
-             "GET | keys listed | resume: GET | keys listed | bytes outside data | entries past the newest snapshot |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in rows:
+             "GET | keys listed | resume: GET | keys listed | bytes outside data | entries past the newest "
+             "snapshot | first pass DELETEs |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in [*[{**b, "before": True} for b in before], *rows]:
         lines.append(
-            f"| {label[r['checkpoints']]} ({r['checkpoints']:,}) | {r['gc_rss_mib']} MiB | {r['gc_seconds']} | "
+            f"| {'*before*: ' if r.get('before') else ''}{label[r['checkpoints']]} ({r['checkpoints']:,}) | "
+            f"{r['gc_rss_mib']} MiB | {r['gc_seconds']} | "
             f"{r['gc_get']:,} | {r['gc_list_pages']:,} / {r['gc_keys_listed']:,} | {r['gc_put']} / {r['gc_delete']} | "
             f"{r['read_seconds']} | {r['read_get']:,} | {r['read_keys_listed']:,} | {r['resume_get']:,} | "
-            f"{r['resume_keys_listed']:,} | {r['outside_bytes']:,} | {r.get('since_snapshot', r['checkpoints']):,} |")
-    if len(rows) > 1:
-        lines += ["", f"Ratio of the oldest to the youngest store ({label[rows[-1]['checkpoints']]} / "
-                  f"{label[rows[0]['checkpoints']]}): " + ", ".join(f"{m} {ratio(rows, m)}" for m in METRICS) + "."]
+            f"{r['resume_keys_listed']:,} | {r['outside_bytes']:,} | {r.get('since_snapshot', r['checkpoints']):,} | "
+            f"{r.get('first_gc_delete', 0):,} |")
+    for name, group in [("Before", before), ("Now", rows)]:
+        if len(group) > 1:
+            lines += ["", f"{name}: ratio of the oldest to the youngest store ({label[group[-1]['checkpoints']]} / "
+                      f"{label[group[0]['checkpoints']]}): " + ", ".join(f"{m} {ratio(group, m)}" for m in METRICS)
+                      + "."]
     lines += ["", meta["conclusion"], END]
-    return "\n".join(line for line in lines if line is not None)
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default=None, help="comma-separated N (default 8640,60480)")
     parser.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     parser.add_argument("--conclusion", default="", help="the sentence under the table")
+    parser.add_argument("--before", default=None,
+                        help="a file of the JSON rows a run on an earlier commit printed: shown first, marked before")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("500,2000" if args.small else f"{DAY},{7 * DAY}")).split(",")]
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-age-"))
@@ -265,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(base, ignore_errors=True)
     meta = {"commit": report.commit(), "date": time.strftime("%Y-%m-%d"),
             "load": " ".join(f"{x:.1f}" for x in os.getloadavg()), "conclusion": args.conclusion}
-    return report.publish(START, END, render(rows, meta), write=not args.no_write)
+    before = ([json.loads(x) for x in Path(args.before).read_text().splitlines() if x.startswith('{"checkpoints"')]
+              if args.before else None)
+    return report.publish(START, END, render(rows, meta, before), write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -53,12 +53,12 @@ def snapshot_ids(store: ObjectStore, job: JobRef, path: str) -> set[str]:
 
 class SegmentReader:
     """`segments` for lineage.follow_chain: the snapshot of an entry id, or None when it has none.
-    `used` collects the snapshots walks went through (what GC keeps)."""
+    `covered` collects the ids of the entries the walks took from snapshots, not from `_commits/`."""
 
     def __init__(self, store: ObjectStore, job: JobRef, path: str, ids: set[str] | None = None):
         self.store, self.job, self.path = store, job, path
         self.ids = snapshot_ids(store, job, path) if ids is None else ids
-        self.used: set[str] = set()
+        self.covered: set[str] = set()
 
     def __call__(self, checkpoint_id: str) -> list[dict[str, Any]] | None:
         if checkpoint_id not in self.ids:
@@ -70,7 +70,7 @@ class SegmentReader:
         entries = doc.get("entries") or []
         if not entries or entries[-1].get("checkpoint") != checkpoint_id:
             raise OutputLineageError(f"history snapshot {checkpoint_id} does not end at its own entry")
-        self.used.add(checkpoint_id)
+        self.covered.update(str(e["checkpoint"]) for e in entries)
         return list(entries)
 
 

@@ -134,9 +134,13 @@ def test_output_read_walks_the_history_once(tmp_path):
     assert len(entry_reads) == len(set(entry_reads)) == 50  # before: twice each, and the head once more
 
 
-def _read_entry_by_entry(store, job) -> list[dict]:  # type: ignore[no-untyped-def]
+def _read_entry_by_entry(store, job, ever: dict[str, dict]) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The history from the head, walked entry by entry over every entry ever written (`ever`: GC
+    deletes the entries a snapshot holds once no walk reads them)."""
     ids, load = _entry_ids(store, job, "default"), _loader(store, job, "default")
-    return follow_chain(head_entry(ids, load), ids, load)
+    for key in (o.key for o in store.list(f"{job.root}/outputs/default/_commits/")):
+        ever.setdefault(key.rsplit("/", 1)[-1][:-5], json.loads(store.get_bytes(key)))
+    return follow_chain(head_entry(ids, load), sorted(ever), ever.get)
 
 
 @settings(max_examples=60, deadline=None)
@@ -144,15 +148,18 @@ def _read_entry_by_entry(store, job) -> list[dict]:  # type: ignore[no-untyped-d
 def test_with_snapshots_every_two_entries_readers_and_gc_see_exactly_the_entries_history(actions):
     """The output GC property test's model (restores, savepoints, crashes, GC passes) with a snapshot
     every 2 entries: after every step the history read through snapshots is the one the entries
-    name, readers see exactly the durable rows, and GC keeps what a restore needs."""
+    name (all of them, also those GC deleted because a snapshot holds them), readers see exactly the
+    durable rows, and GC keeps what a restore needs."""
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(transactional, "SEGMENT", 2):
         root = Path(tmp)
         model = Model(store=open_store(f"file://{root}/store"), job=JobRef("default", "prop"), root=root)
+        ever: dict[str, dict] = {}
         for action, arg in actions:
+            _read_entry_by_entry(model.store, model.job, ever)  # remember the entries before a step's GC
             model.step(action, arg)
             ids, load = _entry_ids(model.store, model.job, "default"), _loader(model.store, model.job, "default")
             through = follow_chain(head_entry(ids, load), ids, load, SegmentReader(model.store, model.job, "default"))
-            assert through == _read_entry_by_entry(model.store, model.job), (action, arg)
+            assert through == _read_entry_by_entry(model.store, model.job, ever), (action, arg)
             assert [r["v"] for r in read_committed(model.store, model.job)] == list(range(model.durable))
 
 
@@ -163,3 +170,27 @@ def test_a_readers_walk_costs_one_get_per_segment(tmp_path):
     entries = committed_entries(store, job, "default")
     assert [e["checkpoint"] for e in entries] == [f"chk-{i:06d}" for i in range(1, 2001)]
     assert len(store.gets) == 1 + 2000 // 500  # before: 2,000
+
+
+def test_gc_deletes_the_entries_snapshots_hold_so_starts_and_readers_list_only_the_recent_ones(tmp_path):
+    store, job = aged_store(tmp_path / "s", 400, 20)
+    rows = read_committed(store, job)
+    result = output_gc_pass(store, job, grace_seconds=0, clock=later)
+    # snapshots end at every 20th entry; a walk from the oldest kept point (chk-398: from its predecessor
+    # chk-397) reads chk-397..381 one by one and takes the rest from snapshots, from chk-380 down: the
+    # entries before chk-380 are in snapshots and no walk reads them from _commits/ any more
+    assert result.deleted_snapshotted_entries == 379 and not result.deleted_entries and not result.deleted_files
+    assert sorted(_entry_ids(store, job, "default")) == [f"chk-{i:06d}" for i in range(380, 401)]
+    assert read_committed(store, job) == rows
+    again = output_gc_pass(store, job, grace_seconds=0, clock=later)  # a pass reads the store it leaves
+    assert not again.skipped_paths and again.deleted_snapshotted_entries == 0 and again.deleted_files == 0
+    store.listed = 0
+    with mock.patch.object(transactional, "SEGMENT", 20):  # a start restores the oldest kept point
+        sink = transactional.TransactionalSink(store, job, attempt=write_fence(store, job), path="default",
+                                               journal=SinkJournal(tmp_path / "journal"),
+                                               write_files=fake_write_files)
+        from sparkpoint.runtime.checkpoint.catalog import load_manifest
+
+        sink.resume("chk-000398", load_manifest(store, job, "chk-000398").extra)
+    assert store.listed < 50  # the 21 entries left and the 20 snapshots; before: every entry, 400
+    assert [r["v"] for r in read_committed(store, job)] == list(range(398))
