@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from sparkpoint.runtime.checkpoint.fence import check_fence
 from sparkpoint.runtime.store import JobRef, ObjectStore
@@ -47,7 +47,7 @@ from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, outputs_prefix
 
 from .batch_files import write_batch_files
-from .history import SEGMENT, compact_forward, snapshot_ids
+from .history import SEGMENT, compact_forward, snapshot_ids, snapshot_key
 from .journal import SinkJournal
 from .keys import batch_dir_key, commit_key, commits_prefix, file_keys, sink_root
 from .lineage import continuation_id, head_checkpoint
@@ -196,6 +196,7 @@ class TransactionalSink:
             doc.update(previous=entry["previous"], attempt=entry.get("attempt"))
         if entry.get("incarnation"):
             doc["incarnation"] = entry["incarnation"]
+        self._check_snapshot(entry["path"], checkpoint_id, doc)
         created = self._put_entry(commit_key(self.job, entry["path"], checkpoint_id), doc)
         up_to = int(entry["upToBatch"])
         with self._cond:
@@ -222,6 +223,19 @@ class TransactionalSink:
         except Exception as exc:  # noqa: BLE001 - readers walk the entries instead; never fail a publish
             log.warning("history snapshot not written", extra={"path": self.path, "head": head, "error": str(exc)})
 
+    def _check_snapshot(self, path: str, checkpoint_id: str, doc: dict[str, Any]) -> None:
+        """A history snapshot at this id holds its entry (output GC may have deleted the entry itself):
+        another entry under the id is the same conflict as a stored one, never a new history through it."""
+        key = snapshot_key(self.job, path, checkpoint_id)
+        if not self.store.exists(key):
+            return
+        try:
+            found = (json.loads(self.store.get_bytes(key)).get("entries") or [{}])[-1]
+        except (ObjectNotFoundError, ValueError):
+            return  # collected meanwhile: its entry went with it
+        if found != doc:
+            self._conflict(key, doc, found)
+
     def _put_entry(self, key: str, doc: dict[str, Any]) -> bool:
         """Conditional put of a commit entry: True if created, False if the same entry was there."""
         if self.store.put_if_absent(key, json.dumps(doc, sort_keys=True).encode()):
@@ -232,6 +246,9 @@ class TransactionalSink:
             found = None
         if found == doc:
             return False
+        self._conflict(key, doc, found)
+
+    def _conflict(self, key: str, doc: dict[str, Any], found: Any) -> NoReturn:
         found = found if isinstance(found, dict) else {}
         message = (f"{key} already holds a commit entry this job did not write (incarnation "
                    f"{found.get('incarnation', 'unrecorded')}, attempt {found.get('attempt')}; this is incarnation "

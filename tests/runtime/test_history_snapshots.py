@@ -194,3 +194,27 @@ def test_gc_deletes_the_entries_snapshots_hold_so_starts_and_readers_list_only_t
         sink.resume("chk-000398", load_manifest(store, job, "chk-000398").extra)
     assert store.listed < 50  # the 21 entries left and the 20 snapshots; before: every entry, 400
     assert [r["v"] for r in read_committed(store, job)] == list(range(398))
+
+
+def test_an_entry_under_the_id_of_another_histories_snapshot_is_a_conflict_not_a_new_history(tmp_path):
+    """An earlier job of the same name left a snapshot at chk-000002 (GC had deleted the entries it
+    holds): the new job's chk-000002 must not be published as if nothing held that id, or walks
+    through it would read the earlier job's rows."""
+    import pytest
+
+    store, job = aged_store(tmp_path / "s", 2, 2)  # the earlier job: a snapshot ending at chk-000002
+    for cid in ("chk-000001", "chk-000002"):
+        store.delete(commit_key(job, "default", cid))
+    sink = transactional.TransactionalSink(store, job, attempt=write_fence(store, job), path="default",
+                                           journal=SinkJournal(tmp_path / "journal"), write_files=fake_write_files)
+    sink.resume(None, None)
+    for cid, batch in (("chk-000001", 0), ("chk-000002", 1)):
+        sink.write_batch(FakeBatch([{"v": f"new-{batch}"}]), batch)
+        extra = sink.manifest_extra(batch)
+        sink.upload_staged(extra)
+        if cid == "chk-000002":
+            with pytest.raises(transactional.CommitEntryConflict):
+                sink.publish(cid, extra)
+        else:
+            sink.publish(cid, extra)
+    assert not store.exists(commit_key(job, "default", "chk-000002"))
