@@ -27,7 +27,7 @@ from typing import Any
 
 from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
-from sparkpoint.runtime.store.layout import id_from_json_key
+from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key
 
 from .keys import sink_root
 from .lineage import OutputLineageError
@@ -36,7 +36,12 @@ log = logging.getLogger("sparkpoint.sink")
 
 SEGMENT = 1000  # entries per snapshot: a walk of N entries costs at most SEGMENT + N / SEGMENT GETs
 
-Segments = Callable[[str], list[dict[str, Any]] | None]
+_HOLDING_TRIES = 3  # snapshots of other histories may end between an entry and its own snapshot
+
+
+def _number(entry_id: str) -> int:
+    m = CHECKPOINT_ID.match(entry_id)
+    return int(m.group(1)) if m else -1
 
 
 def snapshots_prefix(job: JobRef, path: str) -> str:
@@ -72,6 +77,19 @@ class SegmentReader:
             raise OutputLineageError(f"history snapshot {checkpoint_id} does not end at its own entry")
         self.covered.update(str(e["checkpoint"]) for e in entries)
         return list(entries)
+
+    def holding(self, checkpoint_id: str) -> list[dict[str, Any]] | None:
+        """The entries of a snapshot that holds `checkpoint_id` inside it, oldest first, up to that
+        entry: for an entry GC deleted because snapshots hold it (a restore of a point that left
+        retention during the pass). The nearest snapshots after it are tried; None if none holds it."""
+        number = _number(checkpoint_id)
+        later = sorted((n, i) for i in self.ids if (n := _number(i)) >= number >= 0)
+        for _, end in later[:_HOLDING_TRIES]:
+            entries = self(end) or []
+            for i, entry in enumerate(entries):
+                if entry.get("checkpoint") == checkpoint_id:
+                    return entries[: i + 1]
+        return None
 
 
 def compact_forward(store: ObjectStore, job: JobRef, path: str, head: str | None, attempt: int,

@@ -103,6 +103,11 @@ def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
             seen.add(doc["checkpoint"])
             continue
         doc = load(prev)
+        held = getattr(segments, "holding", None) if doc is None else None
+        if held is not None and (segment := held(prev)):  # deleted because a snapshot holds it
+            chain.extend(reversed(segment[1:]))
+            seen.update(d["checkpoint"] for d in segment)
+            doc = segment[0]
         if doc is None:
             raise OutputLineageError(f"commit entry {prev} named as a predecessor is missing")
     chain.reverse()

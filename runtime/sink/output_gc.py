@@ -298,7 +298,7 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
         if previous is not None and not records and previous in entries:
             point: dict[str, Any] | None = {"checkpoint": previous}  # walked: its history is in already
         else:
-            point = None if previous is None else (load(previous) or _missing(previous))
+            point = None if previous is None else (load(previous) or _held(segments, previous))
         keep_history(point, sink)
         entries.add(entry_id)
     # Entries a snapshot holds below the first snapshot every walk meets are never read one by one
@@ -311,5 +311,9 @@ def _number(entry_id: str) -> int:
     return int(m.group(1)) if m else -1
 
 
-def _missing(entry_id: str) -> dict[str, Any]:
+def _held(segments: SegmentReader, entry_id: str) -> dict[str, Any]:
+    """A kept point's predecessor that a pass deleted because a snapshot holds it (the point was
+    out of retention then, and restored or kept since), or a loud error."""
+    if held := segments.holding(entry_id):
+        return held[-1]
     raise OutputLineageError(f"commit entry {entry_id} named by a kept checkpoint is missing")

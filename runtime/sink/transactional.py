@@ -47,7 +47,7 @@ from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, outputs_prefix
 
 from .batch_files import write_batch_files
-from .history import SEGMENT, compact_forward, snapshot_ids, snapshot_key
+from .history import SEGMENT, SegmentReader, compact_forward, snapshot_ids, snapshot_key
 from .journal import SinkJournal
 from .keys import batch_dir_key, commit_key, commits_prefix, file_keys, sink_root
 from .lineage import continuation_id, head_checkpoint
@@ -271,7 +271,10 @@ class TransactionalSink:
         if not all(self.store.exists(k) for f in files for k in file_keys(f)):
             return "deleted"
         if previous is not None:
-            return None if self.store.exists(commit_key(self.job, path, previous)) else "deleted"
+            if self.store.exists(commit_key(self.job, path, previous)):
+                return None
+            # GC deletes entries that history snapshots hold: such a predecessor is still there
+            return None if SegmentReader(self.store, self.job, path).holding(previous) else "deleted"
         return None if files else "empty"
 
     def _history_resumed(self) -> None:

@@ -218,3 +218,24 @@ def test_an_entry_under_the_id_of_another_histories_snapshot_is_a_conflict_not_a
         else:
             sink.publish(cid, extra)
     assert not store.exists(commit_key(job, "default", "chk-000002"))
+
+
+def test_a_restore_of_a_point_whose_predecessor_gc_took_into_a_snapshot_reads_its_own_history(tmp_path):
+    """A kept point left retention during a GC pass (so the pass did not protect its predecessor's
+    entry) and is restored anyway: the predecessor is read from the snapshot that holds it, and the
+    restored history is the point's own, not a new empty one."""
+    store, job = aged_store(tmp_path / "s", 400, 20)
+    output_gc_pass(store, job, grace_seconds=0, clock=later)
+    assert not store.exists(commit_key(job, "default", "chk-000100"))  # held by the snapshot ending at chk-000120
+    files = [{"batch": 100, "rows": 1, "format": "jsonl",
+              "keys": [f"{job.root}/outputs/default/staging/attempt-1/batch-{100:09d}-0a0a0a0a0a0a/part-00000.json"]}]
+    extra = {"sink": {"kind": "transactional", "path": "default", "attempt": 1, "previous": "chk-000100",
+                      "afterBatch": 99, "upToBatch": 100, "files": files}}
+    store.delete(commit_key(job, "default", "chk-000101"))  # its entry too (what a savepoint of it would restore)
+    sink = transactional.TransactionalSink(store, job, attempt=write_fence(store, job), path="default",
+                                           journal=SinkJournal(tmp_path / "journal"), write_files=fake_write_files)
+    sink.resume("chk-000101", extra)
+    assert [r["v"] for r in read_committed(store, job)] == list(range(101))
+    write_manifest(store, job, "chk-000101", 1, extra)  # kept again (a savepoint of it, say): GC reads its history
+    result = output_gc_pass(store, job, grace_seconds=0, clock=later)
+    assert not result.skipped_paths and [r["v"] for r in read_committed(store, job)] == list(range(101))
