@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from sparkpoint.runtime.sink.lineage import head_checkpoint
-from sparkpoint.runtime.sink.reader import committed_files, current_head, iter_committed
+from sparkpoint.runtime.sink.reader import committed_files, committed_history, iter_committed
 
 from .cli_common import add_common, emit, open_from_args
 
@@ -33,15 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _summary(store, job, path: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    batches = committed_files(store, job, path)
-    return {"path": path, "head": head_checkpoint(current_head(store, job, path)), "batches": batches,
+    head, entries = committed_history(store, job, path)  # one walk for the summary and the rows
+    batches = committed_files(store, job, path, entries)
+    return {"path": path, "head": head_checkpoint(head), "batches": batches,
             "rows_committed": sum(int(b.get("rows") or 0) for b in batches)}
 
 
 def cmd_read(args: argparse.Namespace) -> int:
     store, job = open_from_args(args)
     summary = _summary(store, job, args.path)
-    rows = itertools.islice(iter_committed(store, job, args.path), args.limit)
+    rows = itertools.islice(iter_committed(store, job, args.path, summary["batches"]), args.limit)
     if args.json:
         print(json.dumps({**summary, "rows": list(rows)}))
         return 0

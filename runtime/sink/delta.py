@@ -74,6 +74,7 @@ from .delta_table import (
     sync_table,
     table_paths,
 )
+from .history import SEGMENT, SegmentReader
 from .journal import SinkJournal
 from .keys import commit_key, file_keys, sink_root
 from .lineage import follow_chain
@@ -98,7 +99,8 @@ class DeltaSink(TransactionalSink):
         self.location: DeltaLocation = delta_location(store, sink_root(job, path), env)
         self.compaction = compaction  # None: never compacts
         self._table_lock = threading.Lock()  # one Delta commit at a time (overlapping checkpoints, compaction)
-        self._entries: dict[str, dict[str, Any]] = {}  # commit entries never change: read each once
+        # commit entries never change: read each once; walks read at most a segment of them (history.py)
+        self._entries: dict[str, dict[str, Any]] = {}
         self._records: dict[str, dict[str, Any]] = {}  # nor do compaction records
         self._compacted_at = time.monotonic()
         self._seq = 0
@@ -168,6 +170,8 @@ class DeltaSink(TransactionalSink):
 
     def _load(self, entry_id: str) -> dict[str, Any] | None:
         if entry_id not in self._entries:
+            if len(self._entries) >= 2 * SEGMENT:  # bounded: older ones are in history snapshots
+                self._entries.clear()
             try:
                 self._entries[entry_id] = json.loads(self.store.get_bytes(commit_key(self.job, self.path, entry_id)))
             except ObjectNotFoundError:
@@ -175,7 +179,9 @@ class DeltaSink(TransactionalSink):
         return self._entries[entry_id]
 
     def _chain(self, head_id: str | None, ids: list[str]) -> list[dict[str, Any]]:
-        return follow_chain(self._load(head_id), ids, self._load) if head_id else []
+        if not head_id:
+            return []
+        return follow_chain(self._load(head_id), ids, self._load, SegmentReader(self.store, self.job, self.path))
 
     def _effective_items(self, head_id: str) -> list[dict[str, Any]]:
         """The batch items of the history that ends at entry `head_id`, oldest first, records applied."""

@@ -65,14 +65,21 @@ def head_entry(entry_ids: list[str], load: Callable[[str], dict[str, Any] | None
 
 
 def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
-                 load: Callable[[str], dict[str, Any] | None]) -> list[dict[str, Any]]:
-    """The checkpoint entries of the history that ends at `head`, oldest first."""
+                 load: Callable[[str], dict[str, Any] | None],
+                 segments: Callable[[str], list[dict[str, Any]] | None] | None = None) -> list[dict[str, Any]]:
+    """The checkpoint entries of the history that ends at `head`, oldest first. `segments` (history.py)
+    gives the entries of a snapshotted history up to an id in one read, oldest first, ending at that id."""
     checkpoints = split_ids(entry_ids)[0]
     numbers = [n for n, _ in checkpoints]
     by_number = dict(checkpoints)
     chain: list[dict[str, Any]] = []
     seen: set[str] = set()
     doc = head
+    if (doc is not None and doc.get("kind") != "continuation" and segments is not None
+            and (segment := segments(doc["checkpoint"]))):  # the head itself snapshotted: start from it
+        chain.extend(reversed(segment[1:]))
+        seen.update(d["checkpoint"] for d in segment)
+        doc = segment[0]
     while doc is not None:
         if doc.get("kind") != "continuation":
             chain.append(doc)
@@ -88,7 +95,19 @@ def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
         if prev in seen:
             raise OutputLineageError(f"commit entries form a cycle at {prev}")
         seen.add(prev)
+        if segments is not None and (segment := segments(prev)):
+            for earlier in reversed(segment[1:]):
+                chain.append(earlier)
+                seen.add(earlier["checkpoint"])
+            doc = segment[0]
+            seen.add(doc["checkpoint"])
+            continue
         doc = load(prev)
+        held = getattr(segments, "holding", None) if doc is None else None
+        if held is not None and (segment := held(prev)):  # deleted because a snapshot holds it
+            chain.extend(reversed(segment[1:]))
+            seen.update(d["checkpoint"] for d in segment)
+            doc = segment[0]
         if doc is None:
             raise OutputLineageError(f"commit entry {prev} named as a predecessor is missing")
     chain.reverse()

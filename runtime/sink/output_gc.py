@@ -36,23 +36,26 @@ from typing import Any
 from sparkpoint.runtime.checkpoint.fence import read_fence
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
-from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pending_prefix
+from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, outputs_prefix, pending_prefix
 
 from .compaction import apply_records, history_items, record_attempt
 from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
+from .history import SEGMENT, SegmentReader
 from .keys import commit_key, file_keys, staged_attempt
-from .lineage import OutputLineageError, continuation_id, follow_chain, head_entry
+from .lineage import OutputLineageError, continuation_id, follow_chain, head_checkpoint, head_entry
 from .upsert import upsert_attempt
 from .upsert_snapshot import restorable, snapshot_attempt, upsert_needs
 
 log = logging.getLogger("sparkpoint.gc")
-_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_compactions|_delta_log|staging|upserts)/")
+_AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_compactions|_delta_log|_snapshots|staging|upserts)/")
 
 
 @dataclass
 class OutputGcResult:
     deleted_entries: list[str] = field(default_factory=list)  # "<path>:<entry id>"
     deleted_records: int = 0  # compaction records no needed history applies
+    deleted_snapshots: int = 0  # history snapshots of entries no needed history holds (history.py)
+    deleted_snapshotted_entries: int = 0  # needed entries a snapshot holds, that no walk reads any more
     deleted_files: int = 0
     deleted_bytes: int = 0
     live_files: int = 0
@@ -108,8 +111,9 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     for path, areas in sorted(by_path.items()):
         try:
             records = _records(store, areas.get("_compactions", []))
-            needed_entries, needed_files, used_records = _needed(store, job, path, areas.get("_commits", []),
-                                                                 manifests, records)
+            snapshots = SegmentReader(store, job, path, {id_from_json_key(o.key) for o in areas.get("_snapshots", [])})
+            needed_entries, needed_files, used_records, floor = _needed(store, job, path, areas.get("_commits", []),
+                                                                        manifests, records, snapshots)
             table_files = (table_needs(store, job, path, retention_seconds=delta_retention_seconds, now=now)
                            if "_delta_log" in areas else set())
         except (OutputLineageError, TableUnreadableError, ValueError) as exc:
@@ -156,14 +160,26 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                 if not dry_run:
                     store.delete(info.key)
                 result.deleted_records += 1
-        for info in areas.get("_commits", []):
-            entry_id = id_from_json_key(info.key)
-            if not info.key.endswith(".json") or entry_id in needed_entries:
+        for info in areas.get("_snapshots", []):  # a snapshot holds its entry's history: kept with the entry
+            if id_from_json_key(info.key) in needed_entries or not info.key.endswith(".json"):
                 result.keep(info, committed=True)
             elif collectable(info):
                 if not dry_run:
                     store.delete(info.key)
-                result.deleted_entries.append(f"{path}:{entry_id}")
+                result.deleted_snapshots += 1
+        for info in areas.get("_commits", []):
+            entry_id = id_from_json_key(info.key)
+            # an entry a snapshot holds, older than every point a walk starts from: no walk reads it
+            snapshotted = entry_id in snapshots.covered and _number(entry_id) < floor
+            if not info.key.endswith(".json") or (entry_id in needed_entries and not snapshotted):
+                result.keep(info, committed=True)
+            elif collectable(info):
+                if not dry_run:
+                    store.delete(info.key)
+                if snapshotted:
+                    result.deleted_snapshotted_entries += 1
+                else:
+                    result.deleted_entries.append(f"{path}:{entry_id}")
                 result.deleted_entry_bytes += info.size
         for info in [*areas.get("staging", []), *areas.get("upserts", [])]:
             if info.key in needed_files or "/_restores/" in info.key or info.key in table_files:
@@ -213,17 +229,41 @@ def _records(store: ObjectStore, infos: list[ObjectInfo]) -> list[dict[str, Any]
 
 def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo],
             manifests: list[tuple[str, dict[str, Any]]],
-            records: list[dict[str, Any]]) -> tuple[set[str], set[str], set[str]]:
+            records: list[dict[str, Any]],
+            segments: SegmentReader) -> tuple[set[str], set[str], set[str], int]:
     """The entry ids, file keys and compaction records of `path` that readers or a restore of a kept
     point need. A history's files are those of its items with the compaction records applied: the
-    small files a record replaced are needed only by a history that holds part of its run."""
+    small files a record replaced are needed only by a history that holds part of its run. Kept
+    points share their past: without records, a point whose predecessor an earlier walk already
+    took in adds only its own files (every id in `entries` has its whole history added). The last
+    item: the floor, below which no walk from the head or a kept point reads an entry from `_commits/`."""
     ids = [id_from_json_key(o.key) for o in commits if o.key.endswith(".json")]
+    loaded: dict[str, dict[str, Any] | None] = {}  # the entries near the head, which every walk reads
 
     def load(entry_id: str) -> dict[str, Any] | None:
+        if entry_id in loaded:
+            return loaded[entry_id]
         try:
-            return json.loads(store.get_bytes(commit_key(job, path, entry_id)))
+            doc = json.loads(store.get_bytes(commit_key(job, path, entry_id)))
         except ObjectNotFoundError:
-            return None
+            doc = None
+        if len(loaded) < 2 * SEGMENT:
+            loaded[entry_id] = doc
+        return doc
+
+    def first_snapshot(entry_id: str) -> int:
+        """The number of the first snapshot a walk from `entry_id` meets (0: none within a segment)."""
+        cid: str | None = entry_id
+        for _ in range(SEGMENT + 1):
+            if cid is None:
+                return 0
+            if cid in segments.ids:
+                return _number(cid)
+            doc = load(cid)
+            if doc is None or "previous" not in doc:
+                return 0
+            cid = doc["previous"]
+        return 0
 
     entries: set[str] = set()
     files: set[str] = set()
@@ -232,7 +272,10 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
     def keep_history(head: dict[str, Any] | None, own: dict[str, Any] | None = None) -> None:
         if head is not None and head.get("kind") == "continuation":
             entries.add(continuation_id(int(head["attempt"])))
-        chain = follow_chain(head, ids, load)
+        if head is not None and not records and head.get("kind") != "continuation" and head["checkpoint"] in entries:
+            files.update(k for item in (own or {}).get("files", []) for k in file_keys(item))
+            return
+        chain = follow_chain(head, ids, load, segments)
         entries.update(doc["checkpoint"] for doc in chain)
         docs = [*chain, *([own] if own else [])]
         applied: set[str] = set()
@@ -244,15 +287,33 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
         files.update(k for doc in docs for item in doc.get("files", []) for k in file_keys(item) if k not in replaced)
         used.update(applied)
 
-    keep_history(head_entry(ids, load))
+    head = head_entry(ids, load)
+    starts = [head_checkpoint(head)]
+    keep_history(head)
     for entry_id, sink in manifests:
         if sink.get("path", "default").strip("/") != path:
             continue
-        entries.add(entry_id)
         previous = sink.get("previous")
-        keep_history(None if previous is None else (load(previous) or _missing(previous)), sink)
-    return entries, files, used
+        starts.append(previous)
+        if previous is not None and not records and previous in entries:
+            point: dict[str, Any] | None = {"checkpoint": previous}  # walked: its history is in already
+        else:
+            point = None if previous is None else (load(previous) or _held(segments, previous))
+        keep_history(point, sink)
+        entries.add(entry_id)
+    # Entries a snapshot holds below the first snapshot every walk meets are never read one by one
+    floor = min((first_snapshot(s) for s in starts if s is not None), default=0) if segments.covered else 0
+    return entries, files, used, floor
 
 
-def _missing(entry_id: str) -> dict[str, Any]:
+def _number(entry_id: str) -> int:
+    m = CHECKPOINT_ID.match(entry_id)
+    return int(m.group(1)) if m else -1
+
+
+def _held(segments: SegmentReader, entry_id: str) -> dict[str, Any]:
+    """A kept point's predecessor that a pass deleted because a snapshot holds it (the point was
+    out of retention then, and restored or kept since), or a loud error."""
+    if held := segments.holding(entry_id):
+        return held[-1]
     raise OutputLineageError(f"commit entry {entry_id} named by a kept checkpoint is missing")

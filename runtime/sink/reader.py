@@ -23,6 +23,7 @@ from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import id_from_json_key
 
 from .compaction import apply_records, history_items, load_records
+from .history import SegmentReader
 from .keys import LEGACY_FORMAT, commit_key, commits_prefix, file_format, file_keys
 from .lineage import follow_chain, head_entry
 from .rows import decode_rows
@@ -45,18 +46,28 @@ def current_head(store: ObjectStore, job: JobRef, path: str) -> dict[str, Any] |
     return head_entry(_entry_ids(store, job, path), _loader(store, job, path))
 
 
-def committed_entries(store: ObjectStore, job: JobRef, path: str) -> list[dict[str, Any]]:
-    """The commit entries of the history readers see, oldest first."""
+def committed_history(store: ObjectStore, job: JobRef,
+                      path: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(the head readers start from, the commit entries of its history oldest first): one listing of
+    `_commits/`, one walk that reads whole snapshotted segments at a time (history.py)."""
     ids = _entry_ids(store, job, path)
     load = _loader(store, job, path)
-    return follow_chain(head_entry(ids, load), ids, load)
+    head = head_entry(ids, load)
+    return head, follow_chain(head, ids, load, SegmentReader(store, job, path))
 
 
-def committed_files(store: ObjectStore, job: JobRef, path: str = "default") -> list[dict[str, Any]]:
+def committed_entries(store: ObjectStore, job: JobRef, path: str) -> list[dict[str, Any]]:
+    """The commit entries of the history readers see, oldest first."""
+    return committed_history(store, job, path)[1]
+
+
+def committed_files(store: ObjectStore, job: JobRef, path: str = "default",
+                    entries: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One item per committed batch, in batch order: {"batch", "rows", "format", "keys"}; a delta
     sink's compacted file stands for the consecutive batches it holds ("lastBatch", "batches": how
-    many; compaction.py)."""
-    items = apply_records(history_items(committed_entries(store, job, path)), load_records(store, job, path))
+    many; compaction.py). `entries`: the history's entries if already read (committed_history)."""
+    entries = committed_entries(store, job, path) if entries is None else entries
+    items = apply_records(history_items(entries), load_records(store, job, path))
     out = []
     for f in items:
         item = {"batch": f["batch"], "rows": f.get("rows"), "format": file_format(f), "keys": file_keys(f)}
@@ -66,9 +77,11 @@ def committed_files(store: ObjectStore, job: JobRef, path: str = "default") -> l
     return out
 
 
-def iter_committed(store: ObjectStore, job: JobRef, path: str = "default") -> Iterator[dict[str, Any]]:
-    """Every committed output row, in batch order (within a batch, in part-file order)."""
-    for f in committed_files(store, job, path):
+def iter_committed(store: ObjectStore, job: JobRef, path: str = "default",
+                   files: list[dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
+    """Every committed output row, in batch order (within a batch, in part-file order). `files`:
+    committed_files' answer if already read."""
+    for f in committed_files(store, job, path) if files is None else files:
         for key in f["keys"]:
             yield from decode_file(store.get_bytes(key), f["format"])
 

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from sparkpoint.runtime.checkpoint.fence import check_fence
 from sparkpoint.runtime.store import JobRef, ObjectStore
@@ -47,10 +47,11 @@ from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, outputs_prefix
 
 from .batch_files import write_batch_files, write_checked
+from .history import SEGMENT, SegmentReader, compact_forward, snapshot_ids, snapshot_key
 from .journal import SinkJournal
 from .keys import batch_dir_key, commit_key, commits_prefix, file_keys, sink_root
 from .lineage import continuation_id, head_checkpoint
-from .reader import committed_entries, current_head, read_committed
+from .reader import _loader, committed_entries, current_head, read_committed
 
 __all__ = ["CommitEntryConflict", "SinkStopped", "TransactionalSink", "commit_key", "commits_prefix",
            "committed_entries", "current_head", "read_committed", "sink_root", "staged_budget_bytes"]
@@ -106,6 +107,7 @@ class TransactionalSink:
         self.on_over_budget: Callable[[], None] | None = None  # asks for a checkpoint (the runner sets it)
         self._cond = threading.Condition()
         self._uploaded: dict[str, int] = {}  # staged keys in the store -> batch
+        self._unsnapshotted = 0  # entries published since the history was last snapshotted (history.py)
 
     # --- per batch (Spark's foreachBatch thread): local disk only ------------------------------
     def write_batch(self, df: Any, batch_id: int) -> int:
@@ -194,6 +196,7 @@ class TransactionalSink:
             doc.update(previous=entry["previous"], attempt=entry.get("attempt"))
         if entry.get("incarnation"):
             doc["incarnation"] = entry["incarnation"]
+        self._check_snapshot(entry["path"], checkpoint_id, doc)
         created = self._put_entry(commit_key(self.job, entry["path"], checkpoint_id), doc)
         up_to = int(entry["upToBatch"])
         with self._cond:
@@ -203,7 +206,35 @@ class TransactionalSink:
             self._cond.notify_all()
         log.info("output published", extra={"checkpoint": checkpoint_id, "up_to_batch": up_to,
                                             "files": len(entry["files"]), "new_entry": created})
+        self._unsnapshotted += 1
+        if self._unsnapshotted >= SEGMENT:
+            self._snapshot_history()
         return created
+
+    def _snapshot_history(self) -> None:
+        """Snapshot the history this attempt continues up to its head (history.py). Only a shortcut
+        for readers: a failure is logged and retried after the next segment of entries."""
+        with self._cond:
+            head = self.head
+        self._unsnapshotted = 0
+        try:
+            compact_forward(self.store, self.job, self.path, head, self.attempt,
+                            _loader(self.store, self.job, self.path), segment=SEGMENT)
+        except Exception as exc:  # noqa: BLE001 - readers walk the entries instead; never fail a publish
+            log.warning("history snapshot not written", extra={"path": self.path, "head": head, "error": str(exc)})
+
+    def _check_snapshot(self, path: str, checkpoint_id: str, doc: dict[str, Any]) -> None:
+        """A history snapshot at this id holds its entry (output GC may have deleted the entry itself):
+        another entry under the id is the same conflict as a stored one, never a new history through it."""
+        key = snapshot_key(self.job, path, checkpoint_id)
+        if not self.store.exists(key):
+            return
+        try:
+            found = (json.loads(self.store.get_bytes(key)).get("entries") or [{}])[-1]
+        except (ObjectNotFoundError, ValueError):
+            return  # collected meanwhile: its entry went with it
+        if found != doc:
+            self._conflict(key, doc, found)
 
     def _put_entry(self, key: str, doc: dict[str, Any]) -> bool:
         """Conditional put of a commit entry: True if created, False if the same entry was there."""
@@ -215,6 +246,9 @@ class TransactionalSink:
             found = None
         if found == doc:
             return False
+        self._conflict(key, doc, found)
+
+    def _conflict(self, key: str, doc: dict[str, Any], found: Any) -> NoReturn:
         found = found if isinstance(found, dict) else {}
         message = (f"{key} already holds a commit entry this job did not write (incarnation "
                    f"{found.get('incarnation', 'unrecorded')}, attempt {found.get('attempt')}; this is incarnation "
@@ -237,7 +271,10 @@ class TransactionalSink:
         if not all(self.store.exists(k) for f in files for k in file_keys(f)):
             return "deleted"
         if previous is not None:
-            return None if self.store.exists(commit_key(self.job, path, previous)) else "deleted"
+            if self.store.exists(commit_key(self.job, path, previous)):
+                return None
+            # GC deletes entries that history snapshots hold: such a predecessor is still there
+            return None if SegmentReader(self.store, self.job, path).holding(previous) else "deleted"
         return None if files else "empty"
 
     def _history_resumed(self) -> None:
@@ -300,3 +337,7 @@ class TransactionalSink:
             log.info("output continues an older point", extra={
                 "continues": self.head, "superseded_head": head_checkpoint(current),
                 "up_to_batch": self.published_through})
+        # How far the head is past the newest snapshot (by checkpoint number: a trigger, not a count):
+        # a store from before snapshots is compacted forward at the first publish, off the start's path.
+        newest = max((_number(i) for i in snapshot_ids(self.store, self.job, self.path)), default=0)
+        self._unsnapshotted = max(0, _number(self.head) - newest)

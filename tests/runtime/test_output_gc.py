@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from sparkpoint.runtime.checkpoint import create_savepoint, gc_pass, list_checkpoint_ids, write_fence
 from sparkpoint.runtime.checkpoint.savepoint import list_savepoints
+from sparkpoint.runtime.sink.history import SegmentReader
 from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.keys import file_keys, staging_prefix
 from sparkpoint.runtime.sink.lineage import follow_chain
@@ -138,7 +139,7 @@ class Model:
             sink = self.points[cid][1]["sink"]
             needed = [k for f in sink["files"] for k in file_keys(f)]
             if sink["previous"] is not None:
-                chain = follow_chain(load(sink["previous"]), ids, load)
+                chain = follow_chain(load(sink["previous"]), ids, load, SegmentReader(self.store, self.job, "default"))
                 needed += [k for e in chain for f in e["files"] for k in file_keys(f)]
             assert set(needed) <= present, f"gc deleted output that {cid} needs"
 
@@ -190,4 +191,4 @@ def _chain(store, job):
     ids, load = _entry_ids(store, job, "default"), _loader(store, job, "default")
     from sparkpoint.runtime.sink.lineage import head_entry
 
-    return follow_chain(head_entry(ids, load), ids, load)
+    return follow_chain(head_entry(ids, load), ids, load, SegmentReader(store, job, "default"))

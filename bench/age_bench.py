@@ -1,0 +1,286 @@
+"""Costs against a job's age: GC pass, `output read`, a start's sink resume, on stores aged N checkpoints (issue 39).
+
+A store in the documented layout is built directly (no Spark) to look like a transactional-sink job
+of 10 s checkpoints aged N checkpoints: one batch and one Parquet part per checkpoint (the least a
+job writes; the parts are hard links of one tiny file, the listing is what matters), one linear
+history of commit entries, and the last 3 checkpoints' manifests retained (`--retain 3`). Then, each
+in its own process under GNU time (peak RSS) with the store wrapped in a request counter (LIST calls
+and the S3 pages they would cost at 1,000 keys a page, keys listed, GET, HEAD, PUT, DELETE):
+
+- `sparkpoint gc --once` (the checkpoint pass and the output pass, as the sidecar runs them);
+- `sparkpoint output read --limit 10`;
+- a start's sink resume (TransactionalSink.resume of the newest checkpoint, as the runtime does).
+
+Where the code has history snapshots (runtime/sink/history.py), the store holds those the runtime
+writes as it publishes (written by the build with the runtime's own function). A first GC pass
+collects what the store's age left behind; the GC figures are of a second, steady-state pass. Bytes outside
+retained data: everything under the job's root that is neither a file of the history nor a
+checkpoint object (commit entries, snapshots, records).
+
+    python bench/age_bench.py            # N = 8,640 (1 day) and 60,480 (1 week); updates docs/benchmarks.md
+    python bench/age_bench.py --small    # N = 500, 2,000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import report  # bench/report.py; bench/ is on sys.path when this runs as a script
+
+START = "<!-- age:start -->"
+END = "<!-- age:end -->"
+JOB = ("default", "aged")
+DAY = 8_640  # 10 s checkpoints
+AGES = {DAY: "1 day", 7 * DAY: "1 week", 30 * DAY: "1 month", 365 * DAY: "1 year"}
+METRICS = ["gc_rss_mib", "gc_seconds", "gc_get", "gc_list_pages", "gc_keys_listed", "read_seconds", "read_get",
+           "read_keys_listed", "resume_get", "resume_keys_listed", "outside_bytes"]
+
+
+# --- the counted child: runs one command with the store wrapped --------------------------------------
+def counting(store: Any, counts: dict[str, int]) -> Any:
+    """Wrap a store's methods so every request is counted (by what it would cost on S3)."""
+    def wrap(name: str, kind: str) -> None:
+        inner = getattr(store, name)
+
+        def call(*a: Any, **kw: Any) -> Any:
+            counts[kind] = counts.get(kind, 0) + 1
+            return inner(*a, **kw)
+        setattr(store, name, call)
+
+    for name, kind in [("get_bytes", "get"), ("get_file", "get"), ("stat", "head"), ("exists", "head"),
+                       ("put_bytes", "put"), ("put_if_absent", "put"), ("put_file", "put"), ("delete", "delete"),
+                       ("copy", "put")]:
+        wrap(name, kind)
+    inner_list = store.list
+
+    def listing(prefix: str, *a: Any, **kw: Any) -> Any:
+        keys = 0
+        for info in inner_list(prefix, *a, **kw):
+            keys += 1
+            yield info
+        counts["list_calls"] = counts.get("list_calls", 0) + 1
+        counts["list_pages"] = counts.get("list_pages", 0) + max(1, -(-keys // 1000))
+        counts["keys_listed"] = counts.get("keys_listed", 0) + keys
+    store.list = listing
+    return store
+
+
+def child(argv: list[str]) -> int:
+    """`age_bench.py --child gc|read|resume <store url>`: one counted run; counts as JSON on stderr."""
+    what, url = argv[0], argv[1]
+    from sparkpoint.runtime import cli_common
+    from sparkpoint.runtime.store import open_store
+
+    counts: dict[str, int] = {}
+    real_open = cli_common.open_store
+    cli_common.open_store = lambda u, **kw: counting(real_open(u, **kw), counts)  # type: ignore[assignment]
+    job = "/".join(JOB)
+    if what == "gc":
+        from sparkpoint.runtime.cli import main as cli
+        code = cli(["gc", "--store", url, "--job", job, "--retain", "3", "--grace", "0s", "--once", "--json"])
+    elif what == "read":
+        from sparkpoint.runtime.cli import main as cli
+        code = cli(["output", "read", "--store", url, "--job", job, "--limit", "10"])
+    else:
+        from sparkpoint.runtime.checkpoint import list_checkpoint_ids
+        from sparkpoint.runtime.checkpoint.catalog import load_manifest
+        from sparkpoint.runtime.sink.journal import SinkJournal
+        from sparkpoint.runtime.sink.transactional import TransactionalSink
+        from sparkpoint.runtime.store import JobRef
+
+        store = counting(open_store(url), counts)
+        ref = JobRef(*JOB)
+        newest = list_checkpoint_ids(store, ref)[-1]
+        manifest = load_manifest(store, ref, newest)
+        with tempfile.TemporaryDirectory() as work:
+            sink = TransactionalSink(store, ref, attempt=manifest.attempt, path="default",
+                                     journal=SinkJournal(work))
+            sink.resume(newest, manifest.extra)
+        code = 0
+    print("__counts__ " + json.dumps(counts), file=sys.stderr)
+    return int(code or 0)
+
+
+# --- the parent: builds stores and measures ------------------------------------------------------------
+def _run(args: list[str]) -> tuple[float, float, dict[str, int]]:
+    """(peak RSS MiB, seconds, request counts) of one counted child under GNU time."""
+    t0 = time.monotonic()
+    p = subprocess.run(["/usr/bin/time", "-f", "__rss__ %M", sys.executable, __file__, "--child", *args],
+                       capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"{args[:1]} exited {p.returncode}: {p.stderr[-3000:]}")
+    lines = p.stderr.splitlines()
+    rss = int(next(x for x in lines if x.startswith("__rss__")).split()[1]) / 1024
+    counts = json.loads(next(x for x in lines if x.startswith("__counts__"))[len("__counts__ "):])
+    return round(rss, 1), round(seconds, 2), counts
+
+
+def build(root: Path, n: int) -> str:
+    """A directory store of a transactional sink aged `n` checkpoints; returns its URL."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparkpoint.runtime.store import JobRef, Manifest, open_store
+    from sparkpoint.runtime.store.layout import checkpoint_key
+    from sparkpoint.runtime.store.manifest import Totals, utcnow
+
+    job = JobRef(*JOB)
+    out = root / job.root / "outputs" / "default"
+    (out / "_commits").mkdir(parents=True)
+    sample = root / "sample.parquet"
+    pq.write_table(pa.table({"v": pa.array([1], pa.int64())}), sample)
+    staging = out / "staging" / "attempt-1"
+    staging.mkdir(parents=True)
+    previous = None
+    for i in range(n):
+        folder = f"batch-{i:09d}-0a0a0a0a0a0a"
+        (staging / folder).mkdir()
+        os.link(sample, staging / folder / "part-00000.parquet")
+        cid = f"chk-{i + 1:06d}"
+        entry = {"checkpoint": cid, "attempt": 1, "previous": previous, "afterBatch": i - 1, "upToBatch": i,
+                 "incarnation": "uid", "files": [{"batch": i, "rows": 1, "format": "parquet", "keys": [
+                     f"{job.root}/outputs/default/staging/attempt-1/{folder}/part-00000.parquet"]}]}
+        (out / "_commits" / f"{cid}.json").write_text(json.dumps(entry, sort_keys=True))
+        if i >= n - 3:  # the retained checkpoints' manifests
+            sink = {"kind": "transactional", "path": "default", "attempt": 1, "previous": previous,
+                    "afterBatch": i - 1, "upToBatch": i, "files": entry["files"], "incarnation": "uid"}
+            now = utcnow()
+            store = open_store(f"file://{root}")
+            store.put_bytes(checkpoint_key(job, cid), Manifest(
+                id=cid, namespace=job.namespace, job=job.name, job_uid="uid", attempt=1, batch_id=i,
+                trigger_time=now, completion_time=now, base_checkpoint=None, spark_version=None,
+                state_provider=None, files=[], totals=Totals(files=0, bytes=0, new_bytes=0, reused_bytes=0),
+                extra={"sink": sink}).to_json())
+        previous = cid
+    from sparkpoint.runtime.checkpoint import write_fence
+
+    store = open_store(f"file://{root}")
+    write_fence(store, job, "uid")  # attempt 1 claimed
+    try:  # the history snapshots the runtime wrote over the job's life, every SEGMENT publishes
+        from sparkpoint.runtime.sink.history import compact_forward
+        from sparkpoint.runtime.sink.reader import _loader
+    except ImportError:  # code from before snapshots
+        pass
+    else:
+        compact_forward(store, job, "default", previous, 1, _loader(store, job, "default"))
+    past = time.time() - 3600  # older than any grace
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            os.utime(os.path.join(dirpath, name), (past, past))
+    return f"file://{root}"
+
+
+def outside_bytes(root: Path) -> int:
+    """Bytes under the job's output folder that are not data files (entries, snapshots, records)."""
+    out = root / "/".join(JOB) / "outputs"
+    total = 0
+    for dirpath, _, names in os.walk(out):
+        if "/staging/" in dirpath + "/":
+            continue
+        total += sum(os.stat(os.path.join(dirpath, x)).st_size for x in names)
+    return total
+
+
+def measure(n: int, base: Path) -> dict[str, Any]:
+    root = base / f"n{n}"
+    t0 = time.monotonic()
+    url = build(root, n)
+    row: dict[str, Any] = {"checkpoints": n, "build_seconds": round(time.monotonic() - t0, 1)}
+    first = _run(["gc", url])[2]  # a first pass deletes what the store's age left (e.g. snapshotted entries)
+    row["first_gc_delete"] = first.get("delete", 0)
+    rss, seconds, c = _run(["gc", url])
+    row.update(gc_rss_mib=rss, gc_seconds=seconds, gc_get=c.get("get", 0), gc_head=c.get("head", 0),
+               gc_put=c.get("put", 0), gc_delete=c.get("delete", 0), gc_list_pages=c.get("list_pages", 0),
+               gc_keys_listed=c.get("keys_listed", 0))
+    rss, seconds, c = _run(["read", url])
+    row.update(read_rss_mib=rss, read_seconds=seconds, read_get=c.get("get", 0),
+               read_keys_listed=c.get("keys_listed", 0), read_list_pages=c.get("list_pages", 0))
+    rss, seconds, c = _run(["resume", url])
+    row.update(resume_seconds=seconds, resume_get=c.get("get", 0), resume_head=c.get("head", 0),
+               resume_keys_listed=c.get("keys_listed", 0), resume_put=c.get("put", 0))
+    row["outside_bytes"] = outside_bytes(root)
+    snapshots = root / "/".join(JOB) / "outputs" / "default" / "_snapshots"
+    newest = max((int(x.name[4:-5]) for x in snapshots.iterdir()), default=0) if snapshots.exists() else 0
+    row["since_snapshot"] = n - newest  # entries a walk from the head reads one by one
+    shutil.rmtree(root, ignore_errors=True)
+    return row
+
+
+def ratio(rows: list[dict[str, Any]], metric: str) -> str:
+    """The figure of the oldest measured store over the youngest one's."""
+    first, last = rows[0][metric], rows[-1][metric]
+    return "n/a" if not first else f"{last / first:.2f}"
+
+
+def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[str, Any]] | None = None) -> str:
+    before = before or []
+    label = {r["checkpoints"]: AGES.get(r["checkpoints"], f"{r['checkpoints']:,} checkpoints") for r in rows + before}
+    lines = [START, "## Costs against a job's age (bench/age_bench.py)", "",
+             "A transactional-sink job of 10 s checkpoints aged N checkpoints (one batch and one Parquet part "
+             "per checkpoint, one linear history, 3 checkpoints retained), built directly in a directory "
+             "store; each command in its own process (peak RSS from GNU time) with every store request "
+             "counted (LIST pages at 1,000 keys a page). GC figures are of a second `gc --once` pass (the first "
+             "deletes what the store's age left; its DELETEs are in the last column). Rows marked *before* ran "
+             f"the code before history snapshots. Commit {meta['commit']}, {meta['date']}, load average "
+             f"{meta['load']} on 2 shared cores (seconds depend on the load; requests and RSS do not).", "",
+             "| age | gc peak RSS | gc s | gc GET | gc LIST pages / keys | gc PUT / DELETE | read --limit 10: s | "
+             "GET | keys listed | resume: GET | keys listed | bytes outside data | entries past the newest "
+             "snapshot | first pass DELETEs |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in [*[{**b, "before": True} for b in before], *rows]:
+        lines.append(
+            f"| {'*before*: ' if r.get('before') else ''}{label[r['checkpoints']]} ({r['checkpoints']:,}) | "
+            f"{r['gc_rss_mib']} MiB | {r['gc_seconds']} | "
+            f"{r['gc_get']:,} | {r['gc_list_pages']:,} / {r['gc_keys_listed']:,} | {r['gc_put']} / {r['gc_delete']} | "
+            f"{r['read_seconds']} | {r['read_get']:,} | {r['read_keys_listed']:,} | {r['resume_get']:,} | "
+            f"{r['resume_keys_listed']:,} | {r['outside_bytes']:,} | {r.get('since_snapshot', r['checkpoints']):,} | "
+            f"{r.get('first_gc_delete', 0):,} |")
+    for name, group in [("Before", before), ("Now", rows)]:
+        if len(group) > 1:
+            lines += ["", f"{name}: ratio of the oldest to the youngest store ({label[group[-1]['checkpoints']]} / "
+                      f"{label[group[0]['checkpoints']]}): " + ", ".join(f"{m} {ratio(group, m)}" for m in METRICS)
+                      + "."]
+    lines += ["", meta["conclusion"], END]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--child":
+        return child(argv[1:])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--small", action="store_true", help="N = 500, 2,000")
+    parser.add_argument("--sizes", default=None, help="comma-separated N (default 8640,60480)")
+    parser.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
+    parser.add_argument("--conclusion", default="", help="the sentence under the table")
+    parser.add_argument("--before", default=None,
+                        help="a file of the JSON rows a run on an earlier commit printed: shown first, marked before")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in (args.sizes or ("500,2000" if args.small else f"{DAY},{7 * DAY}")).split(",")]
+    base = Path(tempfile.mkdtemp(prefix="sparkpoint-age-"))
+    rows = []
+    try:
+        for n in sizes:
+            rows.append(measure(n, base))
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    meta = {"commit": report.commit(), "date": time.strftime("%Y-%m-%d"),
+            "load": " ".join(f"{x:.1f}" for x in os.getloadavg()), "conclusion": args.conclusion}
+    before = ([json.loads(x) for x in Path(args.before).read_text().splitlines() if x.startswith('{"checkpoints"')]
+              if args.before else None)
+    return report.publish(START, END, render(rows, meta, before), write=not args.no_write)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
