@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -13,7 +14,8 @@ NAMESPACES = ["team-a", "team-b"]
 
 @pytest.mark.parametrize("values", [[], ["--set-json", f"watchNamespaces={NAMESPACES}".replace("'", '"')],
                                     ["--set", "replicas=2,serviceMonitor.enabled=true,podMonitor.enabled=true,"
-                                              "prometheusRule.enabled=true,networkPolicy.enabled=true"]])
+                                              "prometheusRule.enabled=true,networkPolicy.enabled=true,"
+                                              "grafanaDashboard.enabled=true"]])
 def test_helm_lint_is_clean(helm, values) -> None:
     out = subprocess.run([helm, "lint", "--strict", str(CHART), *values], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -87,6 +89,23 @@ def test_monitoring_objects_are_off_by_default_and_render_when_enabled(render) -
     # The PrometheusRule carries rules/alerts.yaml as it is (the file promtool tests).
     rules_file = yaml.safe_load((CHART / "rules" / "alerts.yaml").read_text())
     assert objs.one("PrometheusRule")["spec"]["groups"] == rules_file["groups"]
+
+
+def test_grafana_dashboard_configmap_carries_the_dashboard_and_the_sidecar_label(render) -> None:
+    assert not [o for o in render() if o["kind"] == "ConfigMap"]   # off by default
+    dashboard = json.loads((CHART / "dashboards" / "sparkpoint.json").read_text())
+    cm = render(grafanaDashboard={"enabled": True}).one("ConfigMap", RELEASE_NS)
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"    # what Grafana's chart sidecar selects by default
+    assert cm["metadata"]["labels"]["app.kubernetes.io/name"] == "sparkpoint"
+    assert list(cm["data"]) == ["sparkpoint.json"]
+    assert json.loads(cm["data"]["sparkpoint.json"]) == dashboard  # the file as it is, not a copy that drifts
+    custom = render(grafanaDashboard={"enabled": True, "labelName": "dashboards.example.com/load",
+                                      "labelValue": "yes", "namespace": "monitoring",
+                                      "annotations": {"grafana_folder": "Sparkpoint"}}).one("ConfigMap", "monitoring")
+    assert custom["metadata"]["labels"]["dashboards.example.com/load"] == "yes"
+    assert "grafana_dashboard" not in custom["metadata"]["labels"]
+    assert custom["metadata"]["annotations"] == {"grafana_folder": "Sparkpoint"}
+    assert json.loads(custom["data"]["sparkpoint.json"]) == dashboard
 
 
 def test_runbook_links_follow_the_docs_base_url(render) -> None:

@@ -18,6 +18,8 @@ from conftest import CHART, helm_template
     ({"upgradeTimeout": "five minutes"}, "upgradeTimeout"),
     ({"networkPolicy": {"enable": True}}, "enable"),
     ({"prometheusRule": {"docsBaseUrl": "docs"}}, "docsBaseUrl"),  # relative: a dead link in Alertmanager
+    ({"grafanaDashboard": {"labelValue": 1}}, "labelValue"),       # a label value is a string
+    ({"grafanaDashboard": {"labelName": "grafana dashboard"}}, "labelName"),
 ])
 def test_schema_rejects_a_bad_value_naming_it(helm, values, named) -> None:
     out = helm_template(helm, values)
