@@ -296,6 +296,18 @@ def _restart_requested(run: Step) -> bool:
     return True
 
 
+def _checkpoint_requested(run: Step) -> bool:
+    """spec.checkpoint.triggerNonce changed since the operator last answered it: a checkpoint now, once
+    the trigger in flight (if any) has ended, as that one may have begun before the request. One
+    trigger answers both a due interval and the nonce."""
+    nonce = run.spec.checkpoint.trigger_nonce
+    if nonce is None or nonce == run.tr.checkpoint_nonce or run.tr.pending_trigger:
+        return False
+    run.tr.checkpoint_nonce = nonce
+    run.d.emit("Normal", "CheckpointTriggered", f"checkpoint requested (checkpoint.triggerNonce {nonce})")
+    return True
+
+
 def _note_store_wait(run: Step) -> None:
     """The runtime waits for an unreachable checkpoint store before it restores (rather than
     crash-looping through the restart budget): say so once per attempt."""
@@ -332,6 +344,8 @@ def _checkpoints(run: Step, pod: PodObs) -> None:
             run.requeue(POLL)
     if pod.ready and run.obs.runtime is not None:
         lag = cp.trigger_lag(tr, interval, now)
+        if _checkpoint_requested(run) and lag is None:
+            lag = 0.0  # asked for now: not late
         if lag is not None:
             run.d.actions.append(TriggerCheckpoint(lag))
             tr.last_trigger_at, tr.pending_trigger = now, PendingTrigger(at=now)

@@ -22,6 +22,9 @@ from sparkpoint.runtime.config import JobSpec
 # to upgrade, so changing it alone is no upgrade either. restartNonce asks for a restart from the
 # latest checkpoint, which the operator decides on its own (machine.py), not an upgrade.
 NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout", "upgradeMode", "restartNonce")
+# Fields inside hashed sections that the operator alone reads: checkpoint.triggerNonce asks for one
+# checkpoint now. Left out of every key (a key written before the field existed lacks it too).
+NOT_UPGRADE_FIELDS = (("checkpoint", "triggerNonce"),)
 # Keys written before upgradeMode joined NOT_UPGRADES hashed it too.
 _LEGACY_HASHED = ("upgradeMode",)
 # Fields added while keys hashed the whole spec with its defaults (an older key lacks them), and the
@@ -75,6 +78,11 @@ def _legacy_keys(spec: JobSpec) -> frozenset[str]:
     return frozenset(keys)
 
 
+def _without_fields(section: dict[str, Any], name: str) -> dict[str, Any]:
+    drop = {field for sec, field in NOT_UPGRADE_FIELDS if sec == name}
+    return {k: v for k, v in section.items() if k not in drop} if drop else section
+
+
 def _get(doc: Any, path: tuple[str, ...]) -> Any:
     for name in path:
         doc = doc.get(name) if isinstance(doc, dict) else None
@@ -82,7 +90,7 @@ def _get(doc: Any, path: tuple[str, ...]) -> Any:
 
 
 def _hash(doc: dict[str, Any], sections: tuple[str, ...]) -> str:
-    doc = {k: v for k, v in doc.items() if k not in sections}
+    doc = {k: (_without_fields(v, k) if isinstance(v, dict) else v) for k, v in doc.items() if k not in sections}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 

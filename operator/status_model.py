@@ -171,6 +171,7 @@ class Tracking(StatusModel):
     # checkpoints
     last_trigger_at: float | None = None
     pending_trigger: PendingTrigger | None = None
+    checkpoint_nonce: int | None = None  # the spec.checkpoint.triggerNonce last answered with a trigger
     checkpoint_healthy: bool = True
     checkpoint_reason: str | None = None
     history_storage: str | None = None

@@ -1,5 +1,5 @@
 """kubectl sparkpoint list | status JOB | checkpoints JOB | executors JOB | events [JOB] | savepoint JOB |
-restore JOB --from ID | rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB | ui JOB
+checkpoint JOB | restart JOB | restore JOB --from ID | rescale JOB --partitions N --executors N | suspend JOB | resume JOB | logs JOB | ui JOB
 [--port N] | history JOB [--port N | --list] [--server-namespace NS], with kubectl's --kubeconfig, --context,
 -n/--namespace and -A, and -o name|json|yaml|wide on the commands that read. JOB is NAME or NAMESPACE/NAME."""
 
@@ -76,7 +76,10 @@ def _parser() -> argparse.ArgumentParser:
                                 ("checkpoints", "a job's recent checkpoints and savepoints", reads),
                                 ("executors", "a job's Spark executor pods (spark.master k8s), every attempt's", reads),
                                 ("suspend", "stop the job with a savepoint (spec.state: suspended)", common),
-                                ("resume", "start a suspended job again (spec.state: running)", common)):
+                                ("resume", "start a suspended job again (spec.state: running)", common),
+                                ("checkpoint", "take a checkpoint now (bumps spec.checkpoint.triggerNonce)", common),
+                                ("restart", "restart the job from its latest checkpoint (bumps spec.restartNonce)",
+                                 common)):
         sub.add_parser(name, parents=parents, help=text).add_argument("job", metavar="JOB", help=JOB_HELP)
     evs = sub.add_parser("events", parents=reads,
                          help="Events of a job and of its pods and savepoints (of every job without JOB), oldest first")
@@ -260,6 +263,34 @@ def _history(kube: Kube, args) -> int:
     return ui.forward(argv)
 
 
+NONCE_TRIES = 3
+NONCE_EFFECT = {
+    "restart": "the operator deletes the job's pod and starts its next attempt from the latest checkpoint (what "
+               "ran since is replayed from the sources; no savepoint, no restart budget spent); a job not Running "
+               "yet restarts once it is (Event RestartRequested)",
+    "checkpoint": "the operator triggers a checkpoint as soon as the job is Running and no other is in flight "
+                  "(Event CheckpointTriggered); `kubectl sparkpoint checkpoints {job}` lists it once complete",
+}
+
+
+def _bump_nonce(kube: Kube, args) -> None:
+    """Read the job, patch its nonce one up on that version; a Conflict (the job changed between)
+    reads it again, so a nonce is never set to a value another request already used."""
+    for attempt in range(1, NONCE_TRIES + 1):
+        patch, nonce = fmt.nonce_patch(kube.job(args.job), args.command)
+        try:
+            job = kube.patch_job(args.job, patch)
+        except ApiException as error:
+            if error.status == 409 and attempt < NONCE_TRIES:
+                continue
+            raise
+        break
+    field = ".".join(("spec", *fmt.NONCES[args.command]))
+    phase = (job.get("status") or {}).get("phase")
+    print(f"streamingjob.sparkpoint.dev/{args.job} {args.command} requested ({field} = {nonce}, phase now {phase}): "
+          + NONCE_EFFECT[args.command].format(job=args.job))
+
+
 def run(args, kube: Kube) -> int:
     now = datetime.now(UTC)
     if args.command == "list":
@@ -295,6 +326,8 @@ def run(args, kube: Kube) -> int:
     elif args.command in ("suspend", "resume"):
         kube.patch_job(args.job, fmt.state_patch("suspended" if args.command == "suspend" else "running"))
         print(f"streamingjob.sparkpoint.dev/{args.job} {args.command} requested (spec.state patched)")
+    elif args.command in fmt.NONCES:
+        _bump_nonce(kube, args)
     elif args.command == "restore":
         job = kube.patch_job(args.job, fmt.restore_patch(args.source))
         phase = (job.get("status") or {}).get("phase")

@@ -238,6 +238,9 @@ class CheckpointSection(SpecModel):
     storage: StorageSpec | None = None
     local_recovery: bool = True
     hot_volume: HotVolume | None = None
+    # Changing the nonce asks the operator for a checkpoint now (as savepoint.triggerNonce does for a
+    # savepoint); the operator alone reads it, so it is no upgrade.
+    trigger_nonce: int | None = None
 
 
 class SavepointSection(SpecModel):

@@ -201,6 +201,24 @@ ROWS = [
      ["delete:job-1"], ["RestartRequested"]),
     ("restartNonce unchanged -> nothing", running(restartNonce=2, lastTriggerAt=T0 - 3), [pod()],
      {"runtime": RUNTIME, "spec": make_spec(restartNonce=2)}, "Running", [], []),
+    ("checkpoint.triggerNonce changed -> trigger now, before the interval", running(checkpointNonce=1), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(checkpoint={"interval": "10s", "triggerNonce": 2})}, "Running",
+     ["trigger"], ["CheckpointTriggered"]),
+    ("checkpoint.triggerNonce set on a job that had none -> trigger", running(), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(checkpoint={"interval": "10s", "triggerNonce": 1})}, "Running",
+     ["trigger"], ["CheckpointTriggered"]),
+    ("checkpoint.triggerNonce and the interval due together -> one trigger",
+     running(checkpointNonce=1, lastTriggerAt=T0 - 11), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(checkpoint={"interval": "10s", "triggerNonce": 2})}, "Running",
+     ["trigger"], ["CheckpointTriggered"]),
+    ("checkpoint.triggerNonce changed while a trigger is in flight -> wait for it",
+     running(checkpointNonce=1, pendingTrigger={"at": T0 - 2, "id": "chk-000004"}), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(checkpoint={"interval": "10s", "triggerNonce": 2})}, "Running", [], []),
+    ("checkpoint.triggerNonce unchanged -> nothing", running(checkpointNonce=2), [pod()],
+     {"runtime": RUNTIME, "spec": make_spec(checkpoint={"interval": "10s", "triggerNonce": 2})}, "Running", [], []),
+    ("checkpoint.triggerNonce changed, pod not ready -> no trigger yet", running(checkpointNonce=1),
+     [pod(ready=False)], {"runtime": RUNTIME, "spec": make_spec(checkpoint={"interval": "10s", "triggerNonce": 2})},
+     "Running", [], []),
     ("a pod newer than status (status write lost) is adopted, not duplicated",
      {"phase": "Recovering", "attempt": 1, "tracking": {}}, [pod(2, ready=False)], {}, "Pending", [], []),
 ]
@@ -455,3 +473,22 @@ def test_a_new_job_with_a_restart_nonce_starts_once():
         "podSeen": True, "podReady": True, "stableSpec": spec_key(spec), "runningSince": T0, "lastTriggerAt": T0}}
     d, actions, events = outcome(observe(status, [pod()], runtime=RUNTIME, spec=spec))
     assert "RestartRequested" not in events and d.status["phase"] == "Running"
+
+
+def test_a_checkpoint_trigger_nonce_is_answered_once_then_after_the_trigger_in_flight():
+    spec = make_spec(checkpoint={"interval": "10s", "triggerNonce": 2})
+    d, actions, _ = outcome(observe(running(checkpointNonce=1), [pod()], runtime=RUNTIME, spec=spec))
+    assert actions == ["trigger"] and d.status["tracking"]["checkpointNonce"] == 2
+    assert d.status["tracking"]["pendingTrigger"]["at"] == T0
+    # the same nonce, the trigger answered: no second checkpoint before the interval
+    status = d.status | {"tracking": {k: v for k, v in d.status["tracking"].items() if k != "pendingTrigger"}}
+    d, actions, events = outcome(observe(status, [pod()], runtime=RUNTIME, spec=spec, now=T0 + 2))
+    assert actions == [] and events == []
+    # a nonce changed while a trigger is in flight is answered once that one ends
+    busy = running(checkpointNonce=1, pendingTrigger={"at": T0 - 2, "id": "chk-000004"})
+    d, actions, _ = outcome(observe(busy, [pod()], runtime=RUNTIME, spec=spec))
+    assert actions == [] and d.status["tracking"]["checkpointNonce"] == 1
+    done = {"phase": "running", "recentCheckpoints": [{"id": "chk-000004", "status": "completed"}]}
+    d, actions, events = outcome(observe(d.status, [pod()], runtime=done, spec=spec, now=T0 + 1))
+    assert actions == ["result:completed", "trigger"] and events == ["CheckpointTriggered"]
+    assert d.status["tracking"]["checkpointNonce"] == 2

@@ -108,3 +108,15 @@ def test_earlier_keys_still_name_a_spec_without_a_template_or_nonce() -> None:
 def test_a_restart_nonce_is_no_upgrade() -> None:
     """It restarts the job from its latest checkpoint (machine.py), not with an upgrade's savepoint."""
     assert spec_key(parse_spec(EDITED | {"restartNonce": 3})) == spec_key(parse_spec(EDITED))
+
+
+def test_a_checkpoint_trigger_nonce_is_no_upgrade() -> None:
+    """It asks for one checkpoint now (machine.py), from the running pod: not a new pod. Keys written
+    before the field existed still name a spec that sets it."""
+    with_nonce = {**EDITED, "checkpoint": {"interval": "10s", "triggerNonce": 7}}
+    assert spec_key(parse_spec(with_nonce)) == spec_key(parse_spec(EDITED))
+    for _, doc, key in WRITTEN:
+        nonce = {"checkpoint": {**doc.get("checkpoint", {}), "triggerNonce": 2}}
+        assert is_spec(key, parse_spec(OLD_DEFAULT | doc | nonce))
+    # the section's other fields still are
+    assert spec_key(parse_spec({**EDITED, "checkpoint": {"interval": "20s"}})) != spec_key(parse_spec(EDITED))

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 import yaml
+from kubernetes.client.rest import ApiException
 
 from sparkpoint.plugin import cli
 from sparkpoint.plugin import format as fmt
@@ -161,3 +162,63 @@ def test_status_text_shows_the_last_rescale():
                                              "at": "2026-11-22T11:59:00Z"})
     assert "Last rescale:     4 -> 2 partitions in 1.45s (attempt 3, 60s ago)" in fmt.status_text(job, NOW)
     assert "Last rescale" not in fmt.status_text(_job(phase="Running"), NOW)
+
+
+class _NonceKube:
+    """A job with a resourceVersion; `conflicts` patches are refused as the API server refuses a
+    stale precondition (409), and the job changes meanwhile (another client bumped the nonce)."""
+
+    def __init__(self, spec: dict, conflicts: int = 0):
+        self.spec, self.version, self.conflicts = spec, 7, conflicts
+        self.patches: list[dict] = []
+
+    def job(self, name: str) -> dict:
+        return {"metadata": {"name": name, "resourceVersion": str(self.version)}, "spec": self.spec,
+                "status": {"phase": "Running"}}
+
+    def patch_job(self, name: str, patch: dict) -> dict:
+        self.patches.append(patch)
+        if self.conflicts:
+            self.conflicts -= 1
+            self.version += 1
+            self.spec = {**self.spec, "restartNonce": (self.spec.get("restartNonce") or 0) + 1}
+            raise ApiException(status=409, reason="Conflict")
+        return self.job(name)
+
+
+def test_nonce_patch_is_one_up_on_the_version_read():
+    job = {"metadata": {"resourceVersion": "42"}, "spec": {"restartNonce": 4, "checkpoint": {"interval": "30s"}}}
+    assert fmt.nonce_patch(job, "restart") == ({"metadata": {"resourceVersion": "42"},
+                                                "spec": {"restartNonce": 5}}, 5)
+    assert fmt.nonce_patch(job, "checkpoint") == ({"metadata": {"resourceVersion": "42"},
+                                                   "spec": {"checkpoint": {"triggerNonce": 1}}}, 1)
+    job["spec"]["checkpoint"]["triggerNonce"] = 9
+    assert fmt.nonce_patch(job, "checkpoint")[1] == 10
+    # the patch keeps the section's other fields (a merge patch): only the nonce is named
+    assert fmt.nonce_patch({"spec": {}}, "checkpoint") == ({"spec": {"checkpoint": {"triggerNonce": 1}}}, 1)
+
+
+@pytest.mark.parametrize(("command", "field"), [("restart", "spec.restartNonce = 3"),
+                                                ("checkpoint", "spec.checkpoint.triggerNonce = 1")])
+def test_restart_and_checkpoint_bump_their_nonce_and_say_what_follows(command, field, capsys):
+    kube = _NonceKube({"restartNonce": 2})
+    assert cli.run(cli._parser().parse_args([command, "clicks"]), kube) == 0
+    out = capsys.readouterr().out
+    assert f"streamingjob.sparkpoint.dev/clicks {command} requested ({field}, phase now Running)" in out
+    assert ("latest checkpoint" if command == "restart" else "CheckpointTriggered") in out
+    assert len(kube.patches) == 1 and kube.patches[0]["metadata"] == {"resourceVersion": "7"}
+
+
+def test_restart_after_a_conflict_reads_the_job_again_and_takes_the_next_nonce(capsys):
+    kube = _NonceKube({"restartNonce": 2}, conflicts=1)  # another restart landed between read and patch
+    assert cli.run(cli._parser().parse_args(["restart", "clicks"]), kube) == 0
+    assert [p["spec"]["restartNonce"] for p in kube.patches] == [3, 4]
+    assert kube.patches[1]["metadata"] == {"resourceVersion": "8"}
+    assert "spec.restartNonce = 4" in capsys.readouterr().out
+
+
+def test_restart_gives_up_after_repeated_conflicts():
+    kube = _NonceKube({"restartNonce": 2}, conflicts=cli.NONCE_TRIES)
+    with pytest.raises(ApiException):
+        cli.run(cli._parser().parse_args(["restart", "clicks"]), kube)
+    assert len(kube.patches) == cli.NONCE_TRIES
