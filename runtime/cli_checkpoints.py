@@ -15,7 +15,7 @@ from sparkpoint.runtime.checkpoint import (
     verify,
 )
 
-from .cli_common import add_common, duration, emit, human_bytes, open_from_args, progress_bar
+from .cli_common import add_common, duration, emit, human_bytes, open_from_args, progress_bar, timestamp
 
 DEFAULT_REUSE_WINDOW = 300.0
 
@@ -84,7 +84,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         lines = [f"{'ID':<12} {'BATCH':>6} {'FILES':>6} {'BYTES':>10} {'NEW':>10}  COMPLETED"]
         lines += [f"{r['id']:<12} {r['batch_id'] if r['batch_id'] is not None else '-':>6} {r['files']:>6} "
                   f"{human_bytes(r['bytes']):>10} {human_bytes(r['new_bytes']):>10}  "
-                  f"{r['completion_time']:%Y-%m-%d %H:%M:%S}" for r in rows]
+                  f"{timestamp(r['completion_time'])}" for r in rows]
         return "\n".join(lines)
     emit(args, rows, table)
     return 0

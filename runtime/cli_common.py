@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sparkpoint.runtime.config import parse_duration
@@ -82,9 +82,16 @@ def progress_bar(args: argparse.Namespace, total: int, desc: str) -> tuple[Calla
     return advance, bar.close
 
 
+def timestamp(value: datetime) -> str:
+    """A time as the CLI prints it: ISO 8601 in UTC with its Z, to the second. A time without a zone
+    (none is written so, but a hand-made manifest may hold one) is taken as UTC, as the runtime writes."""
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
+    if isinstance(value, datetime):  # --json keeps the fraction; the zone is always there
+        return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).isoformat()
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from sparkpoint.runtime.checkpoint import create_savepoint, delete_savepoint, list_savepoints
 
-from .cli_common import add_common, emit, human_bytes, open_from_args
+from .cli_common import add_common, emit, human_bytes, open_from_args, timestamp
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +46,7 @@ def cmd_list(args: argparse.Namespace) -> int:
              "files": m.totals.files, "bytes": m.totals.bytes, "created": m.completion_time}
             for m in list_savepoints(store, job)]
     emit(args, rows, lambda: "\n".join(
-        f"{r['name']:<24} {r['source_checkpoint']:<12} {human_bytes(r['bytes']):>10}  {r['created']:%Y-%m-%d %H:%M:%S}"
+        f"{r['name']:<24} {r['source_checkpoint']:<12} {human_bytes(r['bytes']):>10}  {timestamp(r['created'])}"
         for r in rows) or f"no savepoints for {job}")
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
+from sparkpoint.runtime.store import JobRef, ObjectNotFoundError, ObjectStore, StoreError
 from sparkpoint.runtime.store.layout import (
     CHECKPOINT_ID,
     checkpoint_key,
@@ -27,10 +27,14 @@ def list_checkpoint_ids(store: ObjectStore, job: JobRef) -> list[str]:
 
 
 def load_manifest(store: ObjectStore, job: JobRef, checkpoint_id: str) -> Manifest:
-    """Raises ObjectNotFoundError if missing, ManifestError if corrupt."""
+    """Raises ObjectNotFoundError if missing (naming the checkpoint by its id, as users know it, not
+    by its store key), ManifestError if corrupt."""
     key = checkpoint_key(job, checkpoint_id)
-    manifest = Manifest.from_json(store.get_bytes(key), where=key)
-    return manifest
+    try:
+        raw = store.get_bytes(key)
+    except ObjectNotFoundError as exc:
+        raise ObjectNotFoundError(f"checkpoint {checkpoint_id!r} of job {job} not found in {store.url}") from exc
+    return Manifest.from_json(raw, where=key)
 
 
 def list_checkpoints(store: ObjectStore, job: JobRef) -> list[Manifest]:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
 import urllib.request
+from datetime import UTC, datetime, timedelta
 
 from harness.minio_server import free_port
 from sparkpoint.runtime.store import JobRef, open_store
@@ -175,3 +177,33 @@ def test_gc_sidecar_keeps_what_its_pins_file_names_and_follows_its_changes(tmp_p
     err = log.text()
     assert proc.returncode == 0, err
     assert "gc pins file unreadable" in err
+
+
+def test_a_missing_checkpoint_is_named_by_its_id_not_its_store_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    common = ["--store", f"file://{tmp_path}/s", "--job", "a/b"]
+    write_tree(tmp_path / "hot", 2)
+    sparkpoint("checkpoints", "create", "--from", str(tmp_path / "hot"), *common)
+    for argv in (["checkpoints", "show", "chk-000007"], ["checkpoints", "verify", "chk-000007"],
+                 ["savepoint", "create", "sp1", "--checkpoint", "chk-000007"],
+                 ["restore", "--checkpoint", "chk-000007", "--to", str(tmp_path / "out")]):
+        err = sparkpoint(*argv, *common, check=False).stderr
+        assert "checkpoint 'chk-000007' of job a/b not found" in err, (argv, err)
+        assert "checkpoints/chk-000007.json" not in err, (argv, err)
+
+
+ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def test_listed_times_carry_their_zone(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    common = ["--store", f"file://{tmp_path}/s", "--job", "a/b"]
+    write_tree(tmp_path / "hot", 2)
+    before = datetime.now(UTC).replace(microsecond=0)
+    sparkpoint("checkpoints", "create", "--from", str(tmp_path / "hot"), *common)
+    sparkpoint("savepoint", "create", "keep", *common)
+    for argv in (["checkpoints", "list"], ["savepoint", "list"]):
+        row = sparkpoint(*argv, *common).stdout.strip().splitlines()[-1]
+        printed = ISO_UTC.findall(row)
+        assert len(printed) == 1, row
+        assert before <= datetime.fromisoformat(printed[0]) <= datetime.now(UTC)
+    listed = sparkpoint_json("checkpoints", "list", *common)[0]["completion_time"]
+    assert datetime.fromisoformat(listed).utcoffset() == timedelta(0)
