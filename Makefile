@@ -11,7 +11,7 @@ export SPARKPOINT_CACHE := $(CACHE)
 # $(MAKE) even under `make -n`, so a dry run of `test` would run the whole test suite.
 SUBMAKE = $(MAKE) --no-print-directory
 
-.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers bench-rescale bench-executors soak cluster-up cluster-down e2e e2e-full e2e-kind e2e-kind-down chaos monitor operator clean image test-image release
+.PHONY: help venv minio java kafka helm prometheus lint test test-full test-unit crd demo demo-kafka bench bench-operator bench-peers bench-rescale bench-executors soak cluster-up cluster-down e2e e2e-full e2e-kind e2e-kind-down chaos monitor operator clean image test-image release own-job-image
 
 help:
 	@echo "make demo    run a checkpointed streaming job end to end (no cluster needed)"
@@ -24,6 +24,7 @@ help:
 	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster (a real node: kubelet + containerd) and the e2e suite; NODE=agent: the node agent; KAFKA=1: a Kafka broker too"
 	@echo "make e2e-kind / e2e-kind-down   the same suite on kind with podman (e2e/kind/README.md)"
 	@echo "make image   build sparkpoint/operator:dev and sparkpoint/runtime:dev with buildah (make test-image tests them)"
+	@echo "make own-job-image   build examples/own-job (a job with its own dependency) FROM the runtime image"
 	@echo "make release   wheel, sdist, the packaged chart, the CRDs in one file and checksums into dist/ (IMAGES=1: image archives too)"
 
 # --- setup ---------------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/hadolint Dockerfile
+	$(VENV)/bin/hadolint Dockerfile examples/own-job/Dockerfile
 
 # The pure tier for the edit-test loop (under a minute on two idle cores): no MinIO, no Java, no
 # cluster, no built tool. Java and MinIO are made unreachable, so a test that needs them without its
@@ -120,6 +121,11 @@ image:
 
 test-image: venv minio java image
 	SPARKPOINT_REQUIRE_IMAGES=1 $(PY) -m pytest -q tests/image
+
+# Your own job's image FROM the runtime image (examples/own-job; README.md, "Your own job on a cluster"):
+# OWN_JOB_DIR, OWN_JOB_IMAGE and RUNTIME_IMAGE choose another (scripts/build-own-job-image.sh).
+own-job-image:
+	@scripts/build-own-job-image.sh
 
 # Everything a release publishes, into dist/ (scripts/release.sh says what and how each is pushed):
 # one version, pyproject.toml's. IMAGES=1 adds the two images as OCI archives (after `make image`).

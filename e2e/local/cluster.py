@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fnmatch
 import json
 import logging
 import os
@@ -360,12 +361,25 @@ def status(state: Path) -> int:
     return 0 if all(running.values()) else 1
 
 
+def import_image(layout: c.Layout, image: str | None) -> None:
+    if not image:
+        raise SystemExit("import-image needs the image's name")
+    if layout.node == "real":
+        import real_node
+        real_node.import_image(layout, image)
+    elif not fnmatch.fnmatch(image.removeprefix("localhost/"), "sparkpoint/*:dev"):
+        raise SystemExit(f"the node agent runs only sparkpoint/*:dev images (image mode), not {image}")
+    log.info("image available to the cluster's pods", extra={"image": image, "node": layout.node})
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["up", "down", "status", "stop-minio", "kafka"],
+    parser.add_argument("command", choices=["up", "down", "status", "stop-minio", "kafka", "import-image"],
                         help="stop-minio: stop only MinIO, as a storage outage (`up` starts it again); "
                              "kafka: start the Kafka broker of a running cluster (KAFKA=1 up does too), "
-                             "print its bootstrap address")
+                             "print its bootstrap address; import-image IMAGE: a buildah image into the "
+                             "real node's containerd (the node agent runs sparkpoint/*:dev from buildah's store)")
+    parser.add_argument("image", nargs="?", help="import-image: the buildah image, e.g. sparkpoint/own-job:dev")
     parser.add_argument("--state", type=Path, default=default_state_dir())
     parser.add_argument("--purge", action="store_true", help="down: also delete the state dir")
     args = parser.parse_args()
@@ -377,6 +391,8 @@ def main() -> int:
         down(state, args.purge)
     elif args.command == "kafka":
         print(start_kafka(load_layout(state)))
+    elif args.command == "import-image":
+        import_image(load_layout(state), args.image)
     elif args.command == "stop-minio":
         stop(load_layout(state), "minio", grace=15)
         log.info("minio stopped (`up` starts it again)")

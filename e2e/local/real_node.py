@@ -189,20 +189,38 @@ def import_images(layout: c.Layout, paths: nc.NodePaths) -> None:
         if found.returncode != 0:
             log.warning("image not built (make image): pods naming it will not start", extra={"image": name})
             continue
-        image_id = found.stdout.strip()
-        marker = paths.imported / name.replace("/", "_")
-        if not marker.exists() or marker.read_text() != image_id:
-            archive = paths.root / "import.tar"
-            archive.unlink(missing_ok=True)
-            log.info("importing image into containerd", extra={"image": name, "id": image_id[:12]})
-            run(["buildah", "push", "--quiet", f"localhost/{name}", f"docker-archive:{archive}:docker.io/{name}"])
-            try:
-                _import_archive(paths, archive)
-            finally:
-                archive.unlink(missing_ok=True)
-            marker.write_text(image_id)
+        _import_buildah_image(paths, name, found.stdout.strip())
         for alias in aliases:  # every time: cheap, and an alias added since the import applies at once
             run(nc.ctr(paths, "images", "tag", "--force", f"docker.io/{name}", qualified(alias)))
+
+
+def _import_buildah_image(paths: nc.NodePaths, name: str, image_id: str) -> None:
+    """buildah's `name` into containerd as docker.io/<name>, unless that image id is there already."""
+    marker = paths.imported / name.replace("/", "_")
+    if not marker.exists() or marker.read_text() != image_id:
+        archive = paths.root / "import.tar"
+        archive.unlink(missing_ok=True)
+        log.info("importing image into containerd", extra={"image": name, "id": image_id[:12]})
+        run(["buildah", "push", "--quiet", f"localhost/{name}", f"docker-archive:{archive}:docker.io/{name}"])
+        try:
+            _import_archive(paths, archive)
+        finally:
+            archive.unlink(missing_ok=True)
+        marker.write_text(image_id)
+
+
+def import_image(layout: c.Layout, name: str) -> None:
+    """A user's buildah image (`make own-job-image`) into the running node's containerd, as `name`:
+    the recipe of README.md's "Your own job on a cluster" on this cluster."""
+    found = subprocess.run(["buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}",
+                            f"localhost/{name}"], capture_output=True, text=True)
+    if found.returncode != 0:
+        raise SystemExit(f"{name} is not in buildah's store (build it first: make own-job-image)")
+    paths = nc.node_paths(layout)
+    paths.imported.mkdir(parents=True, exist_ok=True)
+    _import_buildah_image(paths, name, found.stdout.strip())
+    if qualified(name) != f"docker.io/{name}":  # a name with a registry host: containerd's CRI looks that up
+        run(nc.ctr(paths, "images", "tag", "--force", f"docker.io/{name}", qualified(name)))
 
 
 def qualified(image: str) -> str:
