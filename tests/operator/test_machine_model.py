@@ -113,6 +113,7 @@ class MachineModel(RuleBasedStateMachine):
         self.nonce = 0
         self.nonce_step = -1
         self.restart_nonce = 0
+        self.checkpoint_nonce = 0
         STEPS["examples"] += 1
 
     def pod(self, i: int):  # type: ignore[no-untyped-def]
@@ -250,6 +251,11 @@ class MachineModel(RuleBasedStateMachine):
         self.nonce += 1
         self.nonce_step = self.world.step
         self.world.edit(lambda d: d.setdefault("savepoint", {}).update(triggerNonce=self.nonce))
+
+    @rule()
+    def checkpoint_nonce(self) -> None:
+        self.checkpoint_nonce += 1
+        self.world.edit(lambda d: d.setdefault("checkpoint", {}).update(triggerNonce=self.checkpoint_nonce))
 
     @rule()
     def restart_nonce_changes(self) -> None:
@@ -395,6 +401,9 @@ class MachineModel(RuleBasedStateMachine):
         if pod.spec.restart_nonce != spec.restart_nonce and spec.restart_nonce is not None:
             return (f"attempt {pod.attempt} was started before restartNonce {spec.restart_nonce}: "
                     "the job was not restarted")
+        answered = (st_.get("tracking") or {}).get("checkpointNonce")
+        if spec.checkpoint.trigger_nonce is not None and answered != spec.checkpoint.trigger_nonce:
+            return f"checkpoint.triggerNonce {spec.checkpoint.trigger_nonce} not answered (last {answered})"
         if self.nonce and self.nonce_step >= 0:
             taken = any(s["name"] == f"nonce-{self.nonce}" for s in
                         (sp for store in w.stores.values() for sp in store.savepoints))
