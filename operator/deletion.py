@@ -14,7 +14,7 @@ from typing import Any
 from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, finalize, hot_cleanup, store_view
+from . import builders, finalize, hot_cleanup, hot_node, store_view
 from .checkpoints import parse_time
 from .hot_confine import host_path_refusal
 from .kube import Kube
@@ -116,7 +116,8 @@ class JobDeletion:
         step = hot_cleanup.cleanup_step(executors, phase, since, now, earlier,
                                         hot_cleanup.cleanup_exit_code(pod), host_path)
         if step.next == "create":
-            await self.kube.create(hot_cleanup.build_cleanup_pod(job.meta.ref, spec))
+            await self.kube.create(hot_node.pinned(hot_cleanup.build_cleanup_pod(job.meta.ref, spec), spec,
+                                                   job.status.hot_volume_node))
         if step.next == "wait-earlier" and not (pod or {}).get("metadata", {}).get("deletionTimestamp"):
             await self.kube.delete_pod(ns, pod_name)  # its job is gone: the garbage collector's work, sooner
         if step.next in ("create", "wait", "wait-executors", "wait-earlier"):
