@@ -21,6 +21,7 @@ import json
 import logging
 import ssl
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -89,11 +90,15 @@ def wait_out(list_pods: Callable[[], list[dict[str, Any]]], delete_pod: Callable
 class ExecutorPods:
     """GET and DELETE of this attempt's executor pods with the pod's mounted ServiceAccount token."""
 
-    def __init__(self, driver: DriverPod, account_dir: Path = SERVICE_ACCOUNT_DIR, timeout: float = 10.0):
-        self.driver, self.timeout = driver, timeout
-        self.token = (account_dir / "token").read_text().strip()
-        self.context = ssl.create_default_context(cafile=str(account_dir / "ca.crt"))
+    def __init__(self, driver: DriverPod, token: str, context: ssl.SSLContext | None, timeout: float = 10.0):
+        self.driver, self.token, self.context, self.timeout = driver, token, context, timeout
         self.base = f"{driver.api_server}/api/v1/namespaces/{urllib.parse.quote(driver.namespace)}/pods"
+
+    @classmethod
+    def in_pod(cls, driver: DriverPod, account_dir: Path = SERVICE_ACCOUNT_DIR) -> ExecutorPods:
+        """With the pod's mounted ServiceAccount token and the cluster's CA."""
+        token = (account_dir / "token").read_text().strip()
+        return cls(driver, token, ssl.create_default_context(cafile=str(account_dir / "ca.crt")))
 
     def _call(self, method: str, url: str) -> dict[str, Any]:
         request = urllib.request.Request(url, method=method, headers={"Authorization": f"Bearer {self.token}",
@@ -117,8 +122,8 @@ class ExecutorPods:
 def earlier_executors_gone(driver: DriverPod, start: int) -> WaitOutcome:
     """Before a restarted start restores: wait out the earlier starts' executors (module doc)."""
     try:
-        pods = ExecutorPods(driver)
-    except OSError as exc:  # no token mounted (a driver pod without one cannot have started executors)
+        pods = ExecutorPods.in_pod(driver)
+    except (OSError, ssl.SSLError) as exc:  # no token mounted (a driver pod without one cannot have started executors)
         return WaitOutcome(False, error=f"no ServiceAccount token: {exc}")
     started = time.monotonic()
     outcome = wait_out(pods.list, pods.delete, start)

@@ -173,3 +173,47 @@ def test_a_restarted_driver_resumes_the_hot_dir_only_once_earlier_executors_are_
     runtime.job, runtime.attempt, runtime.restart = JobRef("team", "clicks"), 8, restart
     assert runtime._earlier_executors_gone() is resume
     assert calls == ([("3", 8)] if waited else [])
+
+
+def test_the_api_calls_list_by_the_attempts_labels_and_delete_by_name_with_the_token() -> None:
+    """ExecutorPods against a stand-in API server (plain HTTP here; in a pod, HTTPS with the CA)."""
+    import http.server
+    import threading
+    import urllib.parse
+
+    seen = []
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def _answer(self, code: int, doc: dict) -> None:
+            seen.append((self.command, self.path, self.headers["Authorization"]))
+            body = json.dumps(doc).encode()
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802
+            self._answer(200, {"items": [pod("clicks-3-s7-exec-1", "7")]})
+
+        def do_DELETE(self):  # noqa: N802
+            self._answer(404, {"reason": "NotFound"})  # already gone: not an error
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        driver = executors.DriverPod("team", "clicks", "3", "clicks-3", "10.0.0.1",
+                                     f"http://127.0.0.1:{server.server_port}", "/v", start=8)
+        api = earlier_executors.ExecutorPods(driver, "tok", None)
+        assert [p["metadata"]["name"] for p in api.list()] == ["clicks-3-s7-exec-1"]
+        api.delete("clicks-3-s7-exec-1")
+    finally:
+        server.shutdown()
+    (get, get_path, auth), (delete, delete_path, _) = seen
+    assert (get, delete, auth) == ("GET", "DELETE", "Bearer tok")
+    path, query = get_path.split("?")
+    assert path == "/api/v1/namespaces/team/pods" == delete_path.rsplit("/", 1)[0]
+    assert urllib.parse.parse_qs(query)["labelSelector"] == [earlier_executors.attempt_selector(driver)]
+    assert delete_path.endswith("/clicks-3-s7-exec-1")
