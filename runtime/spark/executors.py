@@ -95,8 +95,9 @@ def executor_labels(driver: DriverPod) -> dict[str, str]:
 
 
 START_LABEL = f"{API_GROUP}/start"
-# Spark refuses a prefix that is not DNS-1123 or leaves no room for "-exec-<Int.MaxValue>" within
-# its 63-character name limit (its Config.isValidExecutorPodNamePrefix): 63 - 6 - 10 = 47.
+# Spark (4.3.0's Config.isValidExecutorPodNamePrefix) wants a DNS-1123 subdomain with room for
+# "-exec-<Int.MaxValue>" within 253 characters. Kept stricter: every executor name a DNS label of at
+# most 63 (a pod's hostname, a label value), so a prefix of 63 - len("-exec-") - 10 = 47, no dots.
 PREFIX_MAX = 47
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 

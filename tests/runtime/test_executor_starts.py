@@ -17,8 +17,8 @@ from sparkpoint.runtime.spark import earlier_executors, executors
 ENV = {"SPARKPOINT_POD_NAME": "clicks-3", "POD_IP": "10.1.2.3", "SPARKPOINT_ATTEMPT": "3",
        "SPARKPOINT_HOT_VOLUME_PATH": "/var/lib/sparkpoint", "KUBERNETES_SERVICE_HOST": "10.96.0.1",
        "KUBERNETES_SERVICE_PORT": "443"}
-# Spark's own check of spark.kubernetes.executor.podNamePrefix (Config.isValidExecutorPodNamePrefix):
-# DNS-1123, with room for "-exec-" and Int.MaxValue's 10 digits within 63 characters.
+# Spark's own check of spark.kubernetes.executor.podNamePrefix (4.3.0's Config.isValidExecutorPodNamePrefix)
+# is a DNS-1123 subdomain with room for "-exec-<Int.MaxValue>" in 253; ours: every name a DNS label (63).
 SPARK_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -48,6 +48,7 @@ def test_the_prefix_always_passes_sparks_check_and_keeps_the_start(job, attempt,
     prefix = executors.executor_pod_prefix(pod, start)
     assert len(prefix) + len("-exec-") + len(str(2**31 - 1)) <= 63
     assert SPARK_PREFIX.fullmatch(prefix) and "." not in prefix  # a DNS label: also a valid hostname
+    assert len(prefix) + len("-exec-") + 10 <= 253  # Spark's own bound, a fortiori
     assert prefix.endswith(f"-s{start}")
     assert executors.executor_pod_prefix(pod, start + 1) != prefix
 
