@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sparkpoint.runtime.checkpoint import list_checkpoint_ids, load_manifest
-from sparkpoint.runtime.checkpoint.id_floor import record_id_floor
+from sparkpoint.runtime.checkpoint import list_checkpoint_ids, load_manifest, record_id_floor
 from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import (
     ENDPOINT_ENV,

@@ -312,8 +312,8 @@ def iter_upserted_rows(store: ObjectStore, job: JobRef, path: str) -> Iterator[d
     snapshot = current_snapshot(store, listed, restores, upsert_tree(files, restores))
     if snapshot is not None:
         yield from snapshot_rows(store, snapshot)
-    for _, files in visible_batches(store, listed, after=-1 if snapshot is None else snapshot.up_to):
-        for key, fmt in files:
+    for _, parts in visible_batches(store, listed, after=-1 if snapshot is None else snapshot.up_to):
+        for key, fmt in parts:
             data = store.get_bytes(key)
             yield from (decode_rows(data) if fmt == "legacy" else decode_file(data, fmt))
 
