@@ -109,9 +109,10 @@ def safe_batch(points: Iterable[tuple[int, int | None]], newest_attempt: int,
         return None
     committed = max([own, *(int(b) for a, b in points if a == newest_attempt and b is not None)])
     bound = min([committed, *(int(b) for _, b in points if b is not None)])
-    if tree is not None:
+    if tree is not None:  # a point whose attempt left nothing here (a deleted job's savepoint) reads nothing
         head = segments(tree, newest_attempt)
-        bound = min([bound, *(agreement(head, segments(tree, a, int(b))) for a, b in points if b is not None)])
+        bound = min([bound, *(agreement(head, segments(tree, a, int(b))) for a, b in points
+                              if b is not None and a in tree.after)])
     return bound if bound >= 0 else None
 
 

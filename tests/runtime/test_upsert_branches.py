@@ -117,3 +117,11 @@ def test_a_snapshot_never_folds_past_where_a_retained_point_left_the_current_bra
     # attempt 1's point at 8 and attempt 2's at 8; attempt 2's restore point (5) left retention
     assert safe_batch([(1, 8), (2, 8)], 2, restores) == 8  # the old bound: S=8 would hold attempt 2's 6-8
     assert safe_batch([(1, 8), (2, 8)], 2, restores, tree_of((a for _, a, _ in files), restores)) == 5
+
+
+def test_a_point_whose_attempt_left_nothing_does_not_stop_snapshots():
+    """A savepoint kept from a deleted job of the name: its attempt has no files or record here."""
+    files = [(b, 9, "") for b in range(6)]
+    restores = [(9, -1, None)]
+    tree = tree_of((a for _, a, _ in files), restores)
+    assert safe_batch([(9, 5), (4, 7)], 9, restores, tree) == 5
