@@ -229,7 +229,8 @@ class TransactionalSink:
         """Why the restored checkpoint's missing entry is not published now, or None to publish it.
         'deleted': it would name deleted data (a savepoint outlived its job's data, gc.onDelete:
         delete). 'empty': no rows and no predecessor, so a new history after its batch reads the
-        same, and the entry might collide with this job's own ids (they restart once deleted)."""
+        same, and the entry might collide with this job's own ids (in stores from before id_floor.py, ids
+        restarted once a job was deleted)."""
         path = restored.get("path", self.path)
         try:
             found = json.loads(self.store.get_bytes(commit_key(self.job, path, checkpoint_id)))
