@@ -5,7 +5,8 @@ A model keeps, per attempt, whose history it continues, after which batch, and t
 batches it ran; a view (attempt, limit) is folded from that alone, independently of the sink's
 code. Steps: batches, checkpoints, savepoints, retention, restores to any retained checkpoint or
 savepoint (recorded as the runtime records them: the parent is the attempt that took the point),
-local recovery, fresh starts, snapshots and output GC passes. After every step the reader's table
+local recovery, fresh starts, a job deleted (gc.onDelete: delete, savepoints kept) and created
+again, snapshots and output GC passes. After every step the reader's table
 is the newest attempt's history; after every retention or GC step a restore of every point left,
 made in a copy of the store, reads exactly that point's history, and no batch marker is left that
 neither the table nor a point nor the running attempt can reach. Directory stores.
@@ -23,6 +24,7 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from sparkpoint.operator.store_view import delete_checkpoints
 from sparkpoint.runtime.checkpoint import create_savepoint, gc_pass, list_checkpoint_ids, write_fence
 from sparkpoint.runtime.sink.compaction import CompactionSettings
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
@@ -112,6 +114,11 @@ class Model:
             self.start(attempt, self.batch)
         elif action == "fresh":
             self.start(None, None)
+        elif action == "recreate":  # the job is deleted (gc.onDelete: delete, savepoints kept) and created again
+            delete_checkpoints(self.store, self.job)
+            for lineage in self.attempts.values():
+                lineage.batches.clear()  # its output went with it: a kept savepoint restores a new history
+            self.start(None, None)
         elif action == "retain":
             gc_pass(self.store, self.job, retain=1 + arg % 3, grace_seconds=0, clock=later)
             self.check_points()
@@ -154,7 +161,8 @@ BATCH = st.tuples(st.just("batch"), st.integers(0, 8))
 ACTIONS = st.one_of(
     BATCH, BATCH, BATCH, st.tuples(st.just("checkpoint"), st.just(0)), st.tuples(st.just("checkpoint"), st.just(0)),
     st.tuples(st.just("restore"), st.integers(0, 20)),
-    st.tuples(st.just("local"), st.just(0)) | st.tuples(st.just("fresh"), st.just(0)),
+    st.tuples(st.just("local"), st.just(0)) | st.tuples(st.just("fresh"), st.just(0))
+    | st.tuples(st.just("recreate"), st.just(0)),
     st.tuples(st.just("savepoint"), st.integers(0, 20)),
     st.tuples(st.just("retain"), st.integers(0, 2)),
     st.tuples(st.just("snapshot"), st.just(0)),
@@ -166,10 +174,14 @@ ACTIONS = st.one_of(
 BRANCH = [*[("batch", 1)] * 6, ("checkpoint", 0), *[("batch", 2)] * 3, ("checkpoint", 0),
           ("restore", 0), *[("batch", 4)] * 3, ("checkpoint", 0), ("snapshot", 0), ("gc", 0),
           ("restore", 1), ("batch", 5), ("gc", 0)]
+# A job re-created under its name with a savepoint of the earlier one kept, restored after a snapshot.
+RECREATED = [("batch", 1), ("batch", 1), ("checkpoint", 0), ("savepoint", 0), ("recreate", 0), ("batch", 2),
+             ("batch", 2), ("checkpoint", 0), ("snapshot", 0), ("gc", 0), ("restore", 0), ("batch", 3), ("gc", 0)]
 
 
 @settings(max_examples=25, deadline=None)
 @example(BRANCH)
+@example(RECREATED)
 @given(st.lists(ACTIONS, min_size=10, max_size=40))
 def test_every_restorable_point_reads_its_own_history_as_attempts_branch(actions):
     with tempfile.TemporaryDirectory() as tmp:
