@@ -84,12 +84,11 @@ def low_restores(restores: Iterable[Restore], up_to: int) -> tuple[tuple[int, in
 def usable(snapshot: Snapshot, restores: Iterable[Restore], tree: Tree | None = None,
            view: tuple[int | None, int] | None = None) -> bool:
     """The snapshot stands for `view`'s batches <= S (attempt, limit; None: the tree's newest attempt,
-    unbounded): the restores below S are those it recorded and, when the tree is given, the view's
-    chain up to S is its writer's (upsert_history.clip; a snapshot without a writer is not checked)."""
-    if low_restores(restores, snapshot.up_to) != snapshot.restores:
-        return False
+    unbounded): with the tree, when the view's chain of attempts up to S is its writer's
+    (upsert_history.clip: a restore elsewhere in the tree changes nothing for this view); without it
+    (or for a snapshot that names no writer), when the restores below S are those it recorded."""
     if tree is None or snapshot.attempt is None:
-        return True
+        return low_restores(restores, snapshot.up_to) == snapshot.restores
     attempt, limit = (tree.newest, UNBOUNDED) if view is None else view
     return clip(segments(tree, attempt, limit), snapshot.up_to) == clip(segments(tree, snapshot.attempt),
                                                                         snapshot.up_to)
@@ -275,19 +274,23 @@ def upsert_needs(store: ObjectStore, listed: list[ObjectInfo], *, points: list[t
     settled = current is not None and current.last_modified < now - grace_seconds
     folded = current.up_to if settled and bound is not None and current.up_to <= bound else -1  # type: ignore[union-attr]
     needed = needed_keys(store, listed, after=folded)
-    # every restorable point keeps its own history (attempts branch: upsert_history.py); the bound
-    # keeps S within what each agrees on with the current table, so the snapshot stands for all
+    # Every restorable point keeps its own history (attempts branch: upsert_history.py): the snapshot
+    # it starts from (the newest usable for it, kept whatever the table's is) and its batches after it.
+    kept = {current.key} if current is not None else set()
     for attempt, batch in points:
         view = (attempt, UNBOUNDED if batch is None else int(batch))
-        after = folded if folded >= 0 and current is not None and usable(current, restores, tree, view) else -1
+        own = next((s for s in snapshots if usable(s, restores, tree, view)), None)
+        if own is not None:
+            kept.add(own.key)
+        after = own.up_to if own is not None and own.last_modified < now - grace_seconds and bound is not None else -1
         needed |= needed_keys(store, listed, after=after, view=(attempt, batch))
     released: set[str] = set()
     for snap in snapshots:
-        own = {snap.key, *snap.parts}
-        if snap is current or not settled:
-            needed |= own
-        else:
-            released |= own
+        own_keys = {snap.key, *snap.parts}
+        if snap.key in kept or not settled:
+            needed |= own_keys
+            continue
+        released |= own_keys
     if folded >= 0:
         released |= {o.key for o in listed if (m := _BATCH.search(o.key)) and int(m[1]) <= folded}
     if settled:  # parts without a marker, of the attempt that wrote the snapshot in use, older than it:
