@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkpoint.runtime.checkpoint import CheckpointWriter, gc_pass, write_fence
+from sparkpoint.runtime.checkpoint import CheckpointWriter, gc_pass, latest_checkpoint, write_fence
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
 from sparkpoint.runtime.sink.upsert import UpsertSink, read_upserted, visible_entries
 from sparkpoint.runtime.sink.upsert_history import PREVIOUS, tree_of
@@ -125,3 +125,30 @@ def test_a_point_whose_attempt_left_nothing_does_not_stop_snapshots():
     restores = [(9, -1, None)]
     tree = tree_of((a for _, a, _ in files), restores)
     assert safe_batch([(9, 5), (4, 7)], 9, restores, tree) == 5
+
+
+def test_a_start_records_the_attempt_whose_history_it_continues(store, job, tmp_path):
+    """The runtime's start (make_sink): a restore names the attempt that took the point, local
+    recovery the previous attempt, a fresh start nobody."""
+    import json
+
+    from sparkpoint.runtime.config import SinkSpec
+    from sparkpoint.runtime.service.recovery import RestoreOutcome
+    from sparkpoint.runtime.service.sink_setup import make_sink
+    from sparkpoint.runtime.sink.keys import sink_root
+
+    first = Attempt(store, job, tmp_path)
+    first.sink.resume(None, None)
+    first.run(0, [{"k": 0, "n": 1}])
+    first.checkpoint(0)
+    manifest = latest_checkpoint(store, job)
+    spec = SinkSpec(kind="upsert", path="agg", key_columns=["k"])
+    cases = [(RestoreOutcome("remote", 0, manifest, 0.0, {}, ""), first.number),
+             (RestoreOutcome("local", 0, manifest, 0.0, {}, ""), "previous"),
+             (RestoreOutcome("fresh", None, None, 0.0, {}, ""), None)]
+    for outcome, parent in cases:
+        attempt = write_fence(store, job)
+        make_sink(spec, store, job, attempt=attempt, incarnation="uid", work_dir=tmp_path / f"work-{attempt}",
+                  restore=outcome, store_env={})
+        doc = json.loads(store.get_bytes(f"{sink_root(job, 'agg')}/upserts/_restores/a{attempt:06d}.json"))
+        assert doc["parent"] == (attempt - 1 if parent == "previous" else parent), outcome.source
