@@ -163,7 +163,9 @@ class JobRuntime:
                 log.warning("superseded by a newer attempt: not starting", extra={"job": str(self.job),
                                                                                   "reason": str(exc)})
                 return EXIT_OK
-            attempt_dirs.remove_older_attempt_dirs(self.work_dir)  # a shared hot volume's old attempts (§9)
+            # a shared hot volume's old attempts (§9), their event logs' last minutes uploaded first
+            attempt_dirs.remove_older_attempt_dirs(self.work_dir, save=lambda old: EventLogUploader.save_leftovers(
+                store, self.job, old / "event-log"))
             job_dirs.remove_other_incarnations(self.work_dir)  # ...and deleted jobs of the same name
             self.restart = restarts_before(store, self.job, self.attempt, incarnation, self.launch)
             self.metrics.attempt.set(self.attempt)
