@@ -180,7 +180,7 @@ class JobRuntime:
                 self.metrics.restore_fallbacks.labels(fallback.reason).inc()
             self.sink = make_sink(spec.job.sink, store, self.job, attempt=self.attempt,
                                   incarnation=self.opts.job_uid or job_uid(self.job), work_dir=self.work_dir,
-                                  restore=self.restore, store_env=env)
+                                  restore=self.restore)
             # Where the API listens (the port may have been picked by the OS with --port 0); written
             # once the state is restored, so a reader of this file finds a runtime past its restore.
             (self.work_dir / "api.json").write_text(json.dumps({"host": self.opts.host, "port": server.port,
