@@ -320,6 +320,9 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
         if driver_service_account:
             pod_spec["serviceAccountName"] = driver_service_account
         pod_spec["automountServiceAccountToken"] = True
+    elif spec.service_account_name:  # the job's own identity (its store credentials): no API token
+        pod_spec["serviceAccountName"] = spec.service_account_name
+        pod_spec["automountServiceAccountToken"] = False
     elif service_account:
         pod_spec["serviceAccountName"] = service_account
     else:  # the runtime and the GC talk to no Kubernetes API: no token in the pod
