@@ -75,3 +75,11 @@ def test_the_operator_uses_its_own_identity_only_when_allowed(monkeypatch: pytes
     # A named Secret's keys are used even when the own identity is allowed.
     keyed = open_job_store(STORAGE, {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}, own_identity=True)
     assert keyed.credentials.retrieve().access_key == "k"  # type: ignore[attr-defined]
+
+
+def test_naming_an_account_is_an_upgrade_and_not_naming_one_keeps_every_key() -> None:
+    from sparkpoint.operator.spec_key import spec_key
+
+    without = config.parse_spec({k: v for k, v in NO_SECRET.items() if k != "serviceAccountName"})
+    assert spec_key(config.parse_spec(NO_SECRET)) != spec_key(without)
+    assert "serviceAccountName" not in without.model_dump(by_alias=True, exclude_defaults=True)
