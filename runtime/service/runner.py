@@ -28,7 +28,7 @@ from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.runtime.checkpoint.fence import restarts_before
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
-from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
+from sparkpoint.runtime.store import STS_DURATION_ENV, JobRef, ObjectStore, StoreError, open_store
 
 from . import attempt_dirs, faults, hotdir, job_dirs, ui_front
 from .checkpointing import CheckpointPipeline
@@ -141,6 +141,8 @@ class JobRuntime:
         env = dict(os.environ)
         if storage and storage.endpoint and not env.get("SPARKPOINT_S3_ENDPOINT"):
             env["SPARKPOINT_S3_ENDPOINT"] = storage.endpoint  # the environment wins over the spec
+        if storage and storage.sts_duration and not env.get(STS_DURATION_ENV):
+            env[STS_DURATION_ENV] = str(int(parse_duration(storage.sts_duration)))
         self.store = store = open_store(self.store_url, env=env)
         from .api import ControlServer
 

@@ -40,7 +40,7 @@ __all__ = [
     "BucketNotFoundError", "DirectoryStore", "FileEntry", "JobRef", "Manifest", "ManifestError",
     "ObjectInfo", "ObjectNotFoundError", "ObjectStore", "PendingMarker", "StoreAuthError",
     "StoreError", "StoreUnreachableError", "Totals", "open_store",
-    "CREDENTIAL_KEYS", "DEFAULT_REGION_ENV", "ENDPOINT_ENV", "REGION_ENV", "SECRET_KEYS", "region_of", "s3_endpoint",
+    "CREDENTIAL_KEYS", "DEFAULT_REGION_ENV", "ENDPOINT_ENV", "REGION_ENV", "SECRET_KEYS", "STS_DURATION_ENV", "region_of", "s3_endpoint",
     "check_savepoint_name", "checkpoints_prefix", "history_prefix", "lineage_prefix", "objects_prefix", "outputs_prefix",
     "pending_prefix", "savepoint_manifest_key", "savepoints_prefix",
 ]
@@ -48,6 +48,8 @@ __all__ = [
 ENDPOINT_ENV = "SPARKPOINT_S3_ENDPOINT"
 REGION_ENV = "AWS_REGION"
 DEFAULT_REGION_ENV = "AWS_DEFAULT_REGION"
+# How long STS keys of the cloud's own identity live, in seconds (checkpoint.storage.stsDuration).
+STS_DURATION_ENV = "SPARKPOINT_STS_DURATION_SECONDS"
 CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 # What a storage Secret may hold (the one list: the pods' env, the operator's and the savepoints'
 # store clients all read these keys and no others).

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 import urllib3
 from minio.credentials import Credentials, IamAwsProvider, Provider, StaticProvider, WebIdentityProvider
 
-from . import aws_host, region_of
+from . import STS_DURATION_ENV, aws_host, region_of
 from .base import StoreAuthError, StoreError
 
 log = logging.getLogger("sparkpoint.store")
@@ -106,6 +106,13 @@ def _sts_endpoint(env: Mapping[str, str]) -> str:
     return aws_host("sts", region) if region else "https://sts.amazonaws.com"
 
 
+def _sts_duration(env: Mapping[str, str]) -> int:
+    raw = env.get(STS_DURATION_ENV) or "0"
+    if not raw.isdigit() or not (int(raw) == 0 or 900 <= int(raw) <= 43200):
+        raise StoreError(f"{STS_DURATION_ENV} must be a number of seconds from 900 to 43200 (got {raw!r})")
+    return int(raw)
+
+
 def _read_token(path: str) -> dict[str, str]:
     try:
         with open(path, encoding="utf-8") as f:
@@ -124,10 +131,12 @@ def chain_fetch(env: Mapping[str, str], source: str) -> Callable[[], Credentials
     cache, which refreshes only 10 s before expiry, never answers for ours)."""
     if source == "web-identity":
         token_file = env[TOKEN_FILE_ENV]
+        duration = _sts_duration(env)
 
         def web_identity() -> Credentials:
             return WebIdentityProvider(
                 jwt_provider_func=lambda: _read_token(token_file), sts_endpoint=_sts_endpoint(env),
+                duration_seconds=duration,
                 role_arn=env.get(ROLE_ARN_ENV) or None,
                 role_session_name=env.get(ROLE_SESSION_ENV) or "sparkpoint", http_client=_http()).retrieve()
         return web_identity

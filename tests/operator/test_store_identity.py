@@ -83,3 +83,13 @@ def test_naming_an_account_is_an_upgrade_and_not_naming_one_keeps_every_key() ->
     without = config.parse_spec({k: v for k, v in NO_SECRET.items() if k != "serviceAccountName"})
     assert spec_key(config.parse_spec(NO_SECRET)) != spec_key(without)
     assert "serviceAccountName" not in without.model_dump(by_alias=True, exclude_defaults=True)
+
+
+def test_the_sts_duration_reaches_both_containers_and_is_bounded_at_admission() -> None:
+    spec = config.parse_spec({**NO_SECRET, "checkpoint": {"storage": {"url": "s3://ckpt/a", "stsDuration": "15m"}}})
+    for container in builders.build_pod(JOB, spec, attempt=1)["spec"]["containers"]:
+        assert {"name": "SPARKPOINT_STS_DURATION_SECONDS", "value": "900"} in container["env"], container["name"]
+    with pytest.raises(config.SpecError, match="spec.checkpoint.storage.stsDuration: must be from 15m to 12h"):
+        config.parse_spec({**NO_SECRET, "checkpoint": {"storage": {"url": "s3://ckpt/a", "stsDuration": "5m"}}})
+    storage = crd.spec_schema()["properties"]["checkpoint"]["properties"]["storage"]["properties"]["stsDuration"]
+    assert storage["x-kubernetes-validations"][0]["message"] == "must be from 15m to 12h"

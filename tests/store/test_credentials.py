@@ -38,6 +38,13 @@ def test_static_keys_carry_their_session_token_and_half_keys_are_refused() -> No
         open_store("s3://bucket/p", env={**ENDPOINT, "AWS_SECRET_ACCESS_KEY": "s"})
 
 
+@pytest.mark.parametrize("duration", ["60", "50000", "15m"])
+def test_an_sts_duration_outside_the_sts_range_is_refused_at_open(duration: str) -> None:
+    with pytest.raises(StoreError, match="SPARKPOINT_STS_DURATION_SECONDS must be a number of seconds from 900"):
+        open_store("s3://bucket/p", env={**ENDPOINT, "AWS_WEB_IDENTITY_TOKEN_FILE": "/t",
+                                         "SPARKPOINT_STS_DURATION_SECONDS": duration})
+
+
 def test_no_keys_means_the_clouds_own_identity_unless_refused() -> None:
     store = open_store("s3://bucket/p", env={**ENDPOINT, "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/t"})
     assert isinstance(store.credentials, RefreshingProvider)  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ a new AssumeRoleWithWebIdentity call must then happen, with new keys that keep t
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -76,12 +76,15 @@ def test_a_checkpoint_is_written_and_restored_with_web_identity_only(sts, tmp_pa
 
 def test_temporary_keys_are_refreshed_before_they_expire(sts, tmp_path, job: JobRef) -> None:
     issuer, server = sts
-    store = open_store(f"s3://{BUCKET}/refresh", env=_pod_env(issuer, server, tmp_path))
+    env = {**_pod_env(issuer, server, tmp_path), "SPARKPOINT_STS_DURATION_SECONDS": "900"}  # STS's minimum
+    store = open_store(f"s3://{BUCKET}/refresh", env=env)
     provider = store.credentials  # type: ignore[attr-defined]
     assert isinstance(provider, RefreshingProvider)
     store.put_bytes("a", b"first")
     first = provider.retrieve()
     assert provider.fetches == 1  # the puts above reused the keys
+    life = (first.expiration - datetime.now(UTC).replace(tzinfo=None)).total_seconds()
+    assert 800 < life <= 900  # the STS honoured the duration asked for
     real_clock = provider.clock
     # Time moves to just before the refresh point: the same keys; then just past it: one new
     # AssumeRoleWithWebIdentity call, whose keys (an hour long, from STS's own clock) then serve.
