@@ -121,7 +121,10 @@ def test_two_executors_checkpoint_and_survive_an_executor_and_a_driver_kill(api_
         execs = _running(_executors(core, namespace, attempt=1))
         assert len(execs) == 2, [p.metadata.name for p in _executors(core, namespace)]
         for pod in execs:
-            assert pod.metadata.name.startswith(f"{st['pod']}-exec-")
+            # named per start of the runtime (issue 42): <driver pod>-s<start>-exec-<n>
+            start = pod.metadata.labels["sparkpoint.dev/start"]
+            assert pod.metadata.name.startswith(f"{st['pod']}-s{start}-exec-")
+            assert pod.spec.node_name == driver.spec.node_name  # a hostPath: pinned to the driver's node
             assert pod.metadata.labels["app.kubernetes.io/component"] == "executor"
             owner = pod.metadata.owner_references[0]
             assert (owner.kind, owner.name, owner.uid) == ("Pod", driver.metadata.name, driver.metadata.uid)

@@ -55,6 +55,8 @@ BLOCK_MANAGER_PORT = 7079
 POD_NAME_ENV = "SPARKPOINT_POD_NAME"
 ATTEMPT_ENV = "SPARKPOINT_ATTEMPT"
 HOT_VOLUME_PATH_ENV = "SPARKPOINT_HOT_VOLUME_PATH"
+# The driver's node on a hostPath hot volume: its executors are pinned there (runtime/spark/executors.py).
+NODE_NAME_ENV = "SPARKPOINT_NODE_NAME"
 
 
 @dataclass(frozen=True)
@@ -297,6 +299,9 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
     driver = spec.spark.master == "k8s"
     if driver:
         _as_driver(containers[0], attempt)
+        hot = spec.checkpoint.hot_volume
+        if hot is not None and hot.host_path is not None:  # one node's disk: executors go where the driver is
+            containers[0]["env"].append({"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
     if spec.spark.ui.enabled:
         _with_ui(containers[0], job, ui_path_prefix)
     if spec.gc.enabled:

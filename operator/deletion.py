@@ -14,7 +14,7 @@ from typing import Any
 from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, finalize, hot_cleanup, store_view
+from . import builders, finalize, hot_cleanup, hot_node, store_view
 from .checkpoints import parse_time
 from .hot_confine import host_path_refusal
 from .kube import Kube
@@ -112,9 +112,12 @@ class JobDeletion:
         earlier = pod is not None and not hot_cleanup.created_for(pod, job.meta.uid)
         executors = len(await self.kube.executor_pods(ns, name)) if pod is None else 0
         since = parse_time((job.body.get("metadata") or {}).get("deletionTimestamp"))
-        step = hot_cleanup.cleanup_step(executors, phase, since, now, earlier)
+        host_path = spec.checkpoint.hot_volume.host_path is not None
+        step = hot_cleanup.cleanup_step(executors, phase, since, now, earlier,
+                                        hot_cleanup.cleanup_exit_code(pod), host_path)
         if step.next == "create":
-            await self.kube.create(hot_cleanup.build_cleanup_pod(job.meta.ref, spec))
+            await self.kube.create(hot_node.pinned(hot_cleanup.build_cleanup_pod(job.meta.ref, spec), spec,
+                                                   job.status.hot_volume_node))
         if step.next == "wait-earlier" and not (pod or {}).get("metadata", {}).get("deletionTimestamp"):
             await self.kube.delete_pod(ns, pod_name)  # its job is gone: the garbage collector's work, sooner
         if step.next in ("create", "wait", "wait-executors", "wait-earlier"):
@@ -125,6 +128,10 @@ class JobDeletion:
         if step.next == "give-up":
             message = f"{step.why}: the job's work directory {where} was left"
             self.post_event(job.body, "Warning", "HotVolumeNotCleaned", message)
+            log.warning(message, extra={"job": f"{ns}/{name}"})
+        elif step.next == "absent":
+            message = f"{step.why}: the job's work directory {where} was not removed"
+            self.post_event(job.body, "Warning", "HotVolumeDirAbsent", message)
             log.warning(message, extra={"job": f"{ns}/{name}"})
         else:
             log.info("work directory removed from the hot volume", extra={"job": f"{ns}/{name}", "dir": where})

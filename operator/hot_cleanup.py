@@ -30,6 +30,9 @@ from .builders import (
     pod_security_context,
 )
 
+# `sparkpoint hot-volume remove-job`'s exit code when the directory was not there
+# (runtime/cli_hot_volume.py ABSENT_EXIT; the operator imports no runtime CLI).
+ABSENT_EXIT = 3
 CLEANUP_FOR = 300.0  # seconds from the deletion's start; then the directory is left (Event)
 COMPONENT = "hot-cleanup"
 
@@ -71,7 +74,16 @@ def created_for(pod: dict[str, Any], uid: str) -> bool:
     return any(ref.get("uid") == uid for ref in refs)
 
 
-Next = Literal["wait-executors", "wait-earlier", "create", "wait", "done", "give-up"]
+def cleanup_exit_code(pod: dict[str, Any] | None) -> int | None:
+    """The cleanup container's exit code once it has terminated, else None."""
+    for cs in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == "cleanup":
+            code = ((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
+            return code if isinstance(code, int) else None
+    return None
+
+
+Next = Literal["wait-executors", "wait-earlier", "create", "wait", "done", "absent", "give-up"]
 
 
 @dataclass(frozen=True)
@@ -81,10 +93,13 @@ class CleanupStep:
 
 
 def cleanup_step(executors_left: int, pod_phase: str | None, deleting_since: float | None, now: float,
-                 earlier_pod: bool = False) -> CleanupStep:
+                 earlier_pod: bool = False, exit_code: int | None = None, host_path: bool = False) -> CleanupStep:
     """What the finalizer does about the hot volume this round. pod_phase: the cleanup pod's phase,
     None while there is none. deleting_since: the StreamingJob's deletionTimestamp. earlier_pod: the
-    pod of that name was created for an earlier job of the name (created_for): wait for it to go."""
+    pod of that name was created for an earlier job of the name (created_for): wait for it to go.
+    exit_code: the cleanup container's (cleanup_exit_code). The directory not being there is
+    "absent" on a hostPath (each node has its own: the job's may be on another node, left behind)
+    and simply done on a claim (one volume: nothing was there to remove)."""
     late = deleting_since is not None and now - deleting_since > CLEANUP_FOR
     if earlier_pod:
         if late:
@@ -93,6 +108,11 @@ def cleanup_step(executors_left: int, pod_phase: str | None, deleting_since: flo
         return CleanupStep("wait-earlier")
     if pod_phase == "Succeeded":
         return CleanupStep("done")
+    if pod_phase == "Failed" and exit_code == ABSENT_EXIT:
+        if not host_path:
+            return CleanupStep("done")
+        return CleanupStep("absent", "the cleanup pod found no such directory on its node's hostPath (the "
+                                     "job's pods may have run on another node, where it is left)")
     if pod_phase == "Failed":
         return CleanupStep("give-up", "the cleanup pod failed (its log names what stayed)")
     if late:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from sparkpoint.runtime.config import RestoreFrom, parse_duration
 
 from . import checkpoints as cp
+from .hot_node import pin_hot_volume_node
 from .job_savepoints import follow_savepoint, periodic_savepoints
 from .model import (
     CheckpointResult,
@@ -61,6 +62,7 @@ def decide(obs: Observed) -> Decision:
     run.st.restarts = run.st.restarts  # always written: the Restarts printer column
     _record_store_facts(run)
     _adopt_newer_attempt(run)
+    pin_hot_volume_node(run)
     note_rejected_spec(run)
     drain_interrupted(run)
     phase = run.st.phase

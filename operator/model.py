@@ -57,6 +57,8 @@ class PodObs:
     # The uid of the StreamingJob named by the pod's controller owner reference; None without one
     # (labels and annotations anyone may set; only the operator creates pods the job controls).
     owner_uid: str | None = None
+    node: str | None = None  # spec.nodeName, once scheduled
+    unschedulable: str | None = None  # the scheduler's message while it cannot place the pod
 
     @property
     def can_drain(self) -> bool:

@@ -100,7 +100,15 @@ def pod_observation(pod: dict[str, Any]) -> PodObs:
         rescale_failure=rescale_failure(terminated, last.get("terminated")),
         known_cause=cause_of(terminated, last.get("terminated")),
         owner_uid=controller_job_uid(meta),
+        node=(pod.get("spec") or {}).get("nodeName") or None,
+        unschedulable=_unschedulable(conditions.get("PodScheduled")),
     )
+
+
+def _unschedulable(scheduled: dict[str, Any] | None) -> str | None:
+    if not scheduled or scheduled.get("status") != "False" or scheduled.get("reason") != "Unschedulable":
+        return None
+    return (scheduled.get("message") or "Unschedulable")[:300]
 
 
 def fact_from_manifest(manifest: Manifest) -> CheckpointFact:

@@ -29,7 +29,7 @@ from sparkpoint.runtime.checkpoint import delete_savepoint
 from sparkpoint.runtime.config import JobSpec, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, control_token, hot_confine, isolation
+from . import builders, control_token, hot_confine, hot_node, isolation
 from .caches import SpecCache, fresher_body
 from .checkpoints import iso, only_trigger_bookkeeping
 from .deletion import JobDeletion
@@ -291,7 +291,8 @@ class Reconciler:
                 async with self._creating:
                     try:
                         await self._create_attempt(job.meta.ref, override or spec, attempt, restore_from,
-                                                   decision.state.tracking.gc_pins or [])
+                                                   decision.state.tracking.gc_pins or [],
+                                                   decision.state.hot_volume_node)
                     except ApiException as exc:
                         if not refused(exc):
                             raise
@@ -315,7 +316,7 @@ class Reconciler:
                 log.info(message, extra={"job": job.meta.label, "reason": reason})
 
     async def _create_attempt(self, job: builders.JobRef, run_spec: JobSpec, attempt: int,
-                              restore_from: Any, pins: list[str]) -> None:
+                              restore_from: Any, pins: list[str], node: str | None = None) -> None:
         """`run_spec`: the CR's, or the last stable one for a rollback. The pod last: it mounts the
         ConfigMap and the token Secret (created once, an existing one is kept: the token never
         changes under a pod); the Service may come in parallel."""
@@ -328,7 +329,8 @@ class Reconciler:
                                  self.driver_service_account, self.ui_path_prefix)
         if run_spec.spark.master == "k8s":
             isolation.with_spark_auth(pod, job)
-        await self.kube.create(hot_confine.confine_hot_mounts(pod, job))
+        # node: status.hotVolumeNode, where a hostPath hot volume holds the job's directory
+        await self.kube.create(hot_node.pinned(hot_confine.confine_hot_mounts(pod, job), run_spec, node))
 
     def _amend_tracking(self, meta: JobMeta, decision: Decision, **changes: Any) -> StatusWriter:
         """What an action learnt, written into the decided status's tracking (snake_case fields;

@@ -208,6 +208,7 @@ class Tracking(StatusModel):
     trial_since: float | None = None  # when the new spec's first attempt of the trial was created
     upgrade_crash_loop: int | None = None
     rollback_point: Point | None = None
+    hot_node_reported: int | None = None  # the attempt whose pod could not go to status.hotVolumeNode
     # deletion (deletion.py writes these with its own patches)
     delete_drain_at: float | None = None
     delete_data_since: float | None = None
@@ -241,6 +242,9 @@ class JobStatus(StatusModel):
     # runtime's document, open-ended.
     restore: dict[str, Any] | None = None
     last_rescale: RescaleRecord | None = None  # the newest repartition of the state (issue 26)
+    # A hostPath hot volume: the node whose disk holds the job's directory; every later pod of the
+    # job runs there (operator/hot_node.py).
+    hot_volume_node: str | None = None
     tracking: Annotated[Tracking, _OPEN_OBJECT] = Field(default_factory=Tracking)
     conditions: list[Condition] | None = Field(default=None, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from sparkpoint.runtime.checkpoint import list_checkpoint_ids, load_manifest
+from sparkpoint.runtime.checkpoint import list_checkpoint_ids, load_manifest, record_id_floor
 from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import (
     CREDENTIAL_KEYS,
@@ -130,10 +130,12 @@ def savepoints(store: ObjectStore, job: JobRef) -> list[dict[str, Any]]:
 def delete_checkpoints(store: ObjectStore, job: JobRef) -> int:
     """gc.onDelete=delete: all the job's data, its sinks' outputs first, then its checkpoints,
     pending markers, shared objects, Spark's event logs (history/) and last the lineage records
-    describing them. A later job of the same name then starts from nothing: kept commit entries would collide with its new checkpoint ids
-    (chk-000001 again), kept lineage records would say its restoreFrom was applied. Kept: savepoints
+    describing them. A later job of the same name then starts from nothing (kept lineage records would
+    say its restoreFrom was applied), but its checkpoint ids continue above this job's (recorded first
+    in checkpoint-ids.json, runtime/checkpoint/id_floor.py). Kept: savepoints
     (self-contained, deleted only on request; restoring one starts a new output history after it) and
     the fence (attempt numbers keep growing across jobs of a name, so a zombie stays fenced)."""
+    record_id_floor(store, job)  # first: the next job of the name numbers its checkpoints above these
     deleted = 0
     # Outputs first: a deletion cut short then leaves checkpoints without output (a new job resumes
     # them and starts a new output history), never output whose ids a new job's checkpoints reuse.

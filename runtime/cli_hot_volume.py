@@ -8,12 +8,17 @@ import argparse
 import json
 from pathlib import Path
 
+# The directory was not there: distinct from "removed" (exit 0) and "something stayed" (exit 1). The
+# operator's finalizer reads it from the cleanup pod's exit code (operator/hot_cleanup.py ABSENT_EXIT).
+ABSENT_EXIT = 3
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hot-volume", help="directories of deleted jobs on a shared hot volume")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     rm = verbs.add_parser("remove-job", help="delete <root>/<namespace>/<job>/<uid> (the job must be deleted and "
-                                             "its pods gone); exit 1 if something stayed")
+                                             "its pods gone); exit 1 if something stayed, "
+                                             f"{ABSENT_EXIT} if the directory was not there")
     rm.add_argument("--root", required=True, help="where the hot volume is mounted")
     rm.add_argument("--namespace", required=True)
     rm.add_argument("--job", required=True, help="the StreamingJob's name")
@@ -31,6 +36,10 @@ def cmd_remove_job(args: argparse.Namespace) -> int:
         print(json.dumps(doc))
     elif result.left:
         print(f"left on the volume: {result.left}")
+    elif result.absent:
+        print(f"not there: {doc['dir']} (nothing removed)")
     else:
-        print(f"removed {', '.join(result.removed) or 'nothing (not there)'}")
-    return 1 if result.left else 0
+        print(f"removed {', '.join(result.removed)}")
+    if result.left:
+        return 1
+    return ABSENT_EXIT if result.absent else 0

@@ -123,3 +123,19 @@ def scheduling(template: dict[str, Any] | None) -> dict[str, Any]:
     """The template's pod-level scheduling fields (SCHEDULING_FIELDS) that it sets."""
     spec = (template or {}).get("spec") or {}
     return {key: copy.deepcopy(spec[key]) for key in SCHEDULING_FIELDS if key in spec}
+
+
+def pinned_to_node(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    """`pod` (a Pod or a pod template) with a required node affinity to exactly `node`: a hostPath
+    is one node's disk, so whatever shares a job's hostPath directory runs there (docs/design.md §9,
+    "hostPath on several nodes"). A template's own required terms keep their conditions, each
+    narrowed to that node (terms are alternatives); its other affinity is kept."""
+    pinned = copy.deepcopy(pod)
+    on_node = {"key": "metadata.name", "operator": "In", "values": [node]}
+    affinity = pinned.setdefault("spec", {}).setdefault("affinity", {})
+    required = affinity.setdefault("nodeAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = [
+        term if on_node in term.get("matchFields", []) else {**term, "matchFields": [*term.get("matchFields", []), on_node]}
+        for term in terms]
+    return pinned

@@ -126,3 +126,12 @@ def check_fence(store: ObjectStore, job: JobRef, attempt: int) -> None:
         current = read_fence(store, job)
         raise FencedError(
             f"job {job}: attempt {attempt} is fenced off by attempt {current}; not committing")
+
+
+def claim_incarnation(store: ObjectStore, job: JobRef, attempt: int) -> str | None:
+    """The job uid that claimed `attempt` (None: no claim, or one from before claims named it)."""
+    key = attempt_claim_key(job, attempt)
+    try:
+        return Fence.from_json(store.get_bytes(key), where=key).incarnation
+    except (StoreError, ValueError):
+        return None

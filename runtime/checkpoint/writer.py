@@ -64,6 +64,7 @@ from .concurrent_calls import concurrently, in_background
 from .errors import CheckpointError
 from .fence import check_fence
 from .hashing import HashCache, cache_key
+from .id_floor import kept_id_floor
 from .own_markers import OwnMarkers
 from .plan import ReuseRules, early_uploads, needed_uploads
 from .tickets import IdTickets
@@ -300,7 +301,8 @@ class CheckpointWriter:
         if reuse_window_seconds < 0:
             raise ValueError("reuse window must not be negative")
         self.base: Manifest | None = latest_readable_checkpoint(store, job)
-        self._next_number = 0
+        # ids never repeat for a job name: above what a deleted incarnation used (id_floor.py)
+        self._next_number = kept_id_floor(store, job) + 1
         self.lock = threading.Lock()
         self.tickets = IdTickets()
         # Markers of this writer's operations, in flight or failed-and-kept (`carry_failed`, for a

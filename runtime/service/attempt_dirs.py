@@ -13,7 +13,9 @@ run) has no siblings to remove.
 
 Best effort: a zombie executor may still be writing into an old directory while it is removed (its
 files reappear, a directory is not empty yet); what is left is logged and removed by the next
-attempt. Removal never fails the start.
+attempt. Removal never fails the start. What only an old dir holds, the not-yet-uploaded end of its
+event log (the minute before a crash, the part that explains it), is uploaded first; a dir whose
+upload fails is left whole and tried again by the next attempt.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger("sparkpoint.runtime")
@@ -65,12 +68,24 @@ def remove_tree(path: Path) -> list[str]:
     return errors
 
 
-def remove_older_attempt_dirs(work_dir: Path) -> list[str]:
+def remove_older_attempt_dirs(work_dir: Path, save: Callable[[Path], bool] = lambda _: True) -> list[str]:
     """Delete the work dirs of older attempts (call only once this attempt holds the store's fence).
-    Returns the names removed completely; what could not be removed is logged and left."""
+    `save(dir)` first puts in the store what only the old dir holds (its event log's last minutes,
+    event_log.save_leftovers) and says whether that worked: a dir it could not save is left whole
+    for the next attempt. Returns the names removed completely; what could not be removed is logged
+    and left."""
     removed: list[str] = []
     left: list[dict[str, object]] = []
     for path in older_attempt_dirs(work_dir):
+        try:
+            saved = save(path)
+        except Exception as exc:  # noqa: BLE001 - never fails the start; the dir stays
+            saved, exc_text = False, str(exc)
+        else:
+            exc_text = ""
+        if not saved:
+            left.append({"dir": path.name, "errors": [f"not saved yet {exc_text}".strip()]})
+            continue
         errors = remove_tree(path)
         if errors or path.exists():  # a zombie executor wrote into it meanwhile
             left.append({"dir": path.name, "errors": errors[:3]})

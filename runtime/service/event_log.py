@@ -16,7 +16,8 @@ open one (and the `.inprogress` marker) is uploaded again when it changed, at mo
 `SPARKPOINT_EVENT_LOG_UPLOAD_INTERVAL` seconds (default 60; every checkpoint at 0) and always at the
 end, so a crashed attempt leaves its log up to its last upload; the next start in the same pod
 (local recovery) uploads what the crashed one left in its folder (`upload_leftovers`) and removes the
-folder. The runtime never deletes from the
+folder, and the next attempt on a shared hot volume does the same with an older attempt's work dir
+before it removes that dir (`save_leftovers`; a dir whose upload failed stays). The runtime never deletes from the
 store: a completed attempt's stale `.inprogress` marker is removed by the GC sidecar
 (checkpoint/history_gc.py). Upload failures are logged and retried at the next sync; they never fail
 a checkpoint or the query.
@@ -183,6 +184,13 @@ class EventLogUploader:
                 shutil.rmtree(sub, ignore_errors=True)
                 done.append(run)
         return done
+
+    @classmethod
+    def save_leftovers(cls, store: ObjectStore, job: JobRef, root: Path) -> bool:
+        """An older attempt's `event-log/` folder on a shared hot volume (attempt_dirs.py): upload
+        every run folder in it as closed files; True once none is left (the dir may then go)."""
+        cls.upload_leftovers(store, job, root, "")
+        return not root.is_dir() or not any(run_of_dir(p.name) for p in root.iterdir() if p.is_dir())
 
     @classmethod
     def for_attempt(cls, store: ObjectStore, job: JobRef, attempt: int, start: int,

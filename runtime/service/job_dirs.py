@@ -40,9 +40,12 @@ NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # a namespace or Str
 class Removal:
     removed: list[str] = field(default_factory=list)  # paths removed completely, relative to the volume
     left: list[dict[str, object]] = field(default_factory=list)  # {"dir", "errors"} of what stayed
+    # The directory was not there at all: on a hostPath volume that usually means this node never
+    # held it (the job ran on another node), so the caller must not read it as "removed".
+    absent: bool = False
 
     def to_json(self) -> dict[str, object]:
-        return {"removed": self.removed, "left": self.left}
+        return {"removed": self.removed, "left": self.left, "absent": self.absent}
 
 
 def job_dir(root: Path, namespace: str, job: str, uid: str) -> Path:
@@ -67,7 +70,7 @@ def _remove(root: Path, path: Path, result: Removal) -> None:
 
 
 def remove_job_dir(root: Path, namespace: str, job: str, uid: str) -> Removal:
-    """Delete a deleted job's `<namespace>/<job>/<uid>` (absent: nothing to do), then
+    """Delete a deleted job's `<namespace>/<job>/<uid>` (absent: nothing removed, `absent` set), then
     `<namespace>/<job>` if that left it empty. Symlinks on the way are refused, not followed."""
     target = job_dir(root, namespace, job, uid)
     result = Removal()
@@ -77,6 +80,8 @@ def remove_job_dir(root: Path, namespace: str, job: str, uid: str) -> Removal:
             return result
     if _real_dir(target):
         _remove(root, target, result)
+    else:
+        result.absent = not os.path.lexists(target)
     _rmdir_if_empty(target.parent)
     return result
 

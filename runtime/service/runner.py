@@ -165,7 +165,9 @@ class JobRuntime:
                 log.warning("superseded by a newer attempt: not starting", extra={"job": str(self.job),
                                                                                   "reason": str(exc)})
                 return EXIT_OK
-            attempt_dirs.remove_older_attempt_dirs(self.work_dir)  # a shared hot volume's old attempts (§9)
+            # a shared hot volume's old attempts (§9), their event logs' last minutes uploaded first
+            attempt_dirs.remove_older_attempt_dirs(self.work_dir, save=lambda old: EventLogUploader.save_leftovers(
+                store, self.job, old / "event-log"))
             job_dirs.remove_other_incarnations(self.work_dir)  # ...and deleted jobs of the same name
             self.restart = restarts_before(store, self.job, self.attempt, incarnation, self.launch)
             self.metrics.attempt.set(self.attempt)
@@ -175,7 +177,8 @@ class JobRuntime:
             self.restore = restore_on_start(
                 store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
                 hot_dir=self.hot_dir, restore_from=spec.restore_from,
-                local_recovery=spec.checkpoint.local_recovery, attempt=self.attempt,
+                local_recovery=self._earlier_executors_gone() and spec.checkpoint.local_recovery,
+                attempt=self.attempt,
                 incarnation=self.opts.job_uid or job_uid(self.job))
             self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
             for fallback in self.restore.fallbacks:
@@ -197,6 +200,21 @@ class JobRuntime:
             if self.ui_front is not None:
                 self.ui_front.stop()
             server.stop()
+
+    def _earlier_executors_gone(self) -> bool:
+        """An in-place restart of a spark.master k8s driver: the crashed start's executors may still
+        write into the hot dir. Wait them out; not known gone: no local recovery (docs/design.md §9)."""
+        if self.spec.spark.master != "k8s" or not self.restart:
+            return True
+        from sparkpoint.runtime.spark.earlier_executors import earlier_executors_gone
+        from sparkpoint.runtime.spark.executors import driver_from_env
+
+        outcome = earlier_executors_gone(driver_from_env(os.environ, self.job.namespace, self.job.name,
+                                                         self.attempt), self.attempt)
+        if not outcome.gone:
+            log.warning("executors of an earlier start may still run: local recovery skipped, restoring from "
+                        "the store", extra={"left": outcome.left, "error": outcome.error})
+        return outcome.gone
 
     def _on_progress(self, p: Any) -> None:
         m = self.metrics
@@ -231,7 +249,8 @@ class JobRuntime:
         if spec.spark.master == "k8s":  # this pod is the driver of executor pods (docs/design.md §9)
             from sparkpoint.runtime.spark.executors import prepare_driver
 
-            cluster_conf = prepare_driver(spec, self.job.namespace, self.job.name, self.work_dir, os.environ)
+            cluster_conf = prepare_driver(spec, self.job.namespace, self.job.name, self.work_dir, os.environ,
+                                          self.attempt)
         event_log = None
         attempt = history_attempt(self.launch, self.attempt)
         if spec.spark.event_log.enabled:

@@ -47,6 +47,12 @@ def make_sink(sink_spec: SinkSpec, store: ObjectStore, job: JobRef, *, attempt: 
                                  fmt=sink_spec.format)
     # Continue the restored point's output history (a savepoint continues its source checkpoint's).
     m = r.manifest
+    if isinstance(sink, UpsertSink):  # whose history it continues: attempts branch (upsert_history.py)
+        parent = attempt - 1 if r.source == "local" else (m.attempt if m is not None and r.batch_id is not None
+                                                          else None)
+        sink.resume((m.source_checkpoint or m.id) if m else None, m.extra if m else None,
+                    local=r.source == "local", batch=r.batch_id, parent=parent)
+        return sink
     sink.resume((m.source_checkpoint or m.id) if m else None, m.extra if m else None,
                 local=r.source == "local", batch=r.batch_id)
     return sink

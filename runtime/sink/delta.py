@@ -276,7 +276,7 @@ class DeltaSink(TransactionalSink):
         head share (-1: none); what a point's manifest alone names counts as its own last entry."""
         ids = _entry_ids(self.store, self.job, self.path)
         chains = [[e["checkpoint"] for e in self._chain(self.head, ids)]]
-        for entry_id, sink in sink_sections(self.store, self.job):
+        for entry_id, sink in sink_sections(self.store, self.job, self.incarnation):
             if sink.get("path", "default").strip("/") != self.path.strip("/"):
                 continue
             if "previous" not in sink:

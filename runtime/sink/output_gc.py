@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkpoint.runtime.checkpoint.fence import read_fence
+from sparkpoint.runtime.checkpoint.fence import claim_incarnation, read_fence
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, outputs_prefix, pending_prefix
@@ -101,7 +101,8 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     # Read once, after the fence: a newer attempt's files are spared by it. The upsert points come from
     # the same read: a checkpoint made after it has a higher batch and one deleted after it only keeps more.
     restorable_manifests, savepoints = restorable(store, job)
-    manifests = sections_of(restorable_manifests, savepoints)
+    manifests = sections_of(restorable_manifests,
+                            attached(store, job, savepoints, claim_incarnation(store, job, newest_attempt)))
     points = [(p.attempt, p.batch_id) for p in [*restorable_manifests, *savepoints]]
     by_path: dict[str, dict[str, list[ObjectInfo]]] = {}
     root = outputs_prefix(job)
@@ -200,9 +201,30 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     return result
 
 
-def sink_sections(store: ObjectStore, job: JobRef) -> list[tuple[str, dict[str, Any]]]:
-    """(entry id, extra.sink) of every checkpoint manifest in the store and every savepoint."""
-    return sections_of(*restorable(store, job))
+def sink_sections(store: ObjectStore, job: JobRef, incarnation: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """(entry id, extra.sink) of every checkpoint manifest in the store and every attached savepoint."""
+    manifests, savepoints = restorable(store, job)
+    return sections_of(manifests, attached(store, job, savepoints, incarnation))
+
+
+def attached(store: ObjectStore, job: JobRef, savepoints: list[Any], incarnation: str | None) -> list[Any]:
+    """The savepoints whose restore would continue an output history. A savepoint of another job of
+    this name (`incarnation`: the current one's uid) whose entries or files are gone (gc.onDelete:
+    delete) is detached: its restore starts a new history (transactional.py, `_not_republished`), so
+    it needs nothing of the output and bounds nothing. The current job's points keep the strict rule:
+    a missing entry there is an error, not a reason to collect."""
+    out = []
+    for sp in savepoints:
+        sink = (sp.extra or {}).get("sink")
+        own = (sink or {}).get("incarnation") or sp.job_uid
+        if sink and incarnation is not None and own and own != incarnation:
+            path = str(sink.get("path", "default")).strip("/")
+            previous = sink.get("previous")
+            if (previous is not None and not store.exists(commit_key(job, path, previous))) or not all(
+                    store.exists(k) for f in sink.get("files", []) for k in file_keys(f)):
+                continue
+        out.append(sp)
+    return out
 
 
 def sections_of(manifests: list[Any], savepoints: list[Any]) -> list[tuple[str, dict[str, Any]]]:

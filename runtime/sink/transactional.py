@@ -263,10 +263,18 @@ class TransactionalSink:
         """Why the restored checkpoint's missing entry is not published now, or None to publish it.
         'deleted': it would name deleted data (a savepoint outlived its job's data, gc.onDelete:
         delete). 'empty': no rows and no predecessor, so a new history after its batch reads the
-        same, and the entry might collide with this job's own ids (they restart once deleted)."""
+        same, and the entry might collide with this job's own ids (in stores from before id_floor.py, ids
+        restarted once a job was deleted)."""
         path = restored.get("path", self.path)
-        if self.store.exists(commit_key(self.job, path, checkpoint_id)):
-            return None
+        try:
+            found = json.loads(self.store.get_bytes(commit_key(self.job, path, checkpoint_id)))
+        except ObjectNotFoundError:
+            found = None
+        if found is not None:
+            # Another job of this name wrote an entry under the id (stores whose ids restarted after a
+            # deletion, before id_floor.py): the restored point's history is gone.
+            theirs, ours = found.get("incarnation"), restored.get("incarnation")
+            return "deleted" if theirs and ours and theirs != ours else None
         previous, files = restored.get("previous"), restored.get("files", [])
         if not all(self.store.exists(k) for f in files for k in file_keys(f)):
             return "deleted"

@@ -8,18 +8,19 @@ Layout under `outputs/<path>/upserts/`:
                          after its files; it makes them visible and is the only truth (a re-run of the
                          batch by the same attempt writes a new run and then replaces the marker)
   batch-<B>-a<A>.jsonl   the same written by the driver, before executor-written files (still read)
-  _restores/a<A>.json    {"attempt": A, "afterBatch": R, "incarnation": uid}: attempt A (of the
-                         StreamingJob with that uid) continues from batch R
+  _restores/a<A>.json    {"attempt": A, "afterBatch": R, "parent": P, "incarnation": uid}: attempt A
+                         (of the StreamingJob with that uid) continues attempt P's history after batch
+                         R (P: who took the restored point; no `parent`: the previous attempt)
   _snapshots/            folded snapshots up to a batch S (upsert_snapshot.py): readers start from the
                          newest usable one, and GC then collects the batches <= S
 
 Guarantee (at-least-once delivery, effectively-once state, also across restores to an older point):
-a reader folds, in batch order, for each batch the marker (or legacy file) of the newest attempt that
-may see it, keeping the last row per key. An attempt that starts after batch R (a restore of any
-checkpoint or savepoint, local recovery, or R = -1 for a fresh start) first records
-`_restores/a<A>.json`; from then on files of older attempts for batches after R are superseded, so a
-restore to an older point never mixes in rows of batches the restored history has not re-run (e.g.
-keys only the abandoned run produced). Once the new run has re-run past the old point, the table
+a reader folds, in batch order, the batches of one history, keeping the last row per key. An attempt
+that starts after batch R (a restore of any checkpoint or savepoint, local recovery, or R = -1 for a
+fresh start) first records `_restores/a<A>.json`; its history is then its own batches over its
+parent's history up to R (upsert_history.py: attempts form a tree), so a restore never mixes in rows
+of batches the restored history has not run (e.g. keys only an abandoned branch produced), also when
+it returns to a branch a later attempt left. Once the new run has re-run past the old point, the table
 equals the failure-free result; in between a reader sees the state as of R plus the batches re-run so far.
 
 Snapshots (`compact`, at most once per `job.sink.compaction.interval`) keep that output bounded: S is at
@@ -55,6 +56,7 @@ from .compaction import CompactionSettings
 from .keys import FORMATS, sink_root
 from .reader import decode_file
 from .rows import decode_rows
+from .upsert_history import PREVIOUS, UNBOUNDED, Restore, Tree, segments, tree_of, view_entries
 from .upsert_snapshot import (
     current_snapshot,
     low_restores,
@@ -140,8 +142,9 @@ class UpsertSink:
         newest = read_fence(self.store, self.job)
         if newest != self.attempt:
             raise FencedError(f"attempt {self.attempt} is fenced by attempt {newest}")
-        up_to = safe_batch(restorable_points(self.store, self.job), newest, restores)
-        base = current_snapshot(self.store, listed, restores)
+        tree = upsert_tree(files, restores)
+        up_to = safe_batch(restorable_points(self.store, self.job), newest, restores, tree)
+        base = current_snapshot(self.store, listed, restores, tree)
         after = -1 if base is None else base.up_to
         batches = [b for b, _ in visible_entries(files, restores) if after < b <= (up_to if up_to is not None else -1)]
         if up_to is None or len(batches) < settings.min_files:
@@ -184,11 +187,14 @@ class UpsertSink:
         return False
 
     def resume(self, checkpoint_id: str | None, extra: dict[str, Any] | None, *, local: bool = False,
-               batch: int | None = None) -> None:
-        """Record where this attempt's history starts: later batches of older attempts are superseded."""
+               batch: int | None = None, parent: int | None = PREVIOUS) -> None:
+        """Record where this attempt's history starts and whose history it continues (`parent`: the
+        attempt that took the restored point, None for a fresh start; upsert_history.py)."""
         check_fence(self.store, self.job, self.attempt)
         after = -1 if batch is None else batch
         doc: dict[str, Any] = {"attempt": self.attempt, "afterBatch": after}
+        if parent != PREVIOUS:
+            doc["parent"] = None if after < 0 else parent
         if self.incarnation:  # which job of this name wrote the attempt's files
             doc["incarnation"] = self.incarnation
         self.store.put_bytes(f"{sink_root(self.job, self.path)}/upserts/_restores/a{self.attempt:06d}.json",
@@ -199,34 +205,54 @@ def row_key(row: dict[str, Any], key_columns: list[str]) -> str:
     return json.dumps([row.get(c) for c in key_columns], sort_keys=True, default=str)
 
 
-def visible_entries(files: list[tuple[int, int, str]], restores: list[tuple[int, int]]) -> list[tuple[int, str]]:
-    """Pure rule: (batch, attempt, key) files and (attempt, afterBatch) restores -> (batch, key) to
-    fold, in order. A file is superseded by a later attempt's restore to a batch before it; per batch
-    the newest attempt's visible file wins."""
-    best: dict[int, tuple[int, str]] = {}
-    for batch, attempt, key in files:
-        if any(a > attempt and batch > after for a, after in restores):
-            continue
-        if batch not in best or attempt > best[batch][0]:
-            best[batch] = (attempt, key)
-    return [(b, best[b][1]) for b in sorted(best)]
+View = tuple[int, int | None]  # (attempt, batch): a restorable point's history (batch None: unknown)
 
 
-def visible_files(files: list[tuple[int, int, str]], restores: list[tuple[int, int]]) -> list[str]:
+def visible_entries(files: list[tuple[int, int, str]], restores: list[Restore],
+                    view: View | None = None) -> list[tuple[int, str]]:
+    """Pure rule: (batch, attempt, key) files and (attempt, afterBatch[, parent]) restores -> (batch,
+    key) to fold, in order, for `view` (None: the current table, the newest attempt's history). The
+    attempts form a tree (upsert_history.py): a view reads its attempt's batches over the history
+    that attempt continued, up to the batch it continued from."""
+    tree = upsert_tree(files, restores)
+    attempt, limit = (tree.newest, UNBOUNDED) if view is None else (view[0], UNBOUNDED if view[1] is None
+                                                                    else view[1])
+    return view_entries(files, segments(tree, attempt, limit))
+
+
+def upsert_tree(files: list[tuple[int, int, str]], restores: list[Restore]) -> Tree:
+    return tree_of((a for _, a, _ in files), restores)
+
+
+def visible_files(files: list[tuple[int, int, str]], restores: list[Restore]) -> list[str]:
     return [key for _, key in visible_entries(files, restores)]
 
 
 def upsert_files(store: ObjectStore, listed: Iterable[ObjectInfo]) -> tuple[list[tuple[int, int, str]],
-                                                                          list[tuple[int, int]]]:
-    """(batch, attempt, key) markers and legacy files, and (attempt, afterBatch) restores, among listed
-    upserts/ keys."""
-    files, restores = [], []
+                                                                          list[Restore]]:
+    """(batch, attempt, key) markers and legacy files, and (attempt, afterBatch, parent) restores
+    (parent PREVIOUS for a record without one), among listed upserts/ keys."""
+    files: list[tuple[int, int, str]] = []
+    restores: list[Restore] = []
     for o in listed:
         if m := _RESTORE.search(o.key):
-            restores.append((int(m.group(1)), int(json.loads(store.get_bytes(o.key))["afterBatch"])))
+            doc = _restore_doc(store, o)
+            restores.append((int(m.group(1)), int(doc["afterBatch"]), doc.get("parent", PREVIOUS)))
         elif m := _FILE.search(o.key):
             files.append((int(m.group(1)), int(m.group(2) or 0), o.key))
     return files, restores
+
+
+_RESTORES: dict[tuple[str, str, int, float], dict[str, Any]] = {}  # records never change: read each once
+
+
+def _restore_doc(store: ObjectStore, info: ObjectInfo) -> dict[str, Any]:
+    key = (store.url, info.key, info.size, info.last_modified)
+    if key not in _RESTORES:
+        if len(_RESTORES) > 100_000:
+            _RESTORES.clear()
+        _RESTORES[key] = json.loads(store.get_bytes(info.key))
+    return _RESTORES[key]
 
 
 def upsert_attempt(key: str) -> int | None:
@@ -236,15 +262,15 @@ def upsert_attempt(key: str) -> int | None:
 
 
 def visible_batches(store: ObjectStore, listed: Iterable[ObjectInfo], cached: bool = False, after: int = -1,
-                    up_to: int | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Per visible batch in (after, up_to] in fold order: its marker (or legacy file) and the (key,
-    format) of the files its rows are read from. `cached`: markers read in earlier calls (the GC
-    sidecar's passes)."""
+                    up_to: int | None = None, view: View | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Per batch in (after, up_to] of `view` (None: the current table) in fold order: its marker (or
+    legacy file) and the (key, format) of the files its rows are read from. `cached`: markers read in
+    earlier calls (the GC sidecar's passes)."""
     listed = list(listed)
     files, restores = upsert_files(store, listed)
     infos = {o.key: o for o in listed}
     out: list[tuple[str, list[tuple[str, str]]]] = []
-    for batch, key in visible_entries(files, restores):
+    for batch, key in visible_entries(files, restores, view):
         if batch <= after or (up_to is not None and batch > up_to):
             continue
         if key.endswith(".jsonl"):
@@ -269,10 +295,11 @@ def _marker(store: ObjectStore, info: ObjectInfo) -> dict[str, Any]:
     return _MARKERS[key]
 
 
-def needed_keys(store: ObjectStore, listed: Iterable[ObjectInfo], after: int = -1) -> set[str]:
-    """What the current table is read from after batch `after`: the visible batches' markers and
-    their files (output GC)."""
-    return {k for marker, files in visible_batches(store, listed, cached=True, after=after)
+def needed_keys(store: ObjectStore, listed: Iterable[ObjectInfo], after: int = -1,
+                view: View | None = None) -> set[str]:
+    """What `view` (None: the current table) is read from after batch `after`: its batches' markers
+    and their files (output GC)."""
+    return {k for marker, files in visible_batches(store, listed, cached=True, after=after, view=view)
             for k in (marker, *(f for f, _ in files))}
 
 
@@ -280,11 +307,12 @@ def iter_upserted_rows(store: ObjectStore, job: JobRef, path: str) -> Iterator[d
     """The rows to fold, in order: the newest usable snapshot's (upsert_snapshot.py), then the visible
     batches after it; one file in memory at a time. Folding them gives what folding every batch gives."""
     listed = list(store.list(f"{sink_root(job, path)}/upserts/"))
-    snapshot = current_snapshot(store, listed, upsert_files(store, listed)[1])
+    files, restores = upsert_files(store, listed)
+    snapshot = current_snapshot(store, listed, restores, upsert_tree(files, restores))
     if snapshot is not None:
         yield from snapshot_rows(store, snapshot)
-    for _, files in visible_batches(store, listed, after=-1 if snapshot is None else snapshot.up_to):
-        for key, fmt in files:
+    for _, parts in visible_batches(store, listed, after=-1 if snapshot is None else snapshot.up_to):
+        for key, fmt in parts:
             data = store.get_bytes(key)
             yield from (decode_rows(data) if fmt == "legacy" else decode_file(data, fmt))
 

@@ -42,6 +42,7 @@ from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 
 from .keys import sink_root
+from .upsert_history import UNBOUNDED, Restore, Tree, agreement, clip, segments
 
 _SNAP = re.compile(r"/upserts/_snapshots/snap-(\d+)-a(\d+)-([0-9a-f]+)(\.json$|/)")
 
@@ -55,6 +56,7 @@ class Snapshot:
     rows: int
     last_modified: float
     utc_columns: tuple[str, ...] = ()  # top-level timestamp columns, stored in UTC (readers show local time)
+    attempt: int | None = None  # its writer: it holds that attempt's history up to up_to
 
 
 def snapshots_prefix(job: JobRef, path: str) -> str:
@@ -74,27 +76,42 @@ def snapshot_attempt(key: str) -> int | None:
     return int(m[2]) if m else None
 
 
-def low_restores(restores: Iterable[tuple[int, int]], up_to: int) -> tuple[tuple[int, int], ...]:
-    """Pure: the restores the fold of batches <= up_to depends on."""
-    return tuple(sorted((a, r) for a, r in restores if r < up_to))
+def low_restores(restores: Iterable[Restore], up_to: int) -> tuple[tuple[int, int], ...]:
+    """Pure: the restores (attempt, afterBatch) the fold of batches <= up_to depends on."""
+    return tuple(sorted((int(r[0]), int(r[1])) for r in restores if r[1] < up_to))
 
 
-def usable(snapshot: Snapshot, restores: Iterable[tuple[int, int]]) -> bool:
-    return low_restores(restores, snapshot.up_to) == snapshot.restores
+def usable(snapshot: Snapshot, restores: Iterable[Restore], tree: Tree | None = None,
+           view: tuple[int | None, int] | None = None) -> bool:
+    """The snapshot stands for `view`'s batches <= S (attempt, limit; None: the tree's newest attempt,
+    unbounded): with the tree, when the view's chain of attempts up to S is its writer's
+    (upsert_history.clip: a restore elsewhere in the tree changes nothing for this view); without it
+    (or for a snapshot that names no writer), when the restores below S are those it recorded."""
+    if tree is None or snapshot.attempt is None:
+        return low_restores(restores, snapshot.up_to) == snapshot.restores
+    attempt, limit = (tree.newest, UNBOUNDED) if view is None else view
+    return clip(segments(tree, attempt, limit), snapshot.up_to) == clip(segments(tree, snapshot.attempt),
+                                                                        snapshot.up_to)
 
 
 def safe_batch(points: Iterable[tuple[int, int | None]], newest_attempt: int,
-               restores: Iterable[tuple[int, int]]) -> int | None:
+               restores: Iterable[Restore], tree: Tree | None = None) -> int | None:
     """Pure: the highest batch a snapshot may fold up to, None if none is safe. `points`: (attempt,
     batch) of every checkpoint manifest and savepoint; `newest_attempt`: the fence. The newest attempt
     must have recorded its restore (until then its start point is unknown), and S may not pass what it
-    has committed: the restore's afterBatch, or a batch one of its checkpoints holds."""
+    has committed: the restore's afterBatch, or a batch one of its checkpoints holds. With the tree,
+    S is also at most where each point's history and the newest attempt's still agree (a point on a
+    branch the newest attempt left: upsert_history.py)."""
     points = list(points)
-    own = dict(restores).get(newest_attempt)
+    own = {int(r[0]): int(r[1]) for r in restores}.get(newest_attempt)
     if own is None or any(b is None or a > newest_attempt for a, b in points):
         return None
     committed = max([own, *(int(b) for a, b in points if a == newest_attempt and b is not None)])
     bound = min([committed, *(int(b) for _, b in points if b is not None)])
+    if tree is not None:  # a point whose attempt left nothing here (a deleted job's savepoint) reads nothing
+        head = segments(tree, newest_attempt)
+        bound = min([bound, *(agreement(head, segments(tree, a, int(b))) for a, b in points
+                              if b is not None and a in tree.after)])
     return bound if bound >= 0 else None
 
 
@@ -134,16 +151,17 @@ def load_snapshots(store: ObjectStore, listed: Iterable[ObjectInfo]) -> list[Sna
                 _LOADED.clear()
             _LOADED[cache] = Snapshot(info.key, int(doc["upToBatch"]), tuple((int(a), int(r)) for a, r in
                                       doc["restores"]), tuple(doc["parts"]), int(doc["rows"]), info.last_modified,
-                                      tuple(doc.get("utcColumns", ())))
+                                      tuple(doc.get("utcColumns", ())),
+                                      None if doc.get("attempt") is None else int(doc["attempt"]))
         if (snap := _LOADED[cache]) is not None:
             out.append(replace(snap, last_modified=info.last_modified))
     return sorted(out, key=lambda s: (s.up_to, s.key), reverse=True)
 
 
-def current_snapshot(store: ObjectStore, listed: Iterable[ObjectInfo],
-                     restores: list[tuple[int, int]]) -> Snapshot | None:
-    """The snapshot readers start from: the newest usable one."""
-    return next((s for s in load_snapshots(store, listed) if usable(s, restores)), None)
+def current_snapshot(store: ObjectStore, listed: Iterable[ObjectInfo], restores: list[Restore],
+                     tree: Tree | None = None, view: tuple[int | None, int] | None = None) -> Snapshot | None:
+    """The snapshot `view` (None: the current table) starts from: the newest usable one."""
+    return next((s for s in load_snapshots(store, listed) if usable(s, restores, tree, view)), None)
 
 
 def snapshot_rows(store: ObjectStore, snapshot: Snapshot, *, as_stored: bool = False) -> Iterator[dict[str, Any]]:
@@ -246,22 +264,33 @@ def upsert_needs(store: ObjectStore, listed: list[ObjectInfo], *, points: list[t
     """The snapshot readers use (the newest usable) and its parts are needed, and every visible batch
     after it. Its batches go once it is older than the grace (readers that started before it read
     them) and while S is still within what every restorable point holds; other snapshots go then too."""
-    from .upsert import needed_keys, upsert_files  # upsert.py imports this module
+    from .upsert import needed_keys, upsert_files, upsert_tree  # upsert.py imports this module
 
-    restores = upsert_files(store, listed)[1]
+    files, restores = upsert_files(store, listed)
+    tree = upsert_tree(files, restores)
     snapshots = load_snapshots(store, listed)
-    current = next((s for s in snapshots if usable(s, restores)), None)
-    bound = safe_batch(points, newest_attempt, restores)
+    current = next((s for s in snapshots if usable(s, restores, tree)), None)
+    bound = safe_batch(points, newest_attempt, restores, tree)
     settled = current is not None and current.last_modified < now - grace_seconds
     folded = current.up_to if settled and bound is not None and current.up_to <= bound else -1  # type: ignore[union-attr]
     needed = needed_keys(store, listed, after=folded)
+    # Every restorable point keeps its own history (attempts branch: upsert_history.py): the snapshot
+    # it starts from (the newest usable for it, kept whatever the table's is) and its batches after it.
+    kept = {current.key} if current is not None else set()
+    for attempt, batch in points:
+        view = (attempt, UNBOUNDED if batch is None else int(batch))
+        own = next((s for s in snapshots if usable(s, restores, tree, view)), None)
+        if own is not None:
+            kept.add(own.key)
+        after = own.up_to if own is not None and own.last_modified < now - grace_seconds and bound is not None else -1
+        needed |= needed_keys(store, listed, after=after, view=(attempt, batch))
     released: set[str] = set()
     for snap in snapshots:
-        own = {snap.key, *snap.parts}
-        if snap is current or not settled:
-            needed |= own
-        else:
-            released |= own
+        own_keys = {snap.key, *snap.parts}
+        if snap.key in kept or not settled:
+            needed |= own_keys
+            continue
+        released |= own_keys
     if folded >= 0:
         released |= {o.key for o in listed if (m := _BATCH.search(o.key)) and int(m[1]) <= folded}
     if settled:  # parts without a marker, of the attempt that wrote the snapshot in use, older than it:

@@ -9,15 +9,17 @@ pod's ServiceAccount token (the chart grants it exactly what the backend calls).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sparkpoint.runtime.config import API_GROUP, ExecutorsSpec, HotVolume, JobSpec, pod_template_document
-from sparkpoint.runtime.pod_template import executor_template, merge_pod
+from sparkpoint.runtime.pod_template import executor_template, merge_pod, pinned_to_node
 from sparkpoint.runtime.spec_pod_template import EXECUTOR_CONTAINERS
 from sparkpoint.runtime.spec_rules import parse_duration, parse_quantity
 
@@ -41,6 +43,9 @@ HOT_VOLUME_PATH_ENV = "SPARKPOINT_HOT_VOLUME_PATH"
 SPARK_AUTH_SECRET_ENV = "SPARKPOINT_SPARK_AUTH_SECRET"
 # The job's own <namespace>/<job>/<uid> directory of the hot volume, the only part its pods mount.
 HOT_SUBPATH_ENV = "SPARKPOINT_HOT_VOLUME_SUBPATH"
+# The node the driver pod runs on (the downward API's spec.nodeName): on a hostPath hot volume the
+# executors must run there too, the only node whose disk holds the job's directory.
+NODE_NAME_ENV = "SPARKPOINT_NODE_NAME"
 SPARK_AUTH_DIR = "/var/run/sparkpoint/spark-auth"
 SPARK_AUTH_FILE = f"{SPARK_AUTH_DIR}/secret"
 
@@ -56,9 +61,11 @@ class DriverPod:
     hot_mount: str  # where checkpoint.hotVolume is mounted, in the driver and in every executor
     auth_secret: str | None = None  # the Secret holding spark.authenticate's secret (None: an older operator)
     hot_subpath: str | None = None  # the job's directory of the hot volume (None: an older operator)
+    node: str | None = None  # the driver pod's node (None: an older operator, or not a hostPath job)
+    start: int | None = None  # the runtime's start (its claim number in attempts/, docs/design.md §5)
 
 
-def driver_from_env(env: Mapping[str, str], namespace: str, job: str) -> DriverPod:
+def driver_from_env(env: Mapping[str, str], namespace: str, job: str, start: int | None = None) -> DriverPod:
     """The driver's facts from its pod's environment; a missing one is named (the runtime was not
     started by the operator, or not in a pod)."""
     names = [POD_NAME_ENV, "POD_IP", ATTEMPT_ENV, HOT_VOLUME_PATH_ENV, "KUBERNETES_SERVICE_HOST",
@@ -71,16 +78,44 @@ def driver_from_env(env: Mapping[str, str], namespace: str, job: str) -> DriverP
     return DriverPod(namespace=namespace, job=job, attempt=env[ATTEMPT_ENV], pod_name=env[POD_NAME_ENV],
                      pod_ip=env["POD_IP"], api_server=f"https://{host}:{env['KUBERNETES_SERVICE_PORT']}",
                      hot_mount=env[HOT_VOLUME_PATH_ENV], auth_secret=env.get(SPARK_AUTH_SECRET_ENV) or None,
-                     hot_subpath=env.get(HOT_SUBPATH_ENV) or None)
+                     hot_subpath=env.get(HOT_SUBPATH_ENV) or None, node=env.get(NODE_NAME_ENV) or None,
+                     start=start)
 
 
 def executor_labels(driver: DriverPod) -> dict[str, str]:
     """Spark adds spark-role=executor and its own ids; these let the operator, the plugin and
     kubectl find a job's executors by attempt. The component is not `runtime`, so the job's
     Service and the operator's pod index (both select component=runtime) never see them."""
-    return {"app.kubernetes.io/name": "sparkpoint", "app.kubernetes.io/instance": driver.job,
-            "app.kubernetes.io/component": "executor", f"{API_GROUP}/job": driver.job,
-            f"{API_GROUP}/attempt": driver.attempt}
+    labels = {"app.kubernetes.io/name": "sparkpoint", "app.kubernetes.io/instance": driver.job,
+              "app.kubernetes.io/component": "executor", f"{API_GROUP}/job": driver.job,
+              f"{API_GROUP}/attempt": driver.attempt}
+    if driver.start is not None:  # which start of the runtime made them (earlier_executors.py)
+        labels[START_LABEL] = str(driver.start)
+    return labels
+
+
+START_LABEL = f"{API_GROUP}/start"
+# Spark (4.3.0's Config.isValidExecutorPodNamePrefix) wants a DNS-1123 subdomain with room for
+# "-exec-<Int.MaxValue>" within 253 characters. Kept stricter: every executor name a DNS label of at
+# most 63 (a pod's hostname, a label value), so a prefix of 63 - len("-exec-") - 10 = 47, no dots.
+PREFIX_MAX = 47
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def executor_pod_prefix(pod_name: str, start: int | None) -> str:
+    """`<driver pod>-s<start>`: unique per start of the runtime, so an in-place restart's executors
+    never take the names of a crashed start's executors, which may still be running. A driver pod
+    name too long for Spark keeps its head and gains a digest of the whole name (the start stays
+    readable at the end); dots (allowed in a job name, not in Spark's prefix) become dashes."""
+    name = pod_name.replace(".", "-")
+    suffix = f"-s{start}" if start is not None else ""
+    if len(name) + len(suffix) > PREFIX_MAX:
+        digest = hashlib.sha256(pod_name.encode()).hexdigest()[:8]
+        name = f"{name[:PREFIX_MAX - len(suffix) - len(digest) - 1].rstrip('-')}-{digest}"
+    prefix = name + suffix
+    if not _DNS_LABEL.fullmatch(prefix):  # a pod name the API server accepted always gives one
+        raise ValueError(f"cannot make an executor pod name prefix of {pod_name!r}")
+    return prefix
 
 
 def spark_memory(quantity: str) -> str:
@@ -99,7 +134,8 @@ def driver_conf(spec: JobSpec, driver: DriverPod, template_path: str) -> dict[st
         # Executors get an owner reference to this pod: deleting the driver (a lost or replaced
         # attempt) makes the garbage collector delete its executors.
         "spark.kubernetes.driver.pod.name": driver.pod_name,
-        "spark.kubernetes.executor.podNamePrefix": driver.pod_name,  # <job>-<attempt>-exec-<n>
+        # <job>-<attempt>-s<start>-exec-<n>: a restarted runtime's executors never reuse a name
+        "spark.kubernetes.executor.podNamePrefix": executor_pod_prefix(driver.pod_name, driver.start),
         "spark.kubernetes.container.image": spec.image,
         "spark.kubernetes.executor.podTemplateFile": template_path,
         "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
@@ -203,14 +239,18 @@ def user_executor_template(spec: JobSpec) -> dict[str, Any] | None:
                              pod_template_document(executors.pod_template if executors else None))
 
 
-def prepare_driver(spec: JobSpec, namespace: str, job: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
-    """Write the executors' pod template into the work dir and return the driver's Spark settings."""
-    driver = driver_from_env(env, namespace, job)
+def prepare_driver(spec: JobSpec, namespace: str, job: str, work_dir: Path, env: Mapping[str, str],
+                   start: int | None = None) -> dict[str, str]:
+    """Write the executors' pod template into the work dir and return the driver's Spark settings.
+    start: the runtime's claim number (names and labels this start's executors)."""
+    driver = driver_from_env(env, namespace, job, start)
     hot_volume = spec.checkpoint.hot_volume
     if hot_volume is None:  # the spec model refuses executors without one
         raise ValueError("spark.executors needs checkpoint.hotVolume")
     work_dir.mkdir(parents=True, exist_ok=True)
     path = work_dir / TEMPLATE_FILE
     template = merge_pod(executor_pod_template(driver, hot_volume), user_executor_template(spec), EXECUTOR_CONTAINERS)
+    if driver.node and hot_volume.host_path is not None:  # the one node whose disk holds the job's directory
+        template = pinned_to_node(template, driver.node)
     path.write_text(json.dumps(template, indent=2))  # JSON is YAML
     return driver_conf(spec, driver, str(path))

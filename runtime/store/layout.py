@@ -7,6 +7,7 @@
   savepoints/<name>/manifest.json   savepoint manifest ...
   savepoints/<name>/objects/<aa>/<sha256>  ... and its own copies of every object
   fence.json                        current attempt number
+  checkpoint-ids.json               {"highest": N}: checkpoint numbers a deleted incarnation used
   attempts/<n>.json                 the claim of attempt n (conditional create; see fence.py)
   lineage/<n>.<kind>.<name>.json    attempt n applied restoreFrom <kind>:<name> (recovery.py)
   outputs/...                       the exactly-once sink's table
@@ -131,6 +132,11 @@ def savepoints_prefix(job: JobRef) -> str:
 
 def fence_key(job: JobRef) -> str:
     return f"{job.root}/fence.json"
+
+
+def checkpoint_ids_key(job: JobRef) -> str:
+    """The highest checkpoint number a deleted incarnation of the job name used (kept, as the fence)."""
+    return f"{job.root}/checkpoint-ids.json"
 
 
 def attempt_claim_key(job: JobRef, attempt: int) -> str:

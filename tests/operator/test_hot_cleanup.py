@@ -11,8 +11,10 @@ from sparkpoint.operator import builders
 from sparkpoint.operator.checkpoints import parse_time
 from sparkpoint.operator.deletion import Draining, JobDeletion
 from sparkpoint.operator.hot_cleanup import (
+    ABSENT_EXIT,
     CLEANUP_FOR,
     build_cleanup_pod,
+    cleanup_exit_code,
     cleanup_pod_name,
     cleanup_step,
     created_for,
@@ -138,3 +140,44 @@ def test_the_finalizer_deletes_and_waits_out_an_earlier_jobs_cleanup_pod_instead
     deletion = JobDeletion(kube, None, None, None, lambda *a: events.append(a))  # type: ignore[arg-type]
     asyncio.run(deletion.clean_hot_volume(job, parse_time("2026-11-26T10:00:10Z")))
     assert kube.deleted == ["scaled-hot-cleanup"] and not events
+
+
+@pytest.mark.parametrize("phase, exit_code, host_path, expected", [
+    ("Failed", ABSENT_EXIT, True, "absent"),  # another node's hostPath may hold it: say so
+    ("Failed", ABSENT_EXIT, False, "done"),  # one claim: nothing there is nothing to remove
+    ("Failed", 1, True, "give-up"),  # something stayed
+    ("Failed", None, True, "give-up"),  # no exit code read (the pod failed before its container ran)
+    ("Succeeded", 0, True, "done"),
+])
+def test_a_directory_not_there_is_reported_on_a_host_path_and_done_on_a_claim(phase, exit_code, host_path, expected):
+    step = cleanup_step(0, phase, 100.0, 110.0, exit_code=exit_code, host_path=host_path)
+    assert step.next == expected
+    assert bool(step.why) == (expected in ("give-up", "absent"))
+
+
+def test_the_cleanup_containers_exit_code_is_read_only_once_it_terminated():
+    pod = {"status": {"containerStatuses": [{"name": "cleanup", "state": {"terminated": {"exitCode": 3}}}]}}
+    assert cleanup_exit_code(pod) == 3
+    assert cleanup_exit_code({"status": {"containerStatuses": [{"name": "cleanup", "state": {"running": {}}}]}}) is None
+    assert cleanup_exit_code(None) is None and cleanup_exit_code({}) is None
+
+
+def host_path_spec():
+    return parse_spec({"image": "sparkpoint:1", "job": {"entrypoint": "m:build"},
+                       "spark": {"master": "k8s", "executors": {"instances": 2}},
+                       "checkpoint": {"hotVolume": {"hostPath": {"path": "/srv/hot"}}}})
+
+
+def test_the_finalizer_posts_a_warning_when_a_host_path_directory_is_not_there():
+    absent = build_cleanup_pod(JOB, host_path_spec()) | {"status": {"phase": "Failed", "containerStatuses": [
+        {"name": "cleanup", "state": {"terminated": {"exitCode": ABSENT_EXIT}}}]}}
+    kube, events = _Kube(absent), []
+    deletion = JobDeletion(kube, None, None, None, lambda *a: events.append(a))  # type: ignore[arg-type]
+    body = {"apiVersion": "sparkpoint.dev/v1alpha1", "kind": "StreamingJob",
+            "metadata": {"name": "scaled", "namespace": "team", "uid": JOB.uid, "generation": 1,
+                         "deletionTimestamp": "2026-11-26T10:00:00Z"},
+            "spec": host_path_spec().model_dump(by_alias=True, mode="json", exclude_none=True)}
+    asyncio.run(deletion.clean_hot_volume(parse_job(body), parse_time("2026-11-26T10:00:10Z")))
+    assert [(e[1], e[2]) for e in events] == [("Warning", "HotVolumeDirAbsent")]
+    assert f"team/scaled/{JOB.uid}" in events[0][3] and "another node" in events[0][3]
+    assert kube.deleted == ["scaled-hot-cleanup"]  # and the finalizer finishes

@@ -243,3 +243,34 @@ def test_history_server_command_reads_the_mirror_and_deletes_nothing(tmp_path) -
     assert argv[:2] == ["/jdk/bin/java", "-Xmx256m"] and argv[-3:] == ["-cp", "/jars/*", MAIN]
     assert f"-Dspark.history.fs.logDirectory=file:{tmp_path / 'logs'}" in argv
     assert "-Dspark.history.ui.port=18081" in argv and "-Dspark.history.fs.cleaner.enabled=false" in argv
+
+
+class _FailingPuts(DirectoryStore):
+    def put_file(self, key, path):  # type: ignore[override]
+        from sparkpoint.runtime.store import StoreError
+
+        raise StoreError("store down")
+
+
+def test_the_next_attempt_on_a_shared_hot_volume_uploads_an_older_attempts_log_before_removing_it(tmp_path) -> None:
+    """Issue 39 case 4. Before: attempt 2's runtime removed attempt 1's work dir, and with it the end
+    of attempt 1's event log that had not been uploaded yet (the minute before its crash)."""
+    from sparkpoint.runtime.service.attempt_dirs import remove_older_attempt_dirs
+
+    parent = tmp_path / "hot" / "default" / "ev" / "uid"
+    _app(parent / "attempt-1" / "event-log" / "000001.000003", "C",
+         {"events_1_C.zstd": b"the minute before the crash", "appstatus_C.inprogress": b""})
+    current = parent / "attempt-2"
+    current.mkdir()
+    down = _FailingPuts(tmp_path / "store")
+    assert remove_older_attempt_dirs(current, save=lambda d: EventLogUploader.save_leftovers(
+        down, JOB, d / "event-log")) == []
+    assert (parent / "attempt-1" / "event-log" / "000001.000003").is_dir()  # never lost: tried again later
+    store = DirectoryStore(tmp_path / "store")
+    assert remove_older_attempt_dirs(current, save=lambda d: EventLogUploader.save_leftovers(
+        store, JOB, d / "event-log")) == ["attempt-1"]
+    assert not (parent / "attempt-1").exists()
+    assert _keys(store) == ["default/ev/history/000001/000003/eventlog_v2_C/appstatus_C.inprogress",
+                            "default/ev/history/000001/000003/eventlog_v2_C/events_1_C.zstd"]
+    assert store.get_bytes(_keys(store)[1]) == b"the minute before the crash"
+

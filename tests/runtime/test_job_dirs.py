@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparkpoint.runtime.cli import main as cli_main
+from sparkpoint.runtime.cli_hot_volume import ABSENT_EXIT
 from sparkpoint.runtime.service.job_dirs import job_dir, remove_job_dir, remove_other_incarnations
 
 
@@ -43,7 +44,8 @@ def test_remove_job_dir_deletes_exactly_that_uid_and_keeps_live_neighbours(tmp_p
     assert not (tmp_path / "ns" / "job").exists()  # empty after it: removed too
     assert (tmp_path / "ns").is_dir()  # the namespace's directory stays
     assert {p: files(tmp_path / p) for p in before} == before
-    assert remove_job_dir(tmp_path, "ns", "job", gone).to_json() == {"removed": [], "left": []}  # idempotent
+    again = remove_job_dir(tmp_path, "ns", "job", gone)  # idempotent, and says it found nothing
+    assert again.to_json() == {"removed": [], "left": [], "absent": True}
 
 
 def test_the_name_dir_stays_while_another_uid_lives_in_it(tmp_path):
@@ -84,7 +86,7 @@ def test_the_command_says_what_it_removed_and_fails_on_leftovers(tmp_path, capsy
     argv = ["hot-volume", "remove-job", "--root", str(tmp_path), "--namespace", "ns", "--job", "job"]
     assert cli_main([*argv, "--uid", gone, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"dir": f"ns/job/{gone}", "removed": [f"ns/job/{gone}"],
-                                                   "left": []}
+                                                   "left": [], "absent": False}
     (tmp_path / "ns" / "job").mkdir(parents=True)
     (tmp_path / "ns" / "job" / other).symlink_to(tmp_path, target_is_directory=True)
     assert cli_main([*argv, "--uid", other]) == 1  # a symlink where the uid dir should be: refused, reported
@@ -112,8 +114,22 @@ def test_the_runtime_removes_earlier_jobs_of_its_name_only(tmp_path):
 def test_a_work_dir_outside_the_volume_layout_removes_nothing(tmp_path):
     old, = uids(1)
     attempt_tree(tmp_path, "ns", "job", old, 1)
-    assert remove_other_incarnations(tmp_path / "work").to_json() == {"removed": [], "left": []}
+    assert remove_other_incarnations(tmp_path / "work").to_json() == {"removed": [], "left": [], "absent": False}
     # an attempt dir whose parent is not uid-shaped (a local run's layout)
     (tmp_path / "ns" / "job" / "local" / "attempt-1").mkdir(parents=True)
     assert remove_other_incarnations(tmp_path / "ns" / "job" / "local" / "attempt-1").removed == []
     assert (tmp_path / "ns" / "job" / old).is_dir()
+
+
+def test_a_directory_that_is_not_there_is_its_own_outcome_not_a_removal(tmp_path, capsys):
+    """On a hostPath volume of another node the job's directory is simply not there: the command
+    must not say "removed" with exit 0, or the finalizer reports nothing (issue 42, finding 3)."""
+    (gone,) = uids(1)
+    argv = ["hot-volume", "remove-job", "--root", str(tmp_path), "--namespace", "ns", "--job", "job", "--uid", gone]
+    assert cli_main([*argv, "--json"]) == ABSENT_EXIT != 0
+    assert json.loads(capsys.readouterr().out) == {"dir": f"ns/job/{gone}", "removed": [], "left": [], "absent": True}
+    assert cli_main(argv) == ABSENT_EXIT
+    assert "not there" in capsys.readouterr().out
+    attempt_tree(tmp_path, "ns", "job", gone, 1)
+    assert cli_main([*argv, "--json"]) == 0  # there: removed, not absent
+    assert json.loads(capsys.readouterr().out)["absent"] is False

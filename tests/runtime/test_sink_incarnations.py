@@ -1,8 +1,8 @@
 """A job re-created with the same name (a new StreamingJob uid, an "incarnation") never mixes its
 output with the earlier job's (issue 25, case 2), for either gc.onDelete policy, on both backends.
 
-Each incarnation runs the real CheckpointWriter (so checkpoint ids are numbered as in a pod: from
-chk-000001 again once the earlier job's checkpoints are deleted) beside a TransactionalSink.
+Each incarnation runs the real CheckpointWriter (so checkpoint ids are numbered as in a pod: above
+every id the earlier job used, also once its checkpoints are deleted) beside a TransactionalSink.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Incarnation:
 
     def __init__(self, store, job, tmp_path: Path, uid: str):
         self.store, self.job, self.uid = store, job, uid
-        attempt = write_fence(store, job)
+        attempt = write_fence(store, job, incarnation=uid)
         self.hot = tmp_path / f"hot-{uid}-{attempt}"
         self.hot.mkdir()
         self.writer = CheckpointWriter(store, job, attempt=attempt, job_uid=uid, reuse_window_seconds=0)
@@ -91,7 +91,7 @@ def test_delete_policy_removes_the_output_so_a_new_job_of_the_name_sees_only_its
     assert not list(store.list(outputs_prefix(job)))
     b = Incarnation(store, job, tmp_path, "uid-b")
     b.start()
-    assert b.run([0, 1]) == "chk-000001"  # the same id the first job's first entry had
+    assert b.run([0, 1]) == "chk-000004"  # never an id the first job used (id_floor.py)
     # Before: B's entry chk-000001 "already existed", so its rows were dropped.
     assert _rows(store, job) == [("uid-b", 0), ("uid-b", 1)]
     assert [e["incarnation"] for e in committed_entries(store, job, "default")] == ["uid-b"]
@@ -143,7 +143,7 @@ def test_a_savepoint_restored_after_the_delete_policy_starts_a_new_output_histor
     b = Incarnation(store, job, tmp_path, "uid-b")
     b.start("keep")  # its output history was deleted with the job: nothing to re-publish
     assert _rows(store, job) == []
-    assert b.run([2, 3]) == "chk-000001"
+    assert b.run([2, 3]) == "chk-000005"
     assert _rows(store, job) == [("uid-b", 2), ("uid-b", 3)]
 
 
@@ -180,7 +180,9 @@ def test_delete_policy_function_removes_outputs_and_keeps_savepoints_and_the_fen
     for key in keys:
         store.put_bytes(key, b"{}")
     assert delete_checkpoints(store, job) == 7
-    assert {o.key for o in store.list(f"{root}/")} == {f"{root}/savepoints/keep/manifest.json", fence_key(job)}
+    assert {o.key for o in store.list(f"{root}/")} == {f"{root}/savepoints/keep/manifest.json", fence_key(job),
+                                                       f"{root}/checkpoint-ids.json"}
+    assert json.loads(store.get_bytes(f"{root}/checkpoint-ids.json")) == {"highest": 2}  # the pending chk-000002
 
 
 def test_upsert_restore_records_name_the_incarnation(store, job, tmp_path):
@@ -192,3 +194,80 @@ def test_upsert_restore_records_name_the_incarnation(store, job, tmp_path):
     sink.resume(None, None)
     doc = json.loads(store.get_bytes(f"{sink_root(job, 'agg')}/upserts/_restores/a{sink.attempt:06d}.json"))
     assert doc == {"attempt": sink.attempt, "afterBatch": -1, "incarnation": "uid-a"}
+
+
+# Issue 39, cases 2 and 3: a savepoint kept from an earlier job of the name (gc.onDelete: delete).
+
+
+def _kept_savepoint_then_new_job(store, job, tmp_path, checkpoints: int = 5) -> Incarnation:
+    a = Incarnation(store, job, tmp_path, "uid-a")
+    a.start()
+    for b in range(checkpoints):
+        a.run([b])
+    create_savepoint(store, job, "keep", f"chk-{checkpoints:06d}")  # previous: chk-<checkpoints - 1>
+    delete_checkpoints(store, job)
+    b = Incarnation(store, job, tmp_path, "uid-b")
+    b.start()
+    return b
+
+
+def test_checkpoint_ids_continue_above_a_deleted_job_of_the_name(store, job, tmp_path):
+    """Before: the new job numbered from chk-000001 again, so its entries took ids a kept savepoint names."""
+    b = _kept_savepoint_then_new_job(store, job, tmp_path)
+    assert b.run([0]) == "chk-000006"
+    assert json.loads(store.get_bytes(f"{job.root}/checkpoint-ids.json")) == {"highest": 5}
+
+
+def test_ids_continue_above_a_savepoint_in_a_store_deleted_before_the_record(store, job, tmp_path):
+    """A store deleted by an operator before checkpoint-ids.json: the kept savepoint alone sets the floor."""
+    b = _kept_savepoint_then_new_job(store, job, tmp_path, checkpoints=3)
+    store.delete(f"{job.root}/checkpoint-ids.json")
+    c = Incarnation(store, job, tmp_path, "uid-b")  # the next start of the new job, before its first checkpoint
+    c.start()
+    assert c.run([0]) == "chk-000004"
+    assert b.writer is not c.writer
+
+
+def test_output_gc_is_not_blocked_by_a_savepoint_of_a_deleted_job(store, job, tmp_path):
+    """Before: `_needed` raised OutputLineageError (the savepoint's predecessor entry is gone with its
+    job) and the path was skipped on every pass, until the new job's ids reached that entry's."""
+    from sparkpoint.runtime.checkpoint import gc_pass
+    from sparkpoint.runtime.sink.output_gc import output_gc_pass
+
+    b = _kept_savepoint_then_new_job(store, job, tmp_path)
+    superseded = [b.run([0]), b.run([1])]
+    b2 = Incarnation(store, job, tmp_path, "uid-b")
+    b2.start("fresh")  # leaves b's history superseded: garbage once no point needs it
+    b2.run([0])
+    gc_pass(store, job, retain=1, grace_seconds=0, clock=lambda: 4e9)  # b's checkpoints leave retention
+    result = output_gc_pass(store, job, grace_seconds=0, clock=lambda: 4e9)
+    assert result.skipped_paths == []
+    assert set(result.deleted_entries) >= {f"default:{cid}" for cid in superseded}
+    assert _rows(store, job) == [("uid-b", 0)]
+
+
+def test_restoring_a_savepoint_of_a_deleted_job_starts_a_new_history_after_the_new_job_ran(store, job, tmp_path):
+    """Before: once the new job's ids reached the savepoint's, its restore met the new job's entry
+    under its source id and the start failed with CommitEntryConflict."""
+    b = _kept_savepoint_then_new_job(store, job, tmp_path, checkpoints=2)
+    for batch in range(3):
+        b.run([batch])
+    c = Incarnation(store, job, tmp_path, "uid-b")
+    c.start("keep")
+    assert _rows(store, job) == []
+    c.run([2, 3])
+    assert _rows(store, job) == [("uid-b", 2), ("uid-b", 3)]
+
+
+def test_a_store_whose_ids_already_repeated_restores_the_savepoint_as_a_new_history(store, job, tmp_path):
+    """A store from before the fix: the new job re-used the savepoint's source id for its own entry."""
+    b = _kept_savepoint_then_new_job(store, job, tmp_path, checkpoints=2)
+    store.delete(f"{job.root}/checkpoint-ids.json")
+    for cid in ("chk-000001", "chk-000002"):  # what the old numbering gave the new job
+        doc = {"checkpoint": cid, "afterBatch": -1, "upToBatch": 0, "files": [], "incarnation": "uid-b",
+               "attempt": b.sink.attempt, "previous": None}
+        store.put_bytes(commit_key(job, "default", cid), json.dumps(doc, sort_keys=True).encode())
+    c = Incarnation(store, job, tmp_path, "uid-b")
+    c.start("keep")  # before: CommitEntryConflict
+    c.run([2])
+    assert _rows(store, job) == [("uid-b", 2)]
