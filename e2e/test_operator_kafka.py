@@ -123,7 +123,7 @@ def test_kafka_example_through_a_pod_deletion_commits_the_failure_free_table(api
     assert 0 < sum(offsets.values()) < kjob.events, f"the deletion was not mid-stream: {offsets}"
     finish(second, tmp_path / "producer-2.log")
     expected = kjob.expected_rows()
-    loc = delta_location(store, sink_root(ref, example["job"]["sink"]["path"]), store_env)
+    loc = delta_location(store, sink_root(ref, example["job"]["sink"]["path"]))
     versions_seen = 0
 
     def table_complete() -> bool:

@@ -200,8 +200,7 @@ class JobRuns:
 
     def table(self) -> DeltaLocation:
         """Where the job's Delta table is (job.sink.kind: delta)."""
-        return delta_location(open_store(self.store_url, env=self.env), sink_root(self.ref, self.sink_path()),
-                              self.env)
+        return delta_location(open_store(self.store_url, env=self.env), sink_root(self.ref, self.sink_path()))
 
     def table_output(self, reader: str = "deltalake") -> Counter:
         return table_rows(self.table(), reader)

@@ -60,7 +60,9 @@ def free_port() -> int:
 
 
 class MinioServer:
-    def __init__(self, binary: str | None = None, data_dir: str | None = None, startup_timeout: float = 60.0):
+    def __init__(self, binary: str | None = None, data_dir: str | None = None, startup_timeout: float = 60.0,
+                 extra_env: dict[str, str] | None = None):
+        self.extra_env = dict(extra_env or {})  # more server settings (e.g. an OpenID provider for STS)
         self.binary = binary or find_minio_binary()
         self._own_data = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="sparkpoint-minio-")
@@ -96,7 +98,7 @@ class MinioServer:
     def _launch(self, console_port: int) -> None:
         """Start the server on self.port over self.data_dir, without waiting for it to be ready."""
         env = {**os.environ, "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
-               "MINIO_BROWSER": "off", "MINIO_UPDATE": "off"}
+               "MINIO_BROWSER": "off", "MINIO_UPDATE": "off", **self.extra_env}
         with open(self._log_path, "ab") as out:
             self.proc = subprocess.Popen(
                 [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}",

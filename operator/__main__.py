@@ -51,6 +51,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--hot-volume-host-path-prefix", default=os.environ.get("SPARKPOINT_HOST_PATH_PREFIX") or None,
                    metavar="PATH", help="allow checkpoint.hotVolume.hostPath under PATH only (default: "
                                         "$SPARKPOINT_HOST_PATH_PREFIX; unset: no hostPath hot volumes)")
+    p.add_argument("--store-own-identity", action="store_true",
+                   default=os.environ.get("SPARKPOINT_STORE_OWN_IDENTITY") == "true",
+                   help="read the store of a job that names no storage Secret with the operator's own cloud "
+                        "identity (web identity, container or instance credentials; docs/security.md). "
+                        "Default: $SPARKPOINT_STORE_OWN_IDENTITY == true; off: such stores are not read")
     p.add_argument("--priority", type=int, default=None, help="peering priority (default: random)")
     p.add_argument("--standalone", action="store_true", help="no peering (a single replica)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -95,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         memo=kopf.Memo(metrics_port=args.metrics_port, namespaces=None if args.all_namespaces else args.namespace,
                        upgrade_timeout=args.upgrade_timeout, job_service_account=args.job_service_account,
                        driver_service_account=args.driver_service_account, ui_path_prefix=args.ui_path_prefix,
-                       host_path_prefix=args.hot_volume_host_path_prefix),
+                       host_path_prefix=args.hot_volume_host_path_prefix,
+                       store_own_identity=args.store_own_identity),
     )
     return 0
 

@@ -16,6 +16,7 @@ from sparkpoint.runtime.config import (
     KIND,
     JobSpec,
     RestoreFrom,
+    parse_duration,
     pod_template_document,
 )
 from sparkpoint.runtime.pod_template import merge_pod
@@ -27,7 +28,7 @@ from sparkpoint.runtime.spec_rules import (
     driver_memory,
     ui_proxy_base,
 )
-from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV
+from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV, STS_DURATION_ENV
 
 CONTROL_PORT = 8080
 METRICS_PORT = 9091  # the runtime's /metrics alone, so a NetworkPolicy can open it to Prometheus only
@@ -154,6 +155,8 @@ def _store_env(spec: JobSpec, deletes: bool = False) -> list[dict[str, Any]]:
         return env
     if storage.endpoint:
         env.append({"name": ENDPOINT_KEY, "value": storage.endpoint})
+    if storage.sts_duration:
+        env.append({"name": STS_DURATION_ENV, "value": str(int(parse_duration(storage.sts_duration)))})
     secret_ref = (spec.gc.secret_ref if deletes else None) or storage.secret_ref
     if secret_ref:
         secret = secret_ref.name
@@ -325,6 +328,9 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
         if driver_service_account:
             pod_spec["serviceAccountName"] = driver_service_account
         pod_spec["automountServiceAccountToken"] = True
+    elif spec.service_account_name:  # the job's own identity (its store credentials): no API token
+        pod_spec["serviceAccountName"] = spec.service_account_name
+        pod_spec["automountServiceAccountToken"] = False
     elif service_account:
         pod_spec["serviceAccountName"] = service_account
     else:  # the runtime and the GC talk to no Kubernetes API: no token in the pod

@@ -53,7 +53,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
                                  job_service_account=memo.get("job_service_account"),
                                  driver_service_account=memo.get("driver_service_account"),
                                  ui_path_prefix=memo.get("ui_path_prefix"),
-                                 host_path_prefix=memo.get("host_path_prefix"))
+                                 host_path_prefix=memo.get("host_path_prefix"),
+                                 store_own_identity=memo.get("store_own_identity", False))
     if not settings.peering.standalone and not await kube.ensure_peering(settings.peering.name,
                                                                           memo.get("namespaces")):
         log.warning("kopf peering CRDs are missing (kubectl apply -f crds/): a second replica would not "

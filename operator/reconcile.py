@@ -109,14 +109,15 @@ class Reconciler:
     def __init__(self, kube: Kube, client: RuntimeClient, metrics: OperatorMetrics, post_event: EventFn,
                  clock: Callable[[], float] = time.time, upgrade_timeout: float = 300.0,
                  job_service_account: str | None = None, driver_service_account: str | None = None,
-                 ui_path_prefix: str | None = None, host_path_prefix: str | None = None):
+                 ui_path_prefix: str | None = None, host_path_prefix: str | None = None,
+                 store_own_identity: bool = False):
         self.kube, self.client, self.metrics, self.post_event, self.clock = kube, client, metrics, post_event, clock
         self.upgrade_timeout = upgrade_timeout
         self.job_service_account = job_service_account
         self.driver_service_account = driver_service_account  # pods of spark.master k8s jobs
         self.ui_path_prefix = ui_path_prefix  # the UI behind the chart's Ingress (builders._with_ui)
         self.host_path_prefix = host_path_prefix  # hostPath hot volumes only under it (hot_confine.py)
-        self.store = StoreFacts(kube, clock)
+        self.store = StoreFacts(kube, clock, own_identity=store_own_identity)
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
         self._writers: dict[tuple[str, str], StatusWriter] = {}
         self._answers: dict[tuple[str, str], Answer] = {}  # each job's last GET /status

@@ -31,7 +31,8 @@ def steps(memo: kopf.Memo) -> SavepointSteps:
         if client is None:
             client = memo.savepoint_client = RuntimeClient(timeout=5.0,
                                                            tokens=ControlTokens(missing_is_none(kube.secret_data)))
-        store = memo.reconciler.store if "reconciler" in memo else StoreFacts(kube, time.time)
+        store = memo.reconciler.store if "reconciler" in memo else StoreFacts(
+            kube, time.time, own_identity=memo.get("store_own_identity", False))
         memo.savepoints = SavepointSteps(kube, store, client)
     return memo.savepoints
 

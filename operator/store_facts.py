@@ -49,8 +49,11 @@ class JobFacts:
 
 
 class StoreFacts:
-    def __init__(self, kube: Kube | None, clock: Callable[[], float]):
+    def __init__(self, kube: Kube | None, clock: Callable[[], float], *, own_identity: bool = False):
         self.kube, self.clock = kube, clock
+        # A store whose job names no Secret is read with the operator's own cloud identity only
+        # when its admin says so (--store-own-identity): that identity may reach every tenant's store.
+        self.own_identity = own_identity
         self._jobs: dict[tuple[str, str], JobFacts] = {}
         # TTL caches (the least recently used go first when full), used from the event loop only.
         self._secrets: TTLCache[tuple[str, str], dict[str, str]] = TTLCache(4096, SECRET_TTL)
@@ -129,7 +132,8 @@ class StoreFacts:
         client_key = (storage.url, secret_fingerprint(store_view.store_env(storage, secret)))
         client = self._clients.get(client_key)
         if client is None:
-            client = self._clients[client_key] = store_view.open_job_store(storage, secret, STORE_THREADS)
+            client = self._clients[client_key] = store_view.open_job_store(
+                storage, secret, STORE_THREADS, own_identity=self.own_identity and name is None)
         return client
 
     async def _read_secret(self, key: tuple[str, str]) -> dict[str, str]:

@@ -7,12 +7,14 @@ calls are blocking (the store clients are synchronous): run them in a thread.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 from sparkpoint.runtime.checkpoint import list_checkpoint_ids, load_manifest, record_id_floor
 from sparkpoint.runtime.config import JobSpec
 from sparkpoint.runtime.store import (
+    CREDENTIAL_KEYS,
     ENDPOINT_ENV,
     SECRET_KEYS,
     JobRef,
@@ -71,11 +73,18 @@ def store_env(storage: StorageRef, secret: dict[str, str] | None) -> dict[str, s
     return env
 
 
-def open_job_store(storage: StorageRef, secret: dict[str, str] | None, max_connections: int = 4) -> ObjectStore:
+def open_job_store(storage: StorageRef, secret: dict[str, str] | None, max_connections: int = 4, *,
+                   own_identity: bool = False) -> ObjectStore:
     """The one way the operator opens a job's store. The operator shares one client between the
-    jobs on the same store and credentials: max_connections = its store threads."""
+    jobs on the same store and credentials: max_connections = its store threads. With a Secret, its
+    keys only; without one, the operator's own cloud identity when `own_identity`, else refused."""
+    env = store_env(storage, secret)
+    if own_identity and secret is None:
+        # The operator's own environment supplies the identity (its token file, container or
+        # instance credentials) and the region; the spec's endpoint still wins.
+        env = {**{k: v for k, v in os.environ.items() if k.startswith("AWS_") and k not in CREDENTIAL_KEYS}, **env}
     try:
-        return open_store(storage.url, env=store_env(storage, secret), max_connections=max_connections)
+        return open_store(storage.url, env=env, max_connections=max_connections, ambient=own_identity)
     except StoreError as err:  # the messages name variables and URLs, not their values
         raise StoreAccessError(str(err)) from None
 

@@ -52,6 +52,7 @@ from .spec_rules import (  # noqa: F401  (NAME_PATTERN, parse_duration, SpecMode
     JOB_NAME_PATTERN,
     NAME_PATTERN,
     PATTERN_HINTS,
+    SUBDOMAIN_PATTERN,
     SpecModel,
     cel,
     duration_at_least,
@@ -86,6 +87,8 @@ KIND = "StreamingJob"
 
 EXECUTORS_NEED_HOT_VOLUME = ("spark.executors needs checkpoint.hotVolume: executors write the query's state "
                              "files into the checkpoint directory, which the driver must see to checkpoint it")
+SERVICE_ACCOUNT_LOCAL_ONLY = ("serviceAccountName is for local[N] jobs: a master k8s job's pod runs as the "
+                              "operator's --driver-service-account, which starts its executors")
 GC_SECRET_MESSAGE = "gc.secretRef needs an s3:// checkpoint.storage.url (its credential is for that store)"
 
 
@@ -108,6 +111,10 @@ class JobSpec(SpecModel):
     # Changing it restarts the job from its latest checkpoint, with no other change (as in Flink's
     # operator); the operator alone reads it.
     restart_nonce: int | None = None
+    # The ServiceAccount the job's pod runs as: its cloud identity for the store (IRSA's or Pod
+    # Identity's annotations, or a projected token in podTemplate) when no storage Secret is named.
+    # local[N] jobs only (a k8s driver runs as the operator's --driver-service-account). docs/security.md.
+    service_account_name: Annotated[str, StringConstraints(pattern=SUBDOMAIN_PATTERN, max_length=253)] | None = None
 
     # GC treats a pending marker older than pendingTimeout as abandoned and frees its objects, so a
     # checkpoint still within its timeout must never be that old. Go-style durations parse in CEL.
@@ -121,7 +128,9 @@ class JobSpec(SpecModel):
                 "has(self.checkpoint.storage) && self.checkpoint.storage.url.startsWith('s3://'))",
         "message": GC_SECRET_MESSAGE, "fieldPath": ".gc.secretRef"}, cel(
         "!has(self.spark) || !has(self.spark.executors) || (has(self.checkpoint) && has(self.checkpoint.hotVolume))",
-        EXECUTORS_NEED_HOT_VOLUME, ".spark.executors"), *TRANSITION_RULES]})
+        EXECUTORS_NEED_HOT_VOLUME, ".spark.executors"), cel(
+        "!has(self.serviceAccountName) || !has(self.spark) || !has(self.spark.master) || self.spark.master != 'k8s'",
+        SERVICE_ACCOUNT_LOCAL_ONLY, ".serviceAccountName"), *TRANSITION_RULES]})
 
     @field_validator("pod_template")
     @classmethod
@@ -138,6 +147,12 @@ class JobSpec(SpecModel):
     def _executors_share_the_hot_dir(self) -> JobSpec:
         if self.spark.executors is not None and self.checkpoint.hot_volume is None:
             raise ValueError(EXECUTORS_NEED_HOT_VOLUME)
+        return self
+
+    @model_validator(mode="after")
+    def _own_service_account_local_only(self) -> JobSpec:
+        if self.service_account_name and self.spark.master == "k8s":
+            raise ValueError(SERVICE_ACCOUNT_LOCAL_ONLY)
         return self
 
     @model_validator(mode="after")

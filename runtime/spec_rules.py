@@ -86,6 +86,20 @@ def _at_least(minimum: str, to_number: Callable[[str], Any], rule: str) -> tuple
     return Field(json_schema_extra={"x-kubernetes-validations": [cel(rule, message)]}), AfterValidator(check)
 
 
+def duration_between(minimum: str, maximum: str) -> Any:
+    """A duration within [minimum, maximum], for the model and the API server (one CEL rule)."""
+    message = f"must be from {minimum} to {maximum}"
+    rule = (f"!({parsable_durations('self')}) || (duration(self) >= duration('{minimum}') && "
+            f"duration(self) <= duration('{maximum}'))")
+
+    def check(value: str) -> str:
+        if not parse_duration(minimum) <= parse_duration(value) <= parse_duration(maximum):
+            raise ValueError(f"{message} (got {value})")
+        return value
+    return Annotated[Duration, Field(json_schema_extra={"x-kubernetes-validations": [cel(rule, message)]}),
+                     AfterValidator(check)]
+
+
 def parsable_durations(*fields: str) -> str:
     """CEL guard: a rule that parses durations holds vacuously for a value that fails the pattern,
     which the pattern already reports (instead of a second, cryptic conversion error)."""

@@ -34,6 +34,7 @@ from .spec_rules import (
     SpecModel,
     cel,
     duration_at_least,
+    duration_between,
     parsable_durations,
     parse_duration,
     quantity_at_least,
@@ -227,6 +228,9 @@ class StorageSpec(SpecModel):
     # http(s)://host[:port] of the S3 API; the environment's SPARKPOINT_S3_ENDPOINT wins over it.
     endpoint: Annotated[str, StringConstraints(pattern=ENDPOINT_PATTERN)] | None = None
     secret_ref: SecretRef | None = None
+    # How long STS keys of the cloud's own identity live (web identity; unset: the STS's default, an
+    # hour); the runtime fetches new ones 5 minutes before they expire (docs/design.md §9).
+    sts_duration: duration_between("15m", "12h") | None = None  # type: ignore[valid-type]
 
 
 class CheckpointSection(SpecModel):

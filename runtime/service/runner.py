@@ -28,7 +28,7 @@ from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.runtime.checkpoint.fence import restarts_before
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
-from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError, open_store
+from sparkpoint.runtime.store import STS_DURATION_ENV, JobRef, ObjectStore, StoreError, open_store
 
 from . import attempt_dirs, faults, hotdir, job_dirs, ui_front
 from .checkpointing import CheckpointPipeline
@@ -141,6 +141,8 @@ class JobRuntime:
         env = dict(os.environ)
         if storage and storage.endpoint and not env.get("SPARKPOINT_S3_ENDPOINT"):
             env["SPARKPOINT_S3_ENDPOINT"] = storage.endpoint  # the environment wins over the spec
+        if storage and storage.sts_duration and not env.get(STS_DURATION_ENV):
+            env[STS_DURATION_ENV] = str(int(parse_duration(storage.sts_duration)))
         self.store = store = open_store(self.store_url, env=env)
         from .api import ControlServer
 
@@ -183,7 +185,7 @@ class JobRuntime:
                 self.metrics.restore_fallbacks.labels(fallback.reason).inc()
             self.sink = make_sink(spec.job.sink, store, self.job, attempt=self.attempt,
                                   incarnation=self.opts.job_uid or job_uid(self.job), work_dir=self.work_dir,
-                                  restore=self.restore, store_env=env)
+                                  restore=self.restore)
             # Where the API listens (the port may have been picked by the OS with --port 0); written
             # once the state is restored, so a reader of this file finds a runtime past its restore.
             (self.work_dir / "api.json").write_text(json.dumps({"host": self.opts.host, "port": server.port,

@@ -7,7 +7,6 @@ restored checkpoint re-runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,8 @@ from .recovery import RestoreOutcome
 
 
 def make_sink(sink_spec: SinkSpec, store: ObjectStore, job: JobRef, *, attempt: int, incarnation: str,
-              work_dir: Path, restore: RestoreOutcome, store_env: Mapping[str, str]) -> Any:
-    """`incarnation` is the job uid output entries name as their writer; `store_env` reaches the same
-    store from the delta sink's delta-rs client."""
+              work_dir: Path, restore: RestoreOutcome) -> Any:
+    """`incarnation` is the job uid output entries name as their writer."""
     r = restore
     journal = SinkJournal(work_dir / "sink-journal")
     if r.source != "local":
@@ -41,7 +39,7 @@ def make_sink(sink_spec: SinkSpec, store: ObjectStore, job: JobRef, *, attempt: 
                           compaction=compaction_settings(sink_spec.compaction))
     elif sink_spec.kind == "delta":  # also a Delta table at outputs/<path>/ (sink/delta.py)
         sink = DeltaSink(store, job, attempt=attempt, path=sink_spec.path, journal=journal,
-                         staged_budget_bytes=staged_budget_bytes(), incarnation=incarnation, env=store_env,
+                         staged_budget_bytes=staged_budget_bytes(), incarnation=incarnation,
                          compaction=compaction_settings(sink_spec.compaction))
     else:
         sink = TransactionalSink(store, job, attempt=attempt, path=sink_spec.path, journal=journal,

@@ -36,12 +36,11 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +90,12 @@ class DeltaSink(TransactionalSink):
     def __init__(self, store: ObjectStore, job: JobRef, *, attempt: int, path: str, journal: SinkJournal,
                  staged_budget_bytes: int = DEFAULT_STAGED_BUDGET_BYTES, incarnation: str | None = None,
                  write_files: Callable[[Any, Path, str], int] = write_batch_files,
-                 env: Mapping[str, str] = os.environ, compaction: CompactionSettings | None = None):
+                 compaction: CompactionSettings | None = None):
         super().__init__(store, job, attempt=attempt, path=path, journal=journal,
                          staged_budget_bytes=staged_budget_bytes, incarnation=incarnation, fmt="parquet",
                          write_files=write_files)
         self.root = sink_root(job, path) + "/"
-        self.location: DeltaLocation = delta_location(store, sink_root(job, path), env)
+        self.location: DeltaLocation = delta_location(store, sink_root(job, path))
         self.compaction = compaction  # None: never compacts
         self._table_lock = threading.Lock()  # one Delta commit at a time (overlapping checkpoints, compaction)
         # commit entries never change: read each once; walks read at most a segment of them (history.py)

@@ -13,13 +13,11 @@ commit (adds and removes together) or none when it already does. A checkpoint's 
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV, DirectoryStore, ObjectStore
+from sparkpoint.runtime.store import DirectoryStore, ObjectStore
 
 CHECKPOINT_META = "sparkpoint.checkpoint"  # commitInfo key: the checkpoint a commit published
 COMPACTION_META = "sparkpoint.compaction"  # commitInfo key: the compaction records a commit applied
@@ -35,24 +33,41 @@ class TableFile:
 @dataclass(frozen=True)
 class DeltaLocation:
     uri: str
-    storage_options: dict[str, str] = field(default_factory=dict, repr=False)  # credentials: never logged
+    options: dict[str, str] = field(default_factory=dict, repr=False)
+    # The store's credentials provider (minio's Provider), asked on every use: temporary credentials
+    # (the cloud's own identity) are refreshed before they expire, and delta-rs gets the current ones.
+    credentials: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """delta-rs's options: never logged (they hold credentials)."""
+        if self.credentials is None:
+            return dict(self.options)
+        creds = self.credentials.retrieve()
+        keys = {"AWS_ACCESS_KEY_ID": creds.access_key, "AWS_SECRET_ACCESS_KEY": creds.secret_key}
+        if creds.session_token:
+            keys["AWS_SESSION_TOKEN"] = creds.session_token
+        return {**self.options, **keys}
 
 
-def delta_location(store: ObjectStore, key: str, env: Mapping[str, str] = os.environ) -> DeltaLocation:
-    """Where delta-rs finds the table whose root is the store key `key` (a folder, no trailing '/')."""
+def delta_location(store: ObjectStore, key: str) -> DeltaLocation:
+    """Where delta-rs finds the table whose root is the store key `key` (a folder, no trailing '/'),
+    reached as the store is: its endpoint, region and credentials (static keys or the cloud's own
+    identity's temporary ones, passed with their session token rather than left to delta-rs's own
+    AWS chain, so the runtime has one identity and one STS endpoint setting)."""
     if isinstance(store, DirectoryStore):
         return DeltaLocation(str(store.root / key))
     bucket, prefix = getattr(store, "bucket", None), getattr(store, "prefix", None)
-    if bucket is None:
+    endpoint, region = getattr(store, "endpoint", None), getattr(store, "region", None)
+    if bucket is None or endpoint is None:
         raise ValueError(f"the delta sink needs an s3:// or file:// store (got {store.url})")
-    endpoint = env.get(ENDPOINT_ENV) or env.get("AWS_ENDPOINT_URL") or ""
-    options = {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": env.get(REGION_ENV) or "us-east-1",
+    options = {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": region or "us-east-1",
                "AWS_ALLOW_HTTP": "true" if endpoint.startswith("http://") else "false",
                # Commits are conditional puts (If-None-Match), which the store already requires: two
                # writers can never both create the same log version, and no lock service is needed.
                "conditional_put": "etag"}
-    options.update({k: env[k] for k in CREDENTIAL_KEYS if env.get(k)})
-    return DeltaLocation(f"s3://{bucket}/{f'{prefix}/' if prefix else ''}{key}", options)
+    return DeltaLocation(f"s3://{bucket}/{f'{prefix}/' if prefix else ''}{key}", options,
+                         getattr(store, "credentials", None))
 
 
 def open_table(loc: DeltaLocation) -> Any | None:

@@ -23,9 +23,8 @@ its `full` mode deletes staged files a retained checkpoint has not published yet
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from urllib.parse import unquote
 
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
@@ -73,12 +72,11 @@ def recent_commits(log: Iterable[ObjectInfo], cutoff: float) -> list[ObjectInfo]
     return [o for o in log if COMMIT_FILE.search(o.key) and o.last_modified >= cutoff - _LISTING_MARGIN_SECONDS]
 
 
-def table_needs(store: ObjectStore, job: JobRef, path: str, *, retention_seconds: float, now: float,
-                env: Mapping[str, str] = os.environ) -> set[str]:
+def table_needs(store: ObjectStore, job: JobRef, path: str, *, retention_seconds: float, now: float) -> set[str]:
     """Store keys of the data files the delta table at `outputs/<path>/` still needs (see above)."""
     root = sink_root(job, path)
     try:
-        table = open_table(delta_location(store, root, env))
+        table = open_table(delta_location(store, root))
         current = table_paths(table) if table is not None else set()
     except Exception as exc:  # delta-rs raises its own errors, OSError, or pyarrow's
         raise TableUnreadableError(f"the delta table at {root}/ cannot be read: {type(exc).__name__}: {exc}") from exc

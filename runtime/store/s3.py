@@ -17,6 +17,7 @@ from typing import TypeVar
 import urllib3
 from minio import Minio
 from minio.commonconfig import CopySource
+from minio.credentials import Provider, StaticProvider
 from minio.error import InvalidResponseError, S3Error, ServerError
 
 from .base import (
@@ -69,6 +70,7 @@ class S3Store(ObjectStore):
         access_key: str | None,
         secret_key: str | None,
         *,
+        credentials: Provider | None = None,
         region: str | None = None,
         max_connections: int = 32,
         attempts: int | None = None,
@@ -79,6 +81,7 @@ class S3Store(ObjectStore):
         host = endpoint.split("://", 1)[-1].rstrip("/")
         self.bucket = bucket
         self.prefix = prefix.strip("/")
+        self.endpoint, self.region = endpoint, region
         self.url = f"s3://{bucket}/{self.prefix}" + f" (endpoint {endpoint})"
         self.attempts = attempts or int(os.environ.get("SPARKPOINT_S3_ATTEMPTS", "4"))
         http = urllib3.PoolManager(
@@ -88,7 +91,10 @@ class S3Store(ObjectStore):
             maxsize=max_connections,
             retries=urllib3.Retry(total=0, connect=0, read=0, redirect=0, status=0, raise_on_status=False),
         )
-        self.client = Minio(host, access_key=access_key, secret_key=secret_key, secure=secure,
+        # `credentials` (runtime.store.credentials) when the keys are not static; never both.
+        self.credentials = credentials or (
+            StaticProvider(access_key, secret_key) if access_key and secret_key else None)
+        self.client = Minio(host, credentials=self.credentials, secure=secure,
                             region=region or "us-east-1", http_client=http)
 
     # --- helpers ---------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def test_network_policy_admits_only_the_operators_pods(render) -> None:
 @pytest.mark.parametrize(("values", "message"), [
     ({"enabled": True, "jobs": ["default/a"]}, "historyServer.storeUrl"),
     ({**HS, "storeUrl": "file:///data"}, "storeUrl"),
-    ({"enabled": True, "storeUrl": "s3://bucket/p", "jobs": ["default/a"]}, "historyServer.secretName"),
+    ({"enabled": True, "storeUrl": "s3://bucket/p", "jobs": ["default/a"]}, "historyServer.serviceAccountName"),
     ({**HS, "jobs": ["just-a-name"]}, "jobs"),
     ({**HS, "storeUrl": "s3a://bucket/p"}, "storeUrl"),
     ({**HS, "port": 80}, "port"),
@@ -75,3 +75,28 @@ def test_network_policy_admits_only_the_operators_pods(render) -> None:
 def test_refuses_a_history_server_with_nothing_to_read(helm, values, message) -> None:
     out = helm_template(helm, {"historyServer": values})
     assert out.returncode != 0 and message in out.stderr, out.stderr
+
+
+def test_a_cloud_identity_instead_of_a_secret(render) -> None:
+    """No Secret: the mirror runs as the named account (its IRSA / Pod Identity role reads the store),
+    with the endpoint and region as plain env and no static keys anywhere in the pod."""
+    values = {**{k: v for k, v in HS.items() if k != "secretName"}, "serviceAccountName": "history-reader",
+              "endpoint": "https://s3.eu-west-3.amazonaws.com", "region": "eu-west-3"}
+    pod = _pod(render(historyServer=values))
+    sync = pod["spec"]["containers"][0]
+    assert pod["spec"]["serviceAccountName"] == "history-reader"
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert "envFrom" not in sync
+    env = {e["name"]: e.get("value") for e in sync["env"]}
+    assert env["SPARKPOINT_S3_ENDPOINT"] == "https://s3.eu-west-3.amazonaws.com" and env["AWS_REGION"] == "eu-west-3"
+    assert not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} & env.keys()
+    assert "serviceAccountName" not in _pod(render(historyServer=HS))["spec"]  # the namespace's default
+
+
+def test_the_operator_lends_its_own_identity_only_when_asked(render) -> None:
+    def args(objs) -> list[str]:
+        deployment = next(d for d in objs.of("Deployment") if d["metadata"]["name"].endswith("-operator"))
+        return deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    assert "--store-own-identity" not in args(render())
+    assert "--store-own-identity" in args(render(store={"ownIdentity": True}))

@@ -173,7 +173,7 @@ def test_delta_location_reaches_the_store_the_runtime_opened(tmp_path) -> None:
     from sparkpoint.runtime.sink.delta_table import delta_location
 
     env = {"SPARKPOINT_S3_ENDPOINT": "http://minio.local:9000", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
-    loc = delta_location(open_store("s3://bucket-a/pre/fix", env=env), "ns/job/outputs/default", env)
+    loc = delta_location(open_store("s3://bucket-a/pre/fix", env=env), "ns/job/outputs/default")
     assert loc.uri == "s3://bucket-a/pre/fix/ns/job/outputs/default"
     assert loc.storage_options["AWS_ENDPOINT_URL"] == "http://minio.local:9000"
     assert loc.storage_options["AWS_ALLOW_HTTP"] == "true" and loc.storage_options["AWS_ACCESS_KEY_ID"] == "k"

@@ -149,6 +149,6 @@ def test_a_start_records_the_attempt_whose_history_it_continues(store, job, tmp_
     for outcome, parent in cases:
         attempt = write_fence(store, job)
         make_sink(spec, store, job, attempt=attempt, incarnation="uid", work_dir=tmp_path / f"work-{attempt}",
-                  restore=outcome, store_env={})
+                  restore=outcome)
         doc = json.loads(store.get_bytes(f"{sink_root(job, 'agg')}/upserts/_restores/a{attempt:06d}.json"))
         assert doc["parent"] == (attempt - 1 if parent == "previous" else parent), outcome.source

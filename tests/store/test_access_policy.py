@@ -283,8 +283,7 @@ def test_the_gc_credential_vacuums_a_delta_table_which_delta_rs_vacuum_cannot(us
 
     def attempt(pod: str) -> DeltaSink:
         return DeltaSink(runtime, JOB_C, attempt=write_fence(runtime, JOB_C), path="default", incarnation="uid-c",
-                         journal=SinkJournal(tmp_path / pod), write_files=fake_write_files,
-                         env=_env(users, JOB_C, "runtime"))
+                         journal=SinkJournal(tmp_path / pod), write_files=fake_write_files)
 
     sink = attempt("pod-1")
     sink.resume(None, None)

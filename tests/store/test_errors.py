@@ -65,10 +65,12 @@ def test_missing_bucket(minio_server) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_missing_endpoint_or_credentials_configuration() -> None:
-    with pytest.raises(StoreError, match="SPARKPOINT_S3_ENDPOINT is not set"):
+    with pytest.raises(StoreError, match="SPARKPOINT_S3_ENDPOINT is not set .* nor AWS_REGION or AWS_DEFAULT_REGION"):
         open_store("s3://b/p", env={})
-    with pytest.raises(StoreError, match="AWS_ACCESS_KEY_ID"):
-        open_store("s3://b/p", env={"SPARKPOINT_S3_ENDPOINT": "http://127.0.0.1:9"})
+    with pytest.raises(StoreError, match="AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together"):
+        open_store("s3://b/p", env={"SPARKPOINT_S3_ENDPOINT": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "k"})
+    with pytest.raises(StoreError, match="AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set"):
+        open_store("s3://b/p", env={"SPARKPOINT_S3_ENDPOINT": "http://127.0.0.1:9"}, ambient=False)
 
 
 def test_corrupt_manifest(store, job, tmp_path) -> None:  # type: ignore[no-untyped-def]
