@@ -55,15 +55,12 @@ class SinkJournal:
         run = uuid.uuid4().hex[:12]
         return run, self.dir / f"{_TMP_PREFIX}batch-{batch_id}-{run}"
 
-    def stage(self, batch_id: int, run: str, written: Path, fmt: str, rows: int,
-              parts: list[str] | None = None) -> int:
+    def stage(self, batch_id: int, run: str, written: Path, fmt: str, rows: int, parts: list[str]) -> int:
         """Adopt the part files Spark wrote into `written` as batch B's output; returns their bytes.
-        `parts`: the names whose rows were checked (batch_files.write_checked); None lists the folder.
+        `parts`: the names whose rows were checked (batch_files.write_checked), never a new listing.
         Spark's own names (part-<n>-<uuid>-c000...) become part-<i>.<ext>; its _SUCCESS and .crc go."""
         final = self.dir / f"batch-{batch_id}-{run}"
         names, size = [], 0
-        if parts is None:
-            parts = sorted(p for p in os.listdir(written) if p.startswith("part-") and not p.endswith(".crc"))
         ext = FORMATS[fmt]
         for i, name in enumerate(parts):
             new = f"part-{i:05d}{ext}"
