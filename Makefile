@@ -108,10 +108,10 @@ test: venv minio java kafka prometheus lint
 	  $(SUBMAKE) e2e TIER=$(TIER); e2e=$$?; \
 	  $(SUBMAKE) cluster-down; exit $$e2e
 
-# The CRD is generated from the spec model (runtime/config.py); the chart ships a copy.
+# The CRD is generated from the spec model (runtime/spec/job.py); the chart ships a copy.
 crd: venv
 	$(PY) -m sparkpoint.operator.crd > crds/streamingjob.yaml
-	$(PY) -m sparkpoint.operator.crd_savepoint > crds/streamingjobsavepoint.yaml
+	$(PY) -m sparkpoint.operator.savepoint.crd > crds/streamingjobsavepoint.yaml
 	cp crds/*.yaml charts/sparkpoint/crds/
 
 # Both Dockerfile targets, built with buildah on a debootstrapped Debian base and tagged

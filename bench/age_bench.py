@@ -77,7 +77,7 @@ def counting(store: Any, counts: dict[str, int]) -> Any:
 def child(argv: list[str]) -> int:
     """`age_bench.py --child gc|read|resume <store url>`: one counted run; counts as JSON on stderr."""
     what, url = argv[0], argv[1]
-    from sparkpoint.runtime import cli_common
+    from sparkpoint.runtime.cli import common as cli_common
     from sparkpoint.runtime.store import open_store
 
     counts: dict[str, int] = {}

@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO / "e2e"))  # the e2e suite's cluster helpers: the sa
 import kube_helpers as kh  # noqa: E402
 from operator_jobs import Jobs  # noqa: E402
 
-from sparkpoint.operator import builders  # noqa: E402
+from sparkpoint.operator.kube import builders  # noqa: E402
 
 
 def ensure_cluster() -> bool | None:

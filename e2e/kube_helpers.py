@@ -121,7 +121,7 @@ def free_port() -> int:
 
 
 # The e2e tests' hostPath hot volumes live under /var/tmp (test_operator_executors.shared_hot_dir):
-# the operator allows hostPath there only (operator/hot_confine.py).
+# the operator allows hostPath there only (operator/kube/hot_confine.py).
 HOT_PATH_PREFIX = "/var/tmp"
 HOST_PATH_ARGS = ("--hot-volume-host-path-prefix", HOT_PATH_PREFIX)
 

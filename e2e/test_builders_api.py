@@ -8,8 +8,8 @@ import json
 from kube_helpers import GROUP, PLURAL, VERSION
 from kubernetes import client
 
-from sparkpoint.operator import builders
-from sparkpoint.runtime import config
+from sparkpoint.operator.kube import builders
+from sparkpoint.runtime.spec import job as config
 
 SPEC = {
     "job": {"entrypoint": "examples.windowed_aggregation:build"},

@@ -12,8 +12,8 @@ import yaml
 from kube_helpers import GROUP, PLURAL, VERSION, pod_logs, python_container, wait_for
 from kubernetes import client
 
-from sparkpoint.operator import builders
-from sparkpoint.runtime.config import parse_document
+from sparkpoint.operator.kube import builders
+from sparkpoint.runtime.spec import parse_document
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "streamingjob.yaml"
 

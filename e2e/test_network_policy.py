@@ -23,8 +23,8 @@ from kube_helpers import container_status, exists, python_container, real_node, 
 from kubernetes import client
 from operator_jobs import Jobs
 
-CONTROL, METRICS = 8080, 9091  # operator/builders.py CONTROL_PORT, METRICS_PORT
-UI = 4040  # runtime/spec_rules.py SPARK_UI_PORT: Spark's live UI, no authentication (docs/security.md)
+CONTROL, METRICS = 8080, 9091  # operator/kube/builders.py CONTROL_PORT, METRICS_PORT
+UI = 4040  # runtime/spec/rules.py SPARK_UI_PORT: Spark's live UI, no authentication (docs/security.md)
 # Connects to each host:port until it succeeds or `seconds` pass; prints {target: "connected" | error}.
 PROBE = """
 import json, socket, sys, time

@@ -85,7 +85,7 @@ def shared_hot_dir(namespace: str) -> Path:
 
 def remove_hot_dir(jobs: Jobs, hot: Path) -> None:
     """A test's end: its jobs first, since their finalizer's cleanup pod mounts the directory
-    (operator/hot_cleanup.py) and a hostPath removed under it never starts (the finalizer would then
+    (operator/kube/hot_cleanup.py) and a hostPath removed under it never starts (the finalizer would then
     wait CLEANUP_FOR, longer than the operator fixture's teardown waits)."""
     with suppress(AssertionError):  # jobs that do not go: the operator fixture's teardown reports them
         jobs.delete_all()

@@ -35,7 +35,7 @@ NAME = "kafka-to-delta"
 PRODUCER = """
 import json, sys
 from harness.kafka_server import produce
-from sparkpoint.runtime.config import SparkSection
+from sparkpoint.runtime.spec.job import SparkSection
 from sparkpoint.runtime.spark.session import build_session
 spark = build_session(SparkSection(master="local[1]", shuffle_partitions=1), "e2e-kafka-producer")
 try:

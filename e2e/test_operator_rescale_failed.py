@@ -2,7 +2,7 @@
 (`spark.stateStore: hdfs`), which Spark's StreamingCheckpointManager.repartition does not support:
 
 - `kubectl sparkpoint rescale --partitions` of it is refused by the API server (the CRD's transition
-  rule, runtime/spec_changes.py), naming the field and what to do; the job runs on, untouched;
+  rule, runtime/spec/changes.py), naming the field and what to do; the job runs on, untouched;
 - the one way left to reach Spark with it, a job created again under the name at another partition
   count that resumes the earlier job's checkpoints (gc.onDelete retain), makes its first attempt exit
   4 for real (Spark's own refusal, nothing injected): Failed at once with RescaleFailed naming from and
@@ -15,7 +15,7 @@ from operator_jobs import BUCKET, Jobs, state_partitions
 from test_kubectl_plugin import plugin
 
 from sparkpoint.runtime.checkpoint.catalog import latest_checkpoint
-from sparkpoint.runtime.config import HDFS_PARTITIONS_MESSAGE
+from sparkpoint.runtime.spec import HDFS_PARTITIONS_MESSAGE
 from sparkpoint.runtime.store import JobRef, open_store
 
 ROWS, KEYS, WINDOW, WATERMARK, TOTAL = 100, 40, 5, 2, 30

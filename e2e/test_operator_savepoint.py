@@ -6,8 +6,8 @@ the data (retain: false) or keeps it (the default); a savepoint of a missing job
 
 Who runs the job: the operator (`python -m sparkpoint.operator`, which loads the savepoint handlers)
 once it exists; until then, or with SPARKPOINT_E2E_SAVEPOINT_STANDIN=1, the test plays the operator
-core's part for the StreamingJob (its pod from operator/builders.py, status phase Running + pod)
-and runs only the savepoint handlers (`kopf run -m sparkpoint.operator.savepoint_handlers`).
+core's part for the StreamingJob (its pod from operator/kube/builders.py, status phase Running + pod)
+and runs only the savepoint handlers (`kopf run -m sparkpoint.operator.savepoint.handlers`).
 Uses the e2e MinIO of e2e/conftest.py `store_env` (the local cluster's, or $SPARKPOINT_E2E_MINIO on kind).
 """
 
@@ -38,9 +38,9 @@ from kube_helpers import (
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from sparkpoint.operator import builders
-from sparkpoint.operator.control_token import new_token
-from sparkpoint.runtime import config
+from sparkpoint.operator.kube import builders
+from sparkpoint.operator.kube.control_token import new_token
+from sparkpoint.runtime.spec import job as config
 from sparkpoint.runtime.store import open_store
 from sparkpoint.runtime.store.layout import JobRef, savepoint_manifest_key, savepoint_root
 from sparkpoint.runtime.store.manifest import Manifest
@@ -81,7 +81,7 @@ class Operator:
     def __init__(self, namespace: str, log: Path):
         if STANDIN:
             argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", namespace,
-                    "-m", "sparkpoint.operator.savepoint_handlers"]
+                    "-m", "sparkpoint.operator.savepoint.handlers"]
         else:
             argv = [sys.executable, "-m", "sparkpoint.operator", "--namespace", namespace, "--metrics-port", "0"]
         self.log = log

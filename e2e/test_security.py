@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from operator_jobs import Jobs
 
-from sparkpoint.operator import builders
+from sparkpoint.operator.kube import builders
 from sparkpoint.runtime.store import JobRef, open_store
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "streamingjob.yaml"

@@ -13,7 +13,7 @@ from kube_helpers import GROUP, PLURAL, VERSION
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from sparkpoint.runtime import config
+from sparkpoint.runtime.spec import job as config
 
 MINIMAL_SPEC = {"job": {"entrypoint": "examples.sessionization:build"}}
 
@@ -179,7 +179,7 @@ def test_model_and_api_server_agree(api_client, namespace, streamingjob_crd, cho
         assert any(field in server_error for field in fields), (spec, model_error, server_error)
 
 
-# --- transition rules (runtime/spec_changes.py): an update judged against the object before it -------
+# --- transition rules (runtime/spec/changes.py): an update judged against the object before it -------
 def _replace_spec(api_client, namespace: str, name: str, mutate) -> dict:
     api = client.CustomObjectsApi(api_client)
     body = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)

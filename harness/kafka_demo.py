@@ -29,8 +29,8 @@ from .runtime_job import REPO, committed
 
 def produce_events(bootstrap: str, job: KafkaJob) -> None:
     """Writes the topic with a short-lived Spark session (its JVM is gone before the job starts)."""
-    from sparkpoint.runtime.config import SparkSection
     from sparkpoint.runtime.spark.session import build_session
+    from sparkpoint.runtime.spec import SparkSection
 
     spark = build_session(SparkSection(master="local[1]", shuffle_partitions=1), "sparkpoint-kafka-producer")
     try:

@@ -21,8 +21,7 @@ import sys
 import kopf
 
 from sparkpoint import version
-from sparkpoint.runtime.config import parse_duration
-from sparkpoint.runtime.spec_rules import ui_path_prefix
+from sparkpoint.runtime.spec import parse_duration, ui_path_prefix
 
 from .malloc import limit_arenas
 
@@ -69,9 +68,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def load_handlers() -> None:
     importlib.import_module("sparkpoint.operator.handlers")
     try:  # the StreamingJobSavepoint resource, when that part is installed
-        importlib.import_module("sparkpoint.operator.savepoint_handlers")
+        importlib.import_module("sparkpoint.operator.savepoint.handlers")
     except ImportError as exc:
-        if exc.name != "sparkpoint.operator.savepoint_handlers":
+        if exc.name != "sparkpoint.operator.savepoint.handlers":
             raise
 
 

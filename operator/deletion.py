@@ -11,20 +11,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkpoint.runtime.config import JobSpec
+from sparkpoint.runtime.spec import JobSpec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, finalize, hot_cleanup, hot_node, store_view
-from .checkpoints import parse_time
-from .hot_confine import host_path_refusal
-from .kube import Kube
+from .decisions import finalize, hot_node
+from .decisions.checkpoints import parse_time
+from .decisions.observe import pod_observation
+from .decisions.pod_view import owned_pods
+from .decisions.status_model import Tracking
+from .kube import builders, hot_cleanup
+from .kube.client import Kube
+from .kube.hot_confine import host_path_refusal
+from .kube.resource import StreamingJob, parse_job
 from .metrics import OperatorMetrics
-from .observe import pod_observation
-from .pod_view import owned_pods
-from .resource import StreamingJob, parse_job
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
-from .status_model import Tracking
-from .store_facts import StoreFacts
+from .store import view as store_view
+from .store.facts import StoreFacts
 
 log = logging.getLogger("sparkpoint.operator")
 

@@ -14,16 +14,16 @@ from typing import Any
 
 import kopf
 
-from sparkpoint.runtime.config import API_GROUP, API_VERSION, SpecError, parse_spec
+from sparkpoint.runtime.spec import API_GROUP, API_VERSION, SpecError, parse_spec
 
-from . import api_session, cluster_checks
-from .control_token import ControlTokens, missing_is_none
+from .decisions.observe import pod_observation
 from .deletion import Draining
-from .events import post_event
-from .kube import PLURAL, Kube, load_config
+from .kube import api_session, cluster_checks
+from .kube.client import PLURAL, Kube, load_config
+from .kube.control_token import ControlTokens, missing_is_none
+from .kube.events import post_event
 from .malloc import trim_every
 from .metrics import OperatorMetrics, serve
-from .observe import pod_observation
 from .reconcile import Reconciler
 from .runtime_client import RuntimeClient
 

@@ -19,7 +19,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from .status import PHASES
+from .decisions.status import PHASES
 
 
 class OperatorMetrics:

@@ -26,17 +26,13 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from sparkpoint.runtime.checkpoint import delete_savepoint
-from sparkpoint.runtime.config import JobSpec, parse_spec
+from sparkpoint.runtime.spec import JobSpec, parse_spec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
-from . import builders, control_token, hot_confine, hot_node, isolation
-from .caches import SpecCache, fresher_body
-from .checkpoints import iso, only_trigger_bookkeeping
-from .deletion import JobDeletion
-from .kube import Kube
-from .machine import DRAIN_GRACE, decide
-from .metrics import OperatorMetrics
-from .model import (
+from .decisions import hot_node
+from .decisions.checkpoints import iso, only_trigger_bookkeeping
+from .decisions.machine import DRAIN_GRACE, decide
+from .decisions.model import (
     CheckpointResult,
     CreateAttempt,
     Decision,
@@ -50,16 +46,21 @@ from .model import (
     TriggerCheckpoint,
     TriggerSavepoint,
 )
-from .observe import pod_observation
-from .pod_view import confirm_before_create, needs_direct_read, owned_pods
-from .resource import JobMeta, StreamingJob, parse_job
+from .decisions.observe import pod_observation
+from .decisions.pod_view import confirm_before_create, needs_direct_read, owned_pods
+from .decisions.runtime_view import Answer, may_reuse
+from .decisions.status import apply_conditions
+from .decisions.status_model import CreateFailed, Failure, JobStatus
+from .decisions.step import effective_spec
+from .deletion import JobDeletion
+from .kube import builders, control_token, hot_confine, isolation
+from .kube.caches import SpecCache, fresher_body
+from .kube.client import Kube
+from .kube.resource import JobMeta, StreamingJob, parse_job
+from .kube.status_writer import StatusWriter
+from .metrics import OperatorMetrics
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
-from .runtime_view import Answer, may_reuse
-from .status import apply_conditions
-from .status_model import CreateFailed, Failure, JobStatus
-from .status_writer import StatusWriter
-from .step import effective_spec
-from .store_facts import StoreFacts
+from .store.facts import StoreFacts
 
 log = logging.getLogger("sparkpoint.operator")
 # Attempts whose objects are being created at once. Each takes four API calls, so this still keeps

@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from .control_token import ControlTokens
+from .kube.control_token import ControlTokens
 
 DEFAULT_PORT = 8080
 

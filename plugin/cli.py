@@ -17,7 +17,7 @@ from kubernetes.config.config_exception import ConfigException
 from tqdm import tqdm
 
 from sparkpoint import version
-from sparkpoint.runtime.config import parse_duration
+from sparkpoint.runtime.spec import parse_duration
 
 from . import events as ev
 from . import executors as ex

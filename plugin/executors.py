@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from sparkpoint.runtime.config import API_GROUP
+from sparkpoint.runtime.spec import API_GROUP
 
 from .format import age, table
 

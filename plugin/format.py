@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from sparkpoint.runtime.config import API_GROUP, API_VERSION, NAME_PATTERN, ExecutorsSpec, SparkSection
+from sparkpoint.runtime.spec import API_GROUP, API_VERSION, NAME_PATTERN, ExecutorsSpec, SparkSection
 
 CHECKPOINT_ID = re.compile(r"^chk-[0-9]{6,}$")
 OUTPUTS = ("json", "yaml", "wide")

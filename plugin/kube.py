@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client, config
 
-from sparkpoint.runtime.config import API_GROUP, API_VERSION
+from sparkpoint.runtime.spec import API_GROUP, API_VERSION
 
 JOBS, SAVEPOINTS = "streamingjobs", "streamingjobsavepoints"
 SAVEPOINT_TERMINAL = ("Completed", "Failed")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from sparkpoint.runtime.spec_rules import SPARK_UI_PORT
+from sparkpoint.runtime.spec import SPARK_UI_PORT
 
 
 def ui_pod(job: dict) -> str:

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.runtime_job import RuntimeProcess, WindowedJob, committed, wait_until  # noqa: E402
-from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV  # noqa: E402
+from sparkpoint.runtime.spec.rules import SPARK_UI_PORT_ENV  # noqa: E402
 
 
 def _free_port() -> int:

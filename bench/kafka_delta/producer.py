@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest import values  # noqa: E402
 
 from harness.kafka_server import produce  # noqa: E402
-from sparkpoint.runtime.config import SparkSection  # noqa: E402
 from sparkpoint.runtime.spark.session import build_session  # noqa: E402
+from sparkpoint.runtime.spec import SparkSection  # noqa: E402
 
 CHUNK = 200_000  # a backlog goes in pieces: one Spark job per piece keeps the driver's rows small
 

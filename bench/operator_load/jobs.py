@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from sparkpoint.runtime.config import API_GROUP, API_VERSION, KIND, parse_spec
+from sparkpoint.runtime.spec import API_GROUP, API_VERSION, KIND, parse_spec
 
 SECRET = "load-store"
 BUCKET = "sparkpoint-load"

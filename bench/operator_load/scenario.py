@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from harness.polling import wait_until_async
-from sparkpoint.runtime.config import parse_duration
+from sparkpoint.runtime.spec import parse_duration
 
 from . import jobs, procstat
 from .fake_kubelet import FakeKubelet

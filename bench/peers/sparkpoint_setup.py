@@ -35,7 +35,7 @@ SETUPS = {  # name -> (checkpoint interval, full upload)
 
 
 FLOOR_STAGED_BUDGET = "64Gi"
-UI_ENV = "SPARKPOINT_SPARK_UI_PORT"  # runtime/spec_rules.py: the operator sets it in every pod with the UI on
+UI_ENV = "SPARKPOINT_SPARK_UI_PORT"  # runtime/spec/rules.py: the operator sets it in every pod with the UI on
 
 
 def run(name: str, w: Workload, ctx: Context, tag: str) -> RunResult:

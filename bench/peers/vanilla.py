@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.config import SparkSection
+from sparkpoint.runtime.spec import SparkSection
 
 from . import churn, store_requests
 from .common import Context, RunResult, Workload, batch_phases, json_lines

@@ -25,7 +25,7 @@ Api = Callable[[str, str, dict | None], tuple[int, dict]]
 
 
 def secret_data(minio: dict[str, str]) -> dict[str, str]:
-    """The storage Secret's keys, as operator/builders.py passes them to a job's containers."""
+    """The storage Secret's keys, as operator/kube/builders.py passes them to a job's containers."""
     return {"AWS_ACCESS_KEY_ID": minio["access_key"], "AWS_SECRET_ACCESS_KEY": minio["secret_key"],
             "SPARKPOINT_S3_ENDPOINT": minio["endpoint"]}
 

@@ -1,7 +1,7 @@
 """Old attempts' work dirs on a shared hot volume, removed by the next attempt (docs/design.md §9).
 
 With `checkpoint.hotVolume` every attempt works in its own directory,
-`<hot volume>/<namespace>/<job>/<uid>/attempt-<n>` (operator/builders.py `work_dir`), so an executor
+`<hot volume>/<namespace>/<job>/<uid>/attempt-<n>` (operator/kube/builders.py `work_dir`), so an executor
 of an old attempt that outlives its driver can only write into the old attempt's directory. Nothing
 ever reads an older attempt's directory again: a new attempt (a new pod) starts with an empty work
 dir and restores from the store. So the runtime of attempt n, once it has claimed its attempt in the

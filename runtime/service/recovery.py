@@ -33,7 +33,7 @@ from typing import Any, TypeGuard
 from sparkpoint.runtime.checkpoint import restore
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.checkpoint.restore import RestoreError, choose_manifest
-from sparkpoint.runtime.config import RestoreFrom
+from sparkpoint.runtime.spec import RestoreFrom
 from sparkpoint.runtime.store import JobRef, Manifest, ObjectStore, StoreError
 from sparkpoint.runtime.store.layout import (
     lineage_prefix,

@@ -27,7 +27,7 @@ from sparkpoint.runtime.checkpoint import CheckpointWriter, FencedError, HashCac
 from sparkpoint.runtime.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.runtime.checkpoint.fence import restarts_before
 from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
-from sparkpoint.runtime.config import JobIdentity, JobSpec, parse_duration
+from sparkpoint.runtime.spec import JobIdentity, JobSpec, parse_duration
 from sparkpoint.runtime.store import STS_DURATION_ENV, JobRef, ObjectStore, StoreError, open_store
 
 from . import attempt_dirs, faults, hotdir, job_dirs, ui_front

@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.config import SinkSpec
 from sparkpoint.runtime.sink.compaction import compaction_settings
 from sparkpoint.runtime.sink.console import ConsoleSink
 from sparkpoint.runtime.sink.delta import DeltaSink
 from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.transactional import TransactionalSink, staged_budget_bytes
 from sparkpoint.runtime.sink.upsert import UpsertSink
+from sparkpoint.runtime.spec import SinkSpec
 from sparkpoint.runtime.store import JobRef, ObjectStore
 
 from .recovery import RestoreOutcome

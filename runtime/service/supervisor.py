@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkpoint.runtime.config import RestartSection, parse_duration
+from sparkpoint.runtime.spec import RestartSection, parse_duration
 
 log = logging.getLogger("sparkpoint.supervisor")
 NOT_RETRIED = {2, 3, 4}  # bad input, no restorable point, a rescale Spark refused: a retry would do the same

@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 import aiohttp
 from aiohttp import web
 
-from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV, SPARK_UI_PROXY_BASE_ENV
+from sparkpoint.runtime.spec import SPARK_UI_PORT_ENV, SPARK_UI_PROXY_BASE_ENV
 
 log = logging.getLogger("sparkpoint.ui")
 

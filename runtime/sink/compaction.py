@@ -46,8 +46,7 @@ class CompactionSettings:
 
 def compaction_settings(spec: Any) -> CompactionSettings | None:
     """`job.sink.compaction` (config.Compaction, or None for its defaults) -> settings; None when off."""
-    from sparkpoint.runtime.config import Compaction, parse_duration
-    from sparkpoint.runtime.spec_rules import parse_quantity
+    from sparkpoint.runtime.spec import Compaction, parse_duration, parse_quantity
 
     spec = spec if spec is not None else Compaction()
     if not spec.enabled:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.config import API_GROUP
+from sparkpoint.runtime.spec import API_GROUP
 
 from .executors import START_LABEL, DriverPod
 

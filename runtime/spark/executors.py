@@ -18,23 +18,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkpoint.runtime.config import API_GROUP, ExecutorsSpec, HotVolume, JobSpec, pod_template_document
-from sparkpoint.runtime.pod_template import executor_template, merge_pod, pinned_to_node
-from sparkpoint.runtime.spec_pod_template import EXECUTOR_CONTAINERS
-from sparkpoint.runtime.spec_rules import parse_duration, parse_quantity
+from sparkpoint.runtime.spec import (
+    API_GROUP,
+    ExecutorsSpec,
+    HotVolume,
+    JobSpec,
+    executor_template,
+    merge_pod,
+    parse_duration,
+    parse_quantity,
+    pinned_to_node,
+    pod_template_document,
+)
+from sparkpoint.runtime.spec.pod_template import EXECUTOR_CONTAINERS
 
 # Fixed, so the driver pod can declare them and a NetworkPolicy can open them to its executors
 # (Spark's own defaults would be random ports). Executors connect to the driver's pod IP.
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 EXECUTOR_CONTAINER = EXECUTOR_CONTAINERS[0]
-# The runtime image's uid (operator/builders.py RUN_AS_USER): executors pass Pod Security
+# The runtime image's uid (operator/kube/builders.py RUN_AS_USER): executors pass Pod Security
 # `restricted` like the driver.
 RUN_AS_USER = 185
 TMP_DIR = "/tmp"
 TEMPLATE_FILE = "executor-pod-template.json"
 
-# What the operator sets in a k8s driver pod besides POD_IP (operator/builders.py).
+# What the operator sets in a k8s driver pod besides POD_IP (operator/kube/builders.py).
 POD_NAME_ENV = "SPARKPOINT_POD_NAME"
 ATTEMPT_ENV = "SPARKPOINT_ATTEMPT"
 HOT_VOLUME_PATH_ENV = "SPARKPOINT_HOT_VOLUME_PATH"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkpoint.runtime.config import parse_duration
+from sparkpoint.runtime.spec import parse_duration
 
 log = logging.getLogger("sparkpoint.spark")
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sparkpoint.runtime.config import SparkSection
-from sparkpoint.runtime.spec_rules import DRIVER_MEMORY_ENV, SPARK_UI_PORT_ENV, SPARK_UI_PROXY_BASE_ENV
+from sparkpoint.runtime.spec import (
+    DRIVER_MEMORY_ENV,
+    SPARK_UI_PORT_ENV,
+    SPARK_UI_PROXY_BASE_ENV,
+    SparkSection,
+)
 
 from .identity import ensure_user_identity
 

@@ -17,9 +17,9 @@ from operator_load import jobs, procstat, report_md  # noqa: E402
 from operator_load.fake_kubelet import AddressPool, pod_key, running_status  # noqa: E402
 from operator_load.fake_runtime import PodRuntime, TriggerLog  # noqa: E402
 
-from sparkpoint.operator import checkpoints as cp  # noqa: E402
-from sparkpoint.operator.observe import pod_observation  # noqa: E402
-from sparkpoint.operator.status_model import PendingTrigger  # noqa: E402
+from sparkpoint.operator.decisions import checkpoints as cp  # noqa: E402
+from sparkpoint.operator.decisions.observe import pod_observation  # noqa: E402
+from sparkpoint.operator.decisions.status_model import PendingTrigger  # noqa: E402
 
 
 def test_address_pool_gives_each_pod_its_own_loopback_address_and_reuses_released_ones():

@@ -183,7 +183,7 @@ def test_vanilla_trigger_is_spelled_as_spark_parses_it():
 def test_churn_job_is_a_valid_spec_with_the_gc_grace_asked_for():
     from peers.sparkpoint_setup import churn_job
 
-    from sparkpoint.runtime.config import JobSpec
+    from sparkpoint.runtime.spec import JobSpec
 
     w = churn.ChurnWorkload.of("tiny", 0.1)
     spec = JobSpec.model_validate(churn_job(w, name="sp-x", interval="10s", gc_grace="20s").spec("s3://bench/p")["spec"])

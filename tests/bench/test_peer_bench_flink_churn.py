@@ -160,7 +160,7 @@ def test_every_churn_setup_runs_with_the_same_partition_count(tmp_path):
     """The count reaches Sparkpoint's spec, the vanilla job's shuffle partitions and Flink's parallelism."""
     from peers import sparkpoint_setup, vanilla
 
-    from sparkpoint.runtime.config import parse_document  # the spec the bench writes is one users could apply
+    from sparkpoint.runtime.spec import parse_document  # the spec the bench writes is one users could apply
     w = churn.ChurnWorkload.of("tiny", 0.1, partitions=3)
     assert sparkpoint_setup.churn_job(w, name="x", interval="10s").spec("s3://bench/p")["spec"]["spark"]["shufflePartitions"] == 3
     _, spec = parse_document(sparkpoint_setup.churn_job(w, name="x", interval="10s").spec("s3://bench/p"))

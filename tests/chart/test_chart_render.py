@@ -136,7 +136,7 @@ def test_network_policy_limits_the_control_port_to_the_operator(render) -> None:
             [{"matchLabels": {"kubernetes.io/metadata.name": RELEASE_NS}}] * 2
         assert [peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for peer in ui["from"]] == \
             ["operator", "history-server"]
-        # spark.master k8s: no namespace-wide executor rule; each job's own policies (operator/isolation.py)
+        # spark.master k8s: no namespace-wide executor rule; each job's own policies (operator/kube/isolation.py)
         assert all(7078 not in [p["port"] for p in rule["ports"]] for rule in policy["ingress"])
         assert [p["port"] for p in control["ports"]] == [8080]
         peer = control["from"][0]

@@ -25,7 +25,7 @@ def test_the_chart_names_the_release_images_by_its_app_version() -> None:
 
 
 def test_the_crd_default_image_and_the_examples_are_the_runtime_release_image() -> None:
-    from sparkpoint.runtime.config import DEFAULT_IMAGE
+    from sparkpoint.runtime.spec import DEFAULT_IMAGE
 
     crd = yaml.safe_load((ROOT / "crds" / "streamingjob.yaml").read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]

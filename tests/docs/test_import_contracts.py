@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FACADES = {"operator-facades": {"config", "spec_rules", "spec_executors", "store", "checkpoint", "pod_template"},
-           "plugin-spec-model": {"config", "spec_rules", "spec_executors"}}
+FACADES = {"operator-facades": {"spec", "store", "checkpoint"}, "plugin-spec-model": {"spec"}}
 
 
 def contracts() -> dict[str, dict]:

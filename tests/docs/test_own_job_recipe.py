@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from sparkpoint.runtime.cli_validate import check_file
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.runtime.cli.validate import check_file
+from sparkpoint.runtime.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 OWN = ROOT / "examples" / "own-job"

@@ -28,8 +28,8 @@ def connector_jars() -> str:
 
 @pytest.fixture(scope="module")
 def kafka_spark(connector_jars: str):  # type: ignore[no-untyped-def]
-    from sparkpoint.runtime.config import SparkSection
     from sparkpoint.runtime.spark.session import build_session
+    from sparkpoint.runtime.spec import SparkSection
 
     before = os.environ.get("SPARKPOINT_SPARK_JARS_DIR")
     os.environ["SPARKPOINT_SPARK_JARS_DIR"] = connector_jars

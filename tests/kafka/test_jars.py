@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.runtime.config import SparkSection
 from sparkpoint.runtime.spark.session import session_conf
+from sparkpoint.runtime.spec import SparkSection
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("fetch_jars", ROOT / "scripts" / "fetch_jars.py")

@@ -1,5 +1,5 @@
 """The shared hot volume of the machine model's job (model_world.py) and the finalizer's cleanup of it
-(operator/hot_cleanup.py, deletion.JobDeletion.clean_hot_volume; docs/design.md §9, "Deleted jobs").
+(operator/kube/hot_cleanup.py, deletion.JobDeletion.clean_hot_volume; docs/design.md §9, "Deleted jobs").
 
 The volume holds one directory per StreamingJob uid. A driver pod's runtime makes its own on start
 and removes the other uids' (job_dirs.remove_other_incarnations); its executors write into it. They
@@ -16,16 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkpoint.operator import model as m
-from sparkpoint.operator.builders import JobRef
-from sparkpoint.operator.hot_cleanup import (
+from sparkpoint.operator.decisions import model as m
+from sparkpoint.operator.kube.builders import JobRef
+from sparkpoint.operator.kube.hot_cleanup import (
     build_cleanup_pod,
     cleanup_pod_name,
     cleanup_step,
     created_for,
     needs_cleanup,
 )
-from sparkpoint.runtime.config import JobSpec
+from sparkpoint.runtime.spec import JobSpec
 
 NAMESPACE = "team"
 HOT_VOLUME = {"hostPath": {"path": "/var/lib/sparkpoint-hot", "type": "DirectoryOrCreate"}}

@@ -19,15 +19,15 @@ from typing import Any
 
 from model_hot_volume import HOT_VOLUME, HotVolume, ModelViolation, uid_of
 
-from sparkpoint.operator import model as m
-from sparkpoint.operator.checkpoints import iso
-from sparkpoint.operator.finalize import drain_pods
-from sparkpoint.operator.machine import decide, spec_key
-from sparkpoint.operator.pod_view import confirm_before_create, needs_direct_read
-from sparkpoint.operator.status_model import parse_status
-from sparkpoint.operator.step import effective_spec
-from sparkpoint.operator.step import point_tag as tag_of
-from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_spec
+from sparkpoint.operator.decisions import model as m
+from sparkpoint.operator.decisions.checkpoints import iso
+from sparkpoint.operator.decisions.finalize import drain_pods
+from sparkpoint.operator.decisions.machine import decide, spec_key
+from sparkpoint.operator.decisions.pod_view import confirm_before_create, needs_direct_read
+from sparkpoint.operator.decisions.status_model import parse_status
+from sparkpoint.operator.decisions.step import effective_spec
+from sparkpoint.operator.decisions.step import point_tag as tag_of
+from sparkpoint.runtime.spec import JobSpec, RestoreFrom, parse_spec
 
 T0 = 1_800_000_000.0
 NAME = "job"
@@ -456,7 +456,7 @@ class World:
             return  # 409 AlreadyExists: the pod of this attempt is there
         if self.refuse_creates:  # 403 (quota): reconcile records it for the machine (createFailed)
             self.refused += 1
-            self.failures.append(self.now)  # a failed start of the job's own (operator/machine.py)
+            self.failures.append(self.now)  # a failed start of the job's own (operator/decisions/machine.py)
             refused = copy.deepcopy(self.status)
             refused.setdefault("tracking", {})["createFailed"] = {
                 "attempt": action.attempt, "reason": "Forbidden", "message": "exceeded quota"}

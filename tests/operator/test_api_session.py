@@ -10,7 +10,7 @@ import kopf
 import pytest
 from aiohttp import web
 
-from sparkpoint.operator import api_session
+from sparkpoint.operator.kube import api_session
 
 
 def test_limit_counts_the_watches_of_every_namespace() -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 
 from sparkpoint.operator import reconcile
-from sparkpoint.operator.model import CreateAttempt, Decision
+from sparkpoint.operator.decisions.model import CreateAttempt, Decision
+from sparkpoint.operator.decisions.status_model import JobStatus
+from sparkpoint.operator.kube.resource import parse_job
 from sparkpoint.operator.reconcile import Reconciler
-from sparkpoint.operator.resource import parse_job
-from sparkpoint.operator.status_model import JobStatus
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.runtime.spec import parse_spec
 
 SPEC = parse_spec({"job": {"entrypoint": "m:f"}})
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from sparkpoint.operator import builders
-from sparkpoint.runtime import config
+from sparkpoint.operator.kube import builders
+from sparkpoint.runtime.spec import job as config
 
 JOB = builders.JobRef(namespace="analytics", name="clicks", uid="0d9c0a52-1111-2222-3333-444455556666")
 SPEC = config.parse_spec({

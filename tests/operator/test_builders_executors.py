@@ -4,9 +4,9 @@ per attempt. Pure: the e2e test runs the same pod with executors on the local cl
 
 from __future__ import annotations
 
-from sparkpoint.operator import builders
-from sparkpoint.runtime import config
+from sparkpoint.operator.kube import builders
 from sparkpoint.runtime.spark import executors
+from sparkpoint.runtime.spec import job as config
 
 JOB = builders.JobRef(namespace="analytics", name="clicks", uid="0d9c0a52-1111-2222-3333-444455556666")
 BASE = {"image": "sparkpoint:dev", "job": {"entrypoint": "examples.windowed_aggregation:build"},

@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from sparkpoint.operator import builders
-from sparkpoint.operator.hot_cleanup import build_cleanup_pod
-from sparkpoint.runtime.config import load_job_spec, parse_spec
+from sparkpoint.operator.kube import builders
+from sparkpoint.operator.kube.hot_cleanup import build_cleanup_pod
 from sparkpoint.runtime.spark import executors
+from sparkpoint.runtime.spec import load_job_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = builders.JobRef("team", "clicks", "6f1c2d3e-0000-4000-8000-00000000abcd")

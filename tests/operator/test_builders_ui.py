@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.operator import builders
-from sparkpoint.runtime import config
-from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV, SPARK_UI_PROXY_BASE_ENV
+from sparkpoint.operator.kube import builders
+from sparkpoint.runtime.spec import job as config
+from sparkpoint.runtime.spec.rules import SPARK_UI_PORT_ENV, SPARK_UI_PROXY_BASE_ENV
 
 JOB = builders.JobRef(namespace="analytics", name="clicks", uid="0d9c0a52-1111-2222-3333-444455556666")
 BASE = {"image": "sparkpoint:dev", "job": {"entrypoint": "examples.windowed_aggregation:build"}}
@@ -75,7 +75,7 @@ def test_gc_sidecar_collects_event_logs_with_the_specs_retention_even_when_loggi
 
 
 def test_gc_on_delete_removes_the_event_logs_too(tmp_path) -> None:
-    from sparkpoint.operator.store_view import delete_checkpoints
+    from sparkpoint.operator.store.view import delete_checkpoints
     from sparkpoint.runtime.store import DirectoryStore, JobRef
     from sparkpoint.runtime.store.layout import history_key
 

@@ -1,4 +1,4 @@
-"""The operator's in-memory caches (operator/caches.py, cachetools' in store_facts.py): expiry and
+"""The operator's in-memory caches (operator/kube/caches.py, cachetools' in store_facts.py): expiry and
 bounds with a fake clock, and which of two bodies a round decides on."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from cachetools import TTLCache
 
-from sparkpoint.operator import store_facts
-from sparkpoint.operator.caches import SpecCache, fresher_body, secret_fingerprint
-from sparkpoint.operator.step import spec_key
-from sparkpoint.runtime.config import SpecError, parse_spec
+from sparkpoint.operator.decisions.step import spec_key
+from sparkpoint.operator.kube.caches import SpecCache, fresher_body, secret_fingerprint
+from sparkpoint.operator.store import facts as store_facts
+from sparkpoint.runtime.spec import SpecError, parse_spec
 from sparkpoint.runtime.store import JobRef
 
 
@@ -142,7 +142,7 @@ def test_spec_key_is_remembered_per_spec_object_and_equal_for_equal_specs():
 
 
 def test_json_copy_is_a_deep_copy_of_a_status():
-    from sparkpoint.operator.step import json_copy
+    from sparkpoint.operator.decisions.step import json_copy
 
     status = {"phase": "Running", "attempt": 2, "ok": True, "none": None, "ratio": 0.5,
               "checkpoints": [{"id": "c-1", "bytes": 10}], "tracking": {"restartTimes": [1.0, 2.0]}}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkpoint.operator import cluster_checks
+from sparkpoint.operator.kube import cluster_checks
 
 
 def test_a_cluster_without_validating_admission_policies_is_warned_about() -> None:

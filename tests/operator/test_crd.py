@@ -12,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkpoint.operator import crd
-from sparkpoint.runtime import config
+from sparkpoint.operator.crd import streamingjob as crd
+from sparkpoint.runtime.spec import job as config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -332,7 +332,7 @@ def test_pod_template_conflicts_are_cel_rules_worded_as_the_model_words_them(tem
 
 
 def test_every_owned_field_refusal_is_a_cel_rule_of_both_templates() -> None:
-    from sparkpoint.runtime.spec_pod_template import EXECUTOR_CONTAINERS, JOB_CONTAINERS, owned_rules
+    from sparkpoint.runtime.spec.pod_template import EXECUTOR_CONTAINERS, JOB_CONTAINERS, owned_rules
 
     for path, names in (("spec.podTemplate", JOB_CONTAINERS), ("spec.spark.executors.podTemplate",
                                                                 EXECUTOR_CONTAINERS)):

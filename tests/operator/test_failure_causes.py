@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sparkpoint.operator.failure_causes import (
+from sparkpoint.operator.decisions.failure_causes import (
     DRIVER_FORBIDDEN,
     HOT_VOLUME_NOT_WRITABLE,
     PERMISSION_DENIED,
@@ -18,11 +18,11 @@ from sparkpoint.operator.failure_causes import (
     known_cause,
     run_failure,
 )
-from sparkpoint.operator.machine import decide, spec_key
-from sparkpoint.operator.model import Emit, Observed, PodObs
-from sparkpoint.operator.observe import pod_observation
-from sparkpoint.runtime.cli_run import run_failure as runtime_message
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.operator.decisions.machine import decide, spec_key
+from sparkpoint.operator.decisions.model import Emit, Observed, PodObs
+from sparkpoint.operator.decisions.observe import pod_observation
+from sparkpoint.runtime.cli.run import run_failure as runtime_message
+from sparkpoint.runtime.spec import parse_spec
 
 SPARK_FORBIDDEN = (
     'An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n'
@@ -70,7 +70,7 @@ def test_the_termination_message(message: str | None, expected: Any) -> None:
 
 
 def test_the_runtime_writes_what_the_operator_reads() -> None:
-    """runtime/cli_run.py's message for a Py4J-like error keeps the refusal and drops the Java frames."""
+    """runtime/cli/run.py's message for a Py4J-like error keeps the refusal and drops the Java frames."""
     doc = runtime_message(RuntimeError(SPARK_FORBIDDEN), uid=185)
     assert "\tat " not in doc["runFailed"]["error"] and len(json.dumps(doc)) < 4096
     assert known_cause(*run_failure(json.dumps(doc))).reason == DRIVER_FORBIDDEN

@@ -7,12 +7,12 @@ import json
 
 from kubernetes.client.rest import ApiException
 
-from sparkpoint.operator import finalize, pod_view
-from sparkpoint.operator.model import DeletePod, PodObs, RescaleFailure
-from sparkpoint.operator.observe import pod_observation
+from sparkpoint.operator.decisions import finalize, pod_view
+from sparkpoint.operator.decisions.model import DeletePod, PodObs, RescaleFailure
+from sparkpoint.operator.decisions.observe import pod_observation
+from sparkpoint.operator.decisions.status_model import parse_status
+from sparkpoint.operator.decisions.step import DRAIN_GRACE, STUCK_TERMINATING
 from sparkpoint.operator.reconcile import refusal_message, refused
-from sparkpoint.operator.status_model import parse_status
-from sparkpoint.operator.step import DRAIN_GRACE, STUCK_TERMINATING
 
 T0 = 1_800_000_000.0
 

@@ -1,4 +1,4 @@
-"""The finalizer's removal of a deleted job's hot-volume directory (operator/hot_cleanup.py): the
+"""The finalizer's removal of a deleted job's hot-volume directory (operator/kube/hot_cleanup.py): the
 cleanup pod's shape and the decision of each finalizer round."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from sparkpoint.operator import builders
-from sparkpoint.operator.checkpoints import parse_time
+from sparkpoint.operator.decisions.checkpoints import parse_time
 from sparkpoint.operator.deletion import Draining, JobDeletion
-from sparkpoint.operator.hot_cleanup import (
+from sparkpoint.operator.kube import builders
+from sparkpoint.operator.kube.hot_cleanup import (
     ABSENT_EXIT,
     CLEANUP_FOR,
     build_cleanup_pod,
@@ -20,8 +20,8 @@ from sparkpoint.operator.hot_cleanup import (
     created_for,
     needs_cleanup,
 )
-from sparkpoint.operator.resource import parse_job
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.operator.kube.resource import parse_job
+from sparkpoint.runtime.spec import parse_spec
 
 JOB = builders.JobRef("team", "scaled", "6f1c2d3e-0000-4000-8000-00000000abcd")
 

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from sparkpoint.operator import builders, hot_confine
+from sparkpoint.operator.kube import builders, hot_confine
 from sparkpoint.operator.reconcile import Reconciler
-from sparkpoint.runtime import config
 from sparkpoint.runtime.spark import executors
+from sparkpoint.runtime.spec import job as config
 
 JOB = builders.JobRef(namespace="team", name="clicks", uid="uid-1")
 BASE = {"image": "sparkpoint:dev", "job": {"entrypoint": "m:f"}}

@@ -9,14 +9,15 @@ import json
 
 import pytest
 
-from sparkpoint.operator import builders, hot_node
-from sparkpoint.operator.hot_cleanup import build_cleanup_pod
-from sparkpoint.operator.machine import decide
-from sparkpoint.operator.model import Emit, Observed, PodObs
-from sparkpoint.operator.observe import pod_observation
-from sparkpoint.operator.status_model import JobStatus, parse_status
-from sparkpoint.runtime import config
+from sparkpoint.operator.decisions import hot_node
+from sparkpoint.operator.decisions.machine import decide
+from sparkpoint.operator.decisions.model import Emit, Observed, PodObs
+from sparkpoint.operator.decisions.observe import pod_observation
+from sparkpoint.operator.decisions.status_model import JobStatus, parse_status
+from sparkpoint.operator.kube import builders
+from sparkpoint.operator.kube.hot_cleanup import build_cleanup_pod
 from sparkpoint.runtime.spark import executors
+from sparkpoint.runtime.spec import job as config
 
 JOB = builders.JobRef("team", "clicks", "6f1c2d3e-0000-4000-8000-00000000abcd")
 BASE = {"image": "sparkpoint:1", "job": {"entrypoint": "m:build"},

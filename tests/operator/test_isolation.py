@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from sparkpoint.operator import builders, isolation
+from sparkpoint.operator.kube import builders, isolation
 from sparkpoint.operator.reconcile import Reconciler
-from sparkpoint.runtime import config
 from sparkpoint.runtime.spark import executors
+from sparkpoint.runtime.spec import job as config
 
 JOB = builders.JobRef(namespace="analytics", name="clicks", uid="uid-1")
 BASE = {"image": "sparkpoint:dev", "job": {"entrypoint": "m:f"},

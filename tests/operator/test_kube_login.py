@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import config
 
-from sparkpoint.operator import kube
+from sparkpoint.operator.kube import client as kube
 
 
 @pytest.fixture

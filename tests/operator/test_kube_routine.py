@@ -1,4 +1,4 @@
-"""Routine status writes never take every kube thread (operator/kube.py): a restart's calls get
+"""Routine status writes never take every kube thread (operator/kube/client.py): a restart's calls get
 through while the API server is slow to answer a backlog of routine PATCHes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from sparkpoint.operator import kube
+from sparkpoint.operator.kube import client as kube
 
 
 def test_routine_status_writes_leave_threads_for_urgent_calls(monkeypatch):

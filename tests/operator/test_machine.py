@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from sparkpoint.operator.machine import backoff_seconds, decide, spec_key
-from sparkpoint.operator.model import (
+from sparkpoint.operator.decisions.machine import backoff_seconds, decide, spec_key
+from sparkpoint.operator.decisions.model import (
     CheckpointFact,
     CheckpointResult,
     CreateAttempt,
@@ -25,7 +25,7 @@ from sparkpoint.operator.model import (
     TriggerCheckpoint,
     TriggerSavepoint,
 )
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.runtime.spec import parse_spec
 
 T0 = 1_800_000_000.0
 
@@ -302,7 +302,7 @@ def test_runtime_restore_fallback_is_recorded_once():
 def test_upgrade_not_ready_in_time_rolls_back_to_the_stable_spec_and_its_savepoint():
     old = make_spec(image="sparkpoint:v1")
     new = make_spec(image="sparkpoint:v2")
-    from sparkpoint.operator.step import stable_doc
+    from sparkpoint.operator.decisions.step import stable_doc
 
     # Running on v1; the CR is edited to v2 (generation 2): drain with a savepoint.
     st = running(stableSpec=spec_key(old), stableSpecDoc=stable_doc(old))
@@ -361,8 +361,8 @@ def test_upgrade_timeout_of_the_spec_wins_over_the_operator_default():
 
 def test_rolled_back_job_still_follows_suspend():
     old, new = make_spec(image="v1"), make_spec(image="v2")
-    from sparkpoint.operator.status_model import Tracking
-    from sparkpoint.operator.step import effective_spec, stable_doc
+    from sparkpoint.operator.decisions.status_model import Tracking
+    from sparkpoint.operator.decisions.step import effective_spec, stable_doc
 
     tracking = {"stableSpecDoc": stable_doc(old), "rejectedSpec": spec_key(new)}
     suspended = make_spec(image="v2", state="suspended")
@@ -392,7 +392,7 @@ def test_an_upgrade_that_crash_loops_rolls_back_instead_of_failing_the_job():
     maxRestarts ran out long before the upgrade timeout, and the job went Failed although its last
     stable spec ran fine. A crash loop of an attempt that was never Ready rolls back at once."""
     old, new = make_spec(image="sparkpoint:v1"), make_spec(image="sparkpoint:v2")
-    from sparkpoint.operator.step import stable_doc
+    from sparkpoint.operator.decisions.step import stable_doc
 
     st = running(stableSpec=spec_key(old), stableSpecDoc=stable_doc(old))
     d = decide(observe(st, [pod()], runtime=RUNTIME, spec=new, generation=2))

@@ -22,10 +22,10 @@ from hypothesis.stateful import (
 from model_found import FOUND
 from model_world import IMAGES, STORES, Chk, ModelViolation, Pod, World, tag_of
 
-from sparkpoint.operator.checkpoints import number, parse_time
-from sparkpoint.operator.machine import backoff_seconds, spec_key
-from sparkpoint.operator.model import StopRuntime
-from sparkpoint.runtime.config import parse_duration
+from sparkpoint.operator.decisions.checkpoints import number, parse_time
+from sparkpoint.operator.decisions.machine import backoff_seconds, spec_key
+from sparkpoint.operator.decisions.model import StopRuntime
+from sparkpoint.runtime.spec import parse_duration
 
 QUIET_ROUNDS = 200  # operator rounds a quiet world gives the job to settle
 QUIET_SECONDS = 1800.0  # and simulated time (backoffs, drain grace, upgrade timeout 60s, listing wait)

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from test_machine import RUNTIME, SPEC, T0, make_spec, observe, pod, running
 
-from sparkpoint.operator.checkpoints import iso
-from sparkpoint.operator.machine import decide, spec_key
-from sparkpoint.operator.model import CheckpointFact, CreateAttempt, DeletePod, Emit, PodObs, StopRuntime
-from sparkpoint.operator.step import stable_doc
+from sparkpoint.operator.decisions.checkpoints import iso
+from sparkpoint.operator.decisions.machine import decide, spec_key
+from sparkpoint.operator.decisions.model import (
+    CheckpointFact,
+    CreateAttempt,
+    DeletePod,
+    Emit,
+    PodObs,
+    StopRuntime,
+)
+from sparkpoint.operator.decisions.step import stable_doc
 
 
 def facts(*numbers: int, at: float | None = None) -> list[CheckpointFact]:
@@ -283,7 +290,7 @@ def test_backoff_starts_over_after_a_stable_run():
 
 # --- 12c: the GC keeps what an attempt may restore from ---------------------------------------------
 def test_a_restore_from_checkpoint_is_pinned_in_the_gc_sidecar():
-    from sparkpoint.operator.model import PinCheckpoints
+    from sparkpoint.operator.decisions.model import PinCheckpoints
 
     spec = make_spec(restoreFrom={"checkpoint": "chk-000004"})
     d = decide(observe(running(stableSpec=spec_key(spec)), [pod()], runtime=RUNTIME, spec=spec))
@@ -296,7 +303,7 @@ def test_a_restore_from_checkpoint_is_pinned_in_the_gc_sidecar():
 
 
 def test_a_new_attempt_carries_its_pins_in_its_config_map():
-    from sparkpoint.operator.model import PinCheckpoints
+    from sparkpoint.operator.decisions.model import PinCheckpoints
 
     spec = make_spec(restoreFrom={"checkpoint": "chk-000004"})
     d = decide(observe({}, [], spec=spec))

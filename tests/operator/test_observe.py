@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sparkpoint.operator.kube import merge_patch
-from sparkpoint.operator.observe import pod_observation
+from sparkpoint.operator.decisions.observe import pod_observation
+from sparkpoint.operator.kube.client import merge_patch
 
 
 def pod_json(**status):

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from sparkpoint.operator.machine import decide, spec_key
-from sparkpoint.operator.model import CreateAttempt, DeletePod, Emit, Observed, PodObs
-from sparkpoint.operator.observe import pod_observation
-from sparkpoint.operator.oom import oom_kill_message
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.operator.decisions.machine import decide, spec_key
+from sparkpoint.operator.decisions.model import CreateAttempt, DeletePod, Emit, Observed, PodObs
+from sparkpoint.operator.decisions.observe import pod_observation
+from sparkpoint.operator.decisions.oom import oom_kill_message
+from sparkpoint.runtime.spec import parse_spec
 
 T0 = 1_800_000_000.0
 SPEC = parse_spec({"job": {"entrypoint": "m:f"}, "spark": {"resources": {"memory": "1Gi"}},

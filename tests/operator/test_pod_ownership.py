@@ -8,13 +8,13 @@ import asyncio
 import contextlib
 import copy
 
-from sparkpoint.operator import builders
+from sparkpoint.operator.decisions.observe import pod_observation
+from sparkpoint.operator.decisions.pod_view import owned_pods
+from sparkpoint.operator.decisions.status_model import parse_status
 from sparkpoint.operator.deletion import JobDeletion
-from sparkpoint.operator.observe import pod_observation
-from sparkpoint.operator.pod_view import owned_pods
+from sparkpoint.operator.kube import builders
 from sparkpoint.operator.reconcile import Reconciler
-from sparkpoint.operator.status_model import parse_status
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.runtime.spec import parse_spec
 
 JOB = builders.JobRef("team", "clicks", "uid-1")
 SPEC = parse_spec({"job": {"entrypoint": "m:f"}})

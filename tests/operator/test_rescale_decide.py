@@ -1,4 +1,4 @@
-"""Rescaling state as the operator decides it (issue 26; operator/rescale.py): a shufflePartitions
+"""Rescaling state as the operator decides it (issue 26; operator/decisions/rescale.py): a shufflePartitions
 edit is an upgrade, the runtime's repartition lands in status.lastRescale with one Rescaled event,
 and a repartition Spark refused (exit 4) rolls the upgrade back at once to the old partition count
 and the upgrade's restore point; outside an upgrade it fails the job at once (RescaleFailed) until
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from test_machine import RUNTIME, T0, make_spec, observe, pod, running
 
-from sparkpoint.operator.machine import decide, spec_key
-from sparkpoint.operator.model import CreateAttempt, DeletePod, Emit, RescaleFailure, StopRuntime
-from sparkpoint.operator.rescale import rescale_failure_text
-from sparkpoint.operator.step import stable_doc
+from sparkpoint.operator.decisions.machine import decide, spec_key
+from sparkpoint.operator.decisions.model import CreateAttempt, DeletePod, Emit, RescaleFailure, StopRuntime
+from sparkpoint.operator.decisions.rescale import rescale_failure_text
+from sparkpoint.operator.decisions.step import stable_doc
 
 
 def _spec(partitions: int):

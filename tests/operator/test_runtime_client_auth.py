@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from test_runtime_client import StandInRuntime
 
-from sparkpoint.operator.control_token import ControlTokens, new_token
+from sparkpoint.operator.kube.control_token import ControlTokens, new_token
 from sparkpoint.operator.runtime_client import RuntimeApiError, RuntimeClient, base_url
 from sparkpoint.runtime.service.api import ControlServer
 

@@ -1,5 +1,5 @@
 """A round that only triggers the next checkpoint reuses the runtime's last GET /status answer
-(operator/runtime_view.py), and its status bookkeeping waits to be written with the trigger's
+(operator/decisions/runtime_view.py), and its status bookkeeping waits to be written with the trigger's
 completion (checkpoints.only_trigger_bookkeeping + StatusWriter's lazy changes): one GET and one
 PATCH per checkpoint instead of two each. Run as reconcile runs the machine, with a fake clock."""
 
@@ -10,15 +10,15 @@ import dataclasses
 
 import pytest
 
-from sparkpoint.operator.checkpoints import iso, only_trigger_bookkeeping
-from sparkpoint.operator.kube import merge_patch
-from sparkpoint.operator.machine import decide, spec_key
-from sparkpoint.operator.model import Observed, PodObs, TriggerCheckpoint
+from sparkpoint.operator.decisions.checkpoints import iso, only_trigger_bookkeeping
+from sparkpoint.operator.decisions.machine import decide, spec_key
+from sparkpoint.operator.decisions.model import Observed, PodObs, TriggerCheckpoint
+from sparkpoint.operator.decisions.runtime_view import REUSE_MAX_AGE, Answer, may_reuse
+from sparkpoint.operator.decisions.status_model import parse_status
+from sparkpoint.operator.kube.client import merge_patch
 from sparkpoint.operator.reconcile import Reconciler
 from sparkpoint.operator.runtime_client import RuntimeApiError
-from sparkpoint.operator.runtime_view import REUSE_MAX_AGE, Answer, may_reuse
-from sparkpoint.operator.status_model import parse_status
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.runtime.spec import parse_spec
 
 T0 = 1_800_000_000.0
 SPEC = parse_spec({"job": {"entrypoint": "m:f"}, "checkpoint": {"interval": "10s", "timeout": "30s"}})

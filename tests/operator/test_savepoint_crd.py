@@ -9,15 +9,15 @@ import jsonschema
 import pytest
 import yaml
 
-from sparkpoint.operator import crd_savepoint
-from sparkpoint.operator.savepoint_model import (
+from sparkpoint.operator.savepoint import crd as crd_savepoint
+from sparkpoint.operator.savepoint.model import (
     SavepointResourceError,
     SavepointSpec,
     parse_spec,
     parse_status,
     savepoint_name,
 )
-from sparkpoint.runtime.config import RestoreFrom
+from sparkpoint.runtime.spec import RestoreFrom
 from sparkpoint.runtime.store.layout import check_savepoint_name
 
 ROOT = Path(__file__).resolve().parents[2]

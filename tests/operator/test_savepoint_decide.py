@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sparkpoint.operator import savepoints as sp
-from sparkpoint.operator.savepoint_model import SavepointStatus, StorageRef
+from sparkpoint.operator.savepoint import decide as sp
+from sparkpoint.operator.savepoint.model import SavepointStatus, StorageRef
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RUNNING = sp.JobView(phase="Running", pod="job-1", pod_ip="10.0.0.5", checkpoint_timeout=60.0)

@@ -8,12 +8,12 @@ import uuid
 
 import pytest
 
-from sparkpoint.operator import savepoint_store as sps
-from sparkpoint.operator.savepoint_model import StorageRef
-from sparkpoint.operator.store_view import StoreAccessError, open_job_store, storage_of, store_env
+from sparkpoint.operator.savepoint import store as sps
+from sparkpoint.operator.savepoint.model import StorageRef
+from sparkpoint.operator.store.view import StoreAccessError, open_job_store, storage_of, store_env
 from sparkpoint.runtime.checkpoint import CheckpointWriter, create_savepoint, write_fence
 from sparkpoint.runtime.checkpoint.savepoint import list_savepoints
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.runtime.spec import parse_spec
 from sparkpoint.runtime.store import CREDENTIAL_KEYS, JobRef
 from sparkpoint.runtime.store.layout import objects_prefix, savepoint_root
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.operator.spec_key import is_spec, spec_key
-from sparkpoint.runtime.config import JobSpec, parse_spec
+from sparkpoint.operator.decisions.spec_key import is_spec, spec_key
+from sparkpoint.runtime.spec import JobSpec, parse_spec
 
 MINIMAL = {"job": {"entrypoint": "m:f"}}
 EDITED = {"image": "reg/x:1", "job": {"entrypoint": "m:f", "args": {"n": 3}},
@@ -40,7 +40,7 @@ def test_a_key_written_before_the_image_default_changed_still_names_the_job() ->
 def test_the_key_holds_the_image_even_at_its_default() -> None:
     """The default image changes with each release: a job whose CR holds the old release's image
     (the API server wrote the default in) keeps its key under the new operator."""
-    from sparkpoint.runtime.config import DEFAULT_IMAGE
+    from sparkpoint.runtime.spec import DEFAULT_IMAGE
 
     at_default = parse_spec(MINIMAL)
     assert at_default.image == DEFAULT_IMAGE

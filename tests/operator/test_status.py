@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sparkpoint.operator.status import CONDITION_TYPES, apply_conditions
-from sparkpoint.operator.status_model import parse_status
+from sparkpoint.operator.decisions.status import CONDITION_TYPES, apply_conditions
+from sparkpoint.operator.decisions.status_model import parse_status
 
 T0 = 1_800_000_000.0
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from sparkpoint.operator import crd
-from sparkpoint.operator.status_model import JobStatus, Point, parse_status
+from sparkpoint.operator.crd import streamingjob as crd
+from sparkpoint.operator.decisions.status_model import JobStatus, Point, parse_status
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,11 +1,11 @@
-"""The job's status writer (operator/status_writer.py): coalesced, ordered merge patches computed
+"""The job's status writer (operator/kube/status_writer.py): coalesced, ordered merge patches computed
 against what the server confirmed, and a failed write dropping what was not sent."""
 
 from __future__ import annotations
 
 import asyncio
 
-from sparkpoint.operator.status_writer import StatusWriter
+from sparkpoint.operator.kube.status_writer import StatusWriter
 
 
 class FakeServer:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.operator import builders, crd
-from sparkpoint.operator.store_view import StorageRef, StoreAccessError, open_job_store
-from sparkpoint.runtime import config
+from sparkpoint.operator.crd import streamingjob as crd
+from sparkpoint.operator.kube import builders
+from sparkpoint.operator.store.view import StorageRef, StoreAccessError, open_job_store
+from sparkpoint.runtime.spec import job as config
 from sparkpoint.runtime.store.credentials import RefreshingProvider
 
 JOB = builders.JobRef(namespace="team-a", name="clicks", uid="0d9c0a52-1111-2222-3333-444455556666")
@@ -78,7 +79,7 @@ def test_the_operator_uses_its_own_identity_only_when_allowed(monkeypatch: pytes
 
 
 def test_naming_an_account_is_an_upgrade_and_not_naming_one_keeps_every_key() -> None:
-    from sparkpoint.operator.spec_key import spec_key
+    from sparkpoint.operator.decisions.spec_key import spec_key
 
     without = config.parse_spec({k: v for k, v in NO_SECRET.items() if k != "serviceAccountName"})
     assert spec_key(config.parse_spec(NO_SECRET)) != spec_key(without)

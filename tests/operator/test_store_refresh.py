@@ -1,4 +1,4 @@
-"""When a job's store facts are read (operator/store_facts.py): a routine refresh runs behind the
+"""When a job's store facts are read (operator/store/facts.py): a routine refresh runs behind the
 job's rounds, so a slow store never delays a round (its checkpoint trigger); a round that needs
 the store (no facts yet, runtime unreachable, an expected savepoint missing) waits for it."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from sparkpoint.operator import store_facts as reconcile
-from sparkpoint.operator.store_facts import StoreFacts
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.operator.store import facts as reconcile
+from sparkpoint.operator.store.facts import StoreFacts
+from sparkpoint.runtime.spec import parse_spec
 
 SPEC = parse_spec({"job": {"entrypoint": "a:b"}})
 

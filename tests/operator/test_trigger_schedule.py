@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from sparkpoint.operator.checkpoints import UNHEALTHY_INTERVALS, iso
-from sparkpoint.operator.machine import decide, spec_key
-from sparkpoint.operator.model import CheckpointResult, Emit, Observed, PodObs, TriggerCheckpoint
-from sparkpoint.runtime.config import parse_spec
+from sparkpoint.operator.decisions.checkpoints import UNHEALTHY_INTERVALS, iso
+from sparkpoint.operator.decisions.machine import decide, spec_key
+from sparkpoint.operator.decisions.model import CheckpointResult, Emit, Observed, PodObs, TriggerCheckpoint
+from sparkpoint.runtime.spec import parse_spec
 
 T0 = 1_800_000_000.0
 SPEC = parse_spec({"job": {"entrypoint": "m:f"}, "checkpoint": {"interval": "10s", "timeout": "30s"}})

@@ -26,8 +26,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="module")
 def spark():
     """A local Spark session with the runtime's own settings, one per test module (a JVM start each)."""
-    from sparkpoint.runtime.config import SparkSection
     from sparkpoint.runtime.spark.session import build_session
+    from sparkpoint.runtime.spec import SparkSection
 
     session = build_session(SparkSection(master="local[2]", shuffle_partitions=2), "sparkpoint-tests")
     yield session

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkpoint.runtime.control_token import TokenError, check_bind, is_loopback, resolve_token
 from sparkpoint.runtime.service import api_guard
 from sparkpoint.runtime.service.api import ControlServer
+from sparkpoint.runtime.service.control_token import TokenError, check_bind, is_loopback, resolve_token
 
 TOKEN = "t0ken-for-tests-0123456789abcdef"
 

@@ -110,8 +110,8 @@ def test_a_zombie_writing_into_an_old_dir_never_fails_the_start_and_is_cleaned_l
 
 # --- the runtime: removal happens at start, once the attempt holds the store's fence ---------------------
 def _runtime(tmp_path: Path, work_dir: Path, store_url: str):
-    from sparkpoint.runtime.config import JobIdentity, parse_spec
     from sparkpoint.runtime.service.runner import JobRuntime, RunOptions
+    from sparkpoint.runtime.spec import JobIdentity, parse_spec
 
     (tmp_path / "noop_job.py").write_text("def build(spark):\n    return None\n")
     spec = parse_spec({"job": {"entrypoint": "noop_job:build", "pythonPath": [str(tmp_path)]},

@@ -13,7 +13,7 @@ import pytest
 from sparkpoint.operator.__main__ import parse_args as operator_args
 from sparkpoint.plugin import cli as plugin_cli
 from sparkpoint.runtime.cli import INTERNAL_COMMANDS, build_parser, main
-from sparkpoint.runtime.config import SpecError, parse_spec
+from sparkpoint.runtime.spec import SpecError, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.runtime import config, spec_rules
+from sparkpoint.runtime.spec import job as config
+from sparkpoint.runtime.spec import rules as spec_rules
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("500ms", 0.5), ("10s", 10), ("5m", 300), ("2h", 7200), ("0s", 0)])

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.operator import builders
-from sparkpoint.runtime import config, spec_rules
+from sparkpoint.operator.kube import builders
 from sparkpoint.runtime.spark.session import session_conf
+from sparkpoint.runtime.spec import job as config
+from sparkpoint.runtime.spec import rules as spec_rules
 
 GI = 1 << 30
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.operator.step import spec_key
-from sparkpoint.runtime import config
+from sparkpoint.operator.decisions.step import spec_key
 from sparkpoint.runtime.spark import executors
+from sparkpoint.runtime.spec import job as config
 
 HOT = {"hostPath": {"path": "/var/lib/hot"}}
 ENV = {"SPARKPOINT_POD_NAME": "clicks-3", "POD_IP": "10.1.2.3", "SPARKPOINT_ATTEMPT": "3",

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.runtime import config
 from sparkpoint.runtime.checkpoint import write_fence
 from sparkpoint.runtime.checkpoint.fence import restarts_before
 from sparkpoint.runtime.checkpoint.history_gc import history_gc_pass, kept_units
@@ -18,6 +17,7 @@ from sparkpoint.runtime.service.event_log import EventLogUploader, event_log_con
 from sparkpoint.runtime.service.history_sync import HistoryMirror, local_dir_name
 from sparkpoint.runtime.service.names import app_name, history_attempt
 from sparkpoint.runtime.spark.session import session_conf
+from sparkpoint.runtime.spec import job as config
 from sparkpoint.runtime.store import DirectoryStore, JobRef
 from sparkpoint.runtime.store.layout import HistoryEntry, history_entry_of, history_key
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from sparkpoint.runtime import config
 from sparkpoint.runtime.spark import executor_entry, executors
+from sparkpoint.runtime.spec import job as config
 
 HOT = {"persistentVolumeClaim": {"claimName": "hot"}}
 

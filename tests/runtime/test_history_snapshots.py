@@ -12,8 +12,8 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkpoint.runtime import cli_output
 from sparkpoint.runtime.checkpoint import write_fence
+from sparkpoint.runtime.cli import output as cli_output
 from sparkpoint.runtime.sink import transactional
 from sparkpoint.runtime.sink.history import SegmentReader, compact_forward, snapshot_ids, snapshot_key
 from sparkpoint.runtime.sink.journal import SinkJournal

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparkpoint.runtime.cli import main as cli_main
-from sparkpoint.runtime.cli_hot_volume import ABSENT_EXIT
+from sparkpoint.runtime.cli.hot_volume import ABSENT_EXIT
 from sparkpoint.runtime.service.job_dirs import job_dir, remove_job_dir, remove_other_incarnations
 
 

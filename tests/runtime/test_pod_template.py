@@ -1,4 +1,4 @@
-"""The pod template merge rules (runtime/pod_template.py, docs/design.md §9) as a table, and the
+"""The pod template merge rules (runtime/spec/pod_merge.py, docs/design.md §9) as a table, and the
 spec model's refusals of templates that touch what the operator owns."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from sparkpoint.runtime import config
-from sparkpoint.runtime.pod_template import executor_template, merge_pod, scheduling
-from sparkpoint.runtime.spec_pod_template import (
+from sparkpoint.runtime.spec import job as config
+from sparkpoint.runtime.spec.pod_merge import executor_template, merge_pod, scheduling
+from sparkpoint.runtime.spec.pod_template import (
     OWNED_ENV,
     OWNED_MOUNT_PATHS,
     OWNED_PORT_NAMES,
@@ -189,7 +189,7 @@ def test_the_executors_template_is_checked_against_the_executor_container() -> N
 
 def test_what_the_operator_owns_is_what_it_sets() -> None:
     """The refusals' lists are the operator's own names (builders.py), so none is missed or stale."""
-    from sparkpoint.operator import builders
+    from sparkpoint.operator.kube import builders
 
     job = builders.JobRef("ns", "j", "u")
     spec = config.parse_spec({"job": {"entrypoint": "m:f"}, "spark": {"master": "k8s", "executors": {}},

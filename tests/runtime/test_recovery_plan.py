@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sparkpoint.runtime.config import RestartSection, RestoreFrom
 from sparkpoint.runtime.service.hotdir import LocalState
 from sparkpoint.runtime.service.recovery import LineageFacts, RestorePlan, plan_restore
 from sparkpoint.runtime.service.supervisor import should_restart
+from sparkpoint.runtime.spec import RestartSection, RestoreFrom
 from sparkpoint.runtime.store import JobRef, Manifest, Totals
 from sparkpoint.runtime.store.layout import lineage_record_key, lineage_record_of
 

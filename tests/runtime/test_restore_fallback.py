@@ -14,9 +14,9 @@ from sparkpoint.runtime.checkpoint.freeze import freeze, latest_committed_batch
 from sparkpoint.runtime.checkpoint.gc import gc_pass
 from sparkpoint.runtime.checkpoint.restore import RestoreError
 from sparkpoint.runtime.checkpoint.savepoint import create_savepoint
-from sparkpoint.runtime.config import RestoreFrom
 from sparkpoint.runtime.service.hotdir import owner_of, update_owner
 from sparkpoint.runtime.service.recovery import LineageUnknownError, restore_on_start
+from sparkpoint.runtime.spec import RestoreFrom
 from sparkpoint.runtime.store import StoreUnreachableError
 from sparkpoint.runtime.store.layout import (
     checkpoint_key,

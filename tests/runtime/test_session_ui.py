@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.runtime import config
-from sparkpoint.runtime.config import SparkSection
 from sparkpoint.runtime.spark.session import session_conf
-from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV
+from sparkpoint.runtime.spec import SparkSection
+from sparkpoint.runtime.spec import job as config
+from sparkpoint.runtime.spec.rules import SPARK_UI_PORT_ENV
 
 BASE = {"image": "sparkpoint:dev", "job": {"entrypoint": "examples.windowed_aggregation:build"}}
 
@@ -46,7 +46,7 @@ def test_pod_with_the_port_turns_it_on_unless_the_spec_says_off(monkeypatch) -> 
 
 
 def test_behind_the_ingress_the_proxy_base_is_spark_ui_proxy_base(monkeypatch) -> None:
-    from sparkpoint.runtime.spec_rules import SPARK_UI_PROXY_BASE_ENV
+    from sparkpoint.runtime.spec.rules import SPARK_UI_PROXY_BASE_ENV
 
     monkeypatch.setenv(SPARK_UI_PORT_ENV, "4040")
     monkeypatch.setenv(SPARK_UI_PROXY_BASE_ENV, "/sparkpoint/team/clicks")

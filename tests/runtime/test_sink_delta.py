@@ -160,7 +160,7 @@ def test_table_holds_exactly_the_running_history(actions):
 
 
 def test_spec_kind_delta_takes_parquet_only() -> None:
-    from sparkpoint.runtime import config
+    from sparkpoint.runtime.spec import job as config
 
     job = {"entrypoint": "examples.windowed:build"}
     assert config.parse_spec({"job": {**job, "sink": {"kind": "delta"}}}).job.sink.format == "parquet"

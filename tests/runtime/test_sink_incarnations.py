@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.operator.store_view import delete_checkpoints
+from sparkpoint.operator.store.view import delete_checkpoints
 from sparkpoint.runtime.checkpoint import (
     CheckpointWriter,
     create_savepoint,

@@ -18,7 +18,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkpoint.operator.store_view import delete_checkpoints
+from sparkpoint.operator.store.view import delete_checkpoints
 from sparkpoint.runtime.checkpoint import write_fence
 from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.transactional import TransactionalSink, read_committed

@@ -1,4 +1,4 @@
-"""Spec changes Spark cannot apply to a job's state (runtime/spec_changes.py): the operator's
+"""Spec changes Spark cannot apply to a job's state (runtime/spec/changes.py): the operator's
 judgement, and the CRD's transition rules stating the same with the same words. The rules themselves
 run in a real API server in e2e/test_streamingjob_crd.py."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.operator import crd
-from sparkpoint.runtime.config import (
+from sparkpoint.operator.crd import streamingjob as crd
+from sparkpoint.runtime.spec import (
     HDFS_PARTITIONS_MESSAGE,
     STATE_STORE_MESSAGE,
     TRANSITION_RULES,

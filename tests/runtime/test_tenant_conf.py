@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from sparkpoint.runtime import config
-from sparkpoint.runtime.spec_pod_conf import ALLOWED_POD_CONF, MAX_CONF_KEYS, POD_CONF_MESSAGE
+from sparkpoint.runtime.spec import job as config
+from sparkpoint.runtime.spec.pod_conf import ALLOWED_POD_CONF, MAX_CONF_KEYS, POD_CONF_MESSAGE
 from sparkpoint.runtime.store.access_policy import main, store_history_policy
 
 BASE = {"job": {"entrypoint": "m:f"}}
@@ -51,7 +51,7 @@ def test_the_allowed_pod_conf_keys_only_size_or_pace_executors() -> None:
 
 def test_the_crds_rule_is_the_models(tmp_path) -> None:
     """The CRD carries the same allowlist (a map literal: constant cost per key) and bounds the map."""
-    from sparkpoint.operator import crd
+    from sparkpoint.operator.crd import streamingjob as crd
 
     conf = crd.build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
         "properties"]["spark"]["properties"]["conf"]

@@ -99,7 +99,7 @@ def test_a_taken_ui_port_moves_the_front_to_the_next_like_spark(monkeypatch, spa
     from types import SimpleNamespace
 
     from sparkpoint.runtime.service.ui_front import start_if_proxied
-    from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV, SPARK_UI_PROXY_BASE_ENV
+    from sparkpoint.runtime.spec.rules import SPARK_UI_PORT_ENV, SPARK_UI_PROXY_BASE_ENV
 
     upstream_port, _ = spark_stand_in
     spark = SimpleNamespace(sparkContext=SimpleNamespace(uiWebUrl=f"http://vm:{upstream_port}"))

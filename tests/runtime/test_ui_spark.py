@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from harness.runtime_job import RuntimeProcess, WindowedJob, committed, wait_until
-from sparkpoint.runtime.spec_rules import SPARK_UI_PORT_ENV
+from sparkpoint.runtime.spec.rules import SPARK_UI_PORT_ENV
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -51,7 +51,7 @@ def test_the_live_ui_answers_with_the_jobs_application(tmp_path):
 def test_behind_an_ingress_path_the_ui_answers_under_it_and_links_there(tmp_path):
     """SPARKPOINT_SPARK_UI_PROXY_BASE (the operator's --ui-path-prefix): the runtime's front takes the
     UI port and strips the path an Ingress forwards unchanged; Spark writes its links with the path."""
-    from sparkpoint.runtime.spec_rules import SPARK_UI_PROXY_BASE_ENV
+    from sparkpoint.runtime.spec.rules import SPARK_UI_PROXY_BASE_ENV
 
     base = "/sparkpoint/default/uiproxy"
     job = WindowedJob(name="uiproxy", rows_per_batch=200, keys=50, total_batches=200, trigger="1s",

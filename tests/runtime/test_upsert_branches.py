@@ -132,10 +132,10 @@ def test_a_start_records_the_attempt_whose_history_it_continues(store, job, tmp_
     recovery the previous attempt, a fresh start nobody."""
     import json
 
-    from sparkpoint.runtime.config import SinkSpec
     from sparkpoint.runtime.service.recovery import RestoreOutcome
     from sparkpoint.runtime.service.sink_setup import make_sink
     from sparkpoint.runtime.sink.keys import sink_root
+    from sparkpoint.runtime.spec import SinkSpec
 
     first = Attempt(store, job, tmp_path)
     first.sink.resume(None, None)

@@ -24,7 +24,7 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sparkpoint.operator.store_view import delete_checkpoints
+from sparkpoint.operator.store.view import delete_checkpoints
 from sparkpoint.runtime.checkpoint import create_savepoint, gc_pass, list_checkpoint_ids, write_fence
 from sparkpoint.runtime.sink.compaction import CompactionSettings
 from sparkpoint.runtime.sink.output_gc import output_gc_pass

@@ -17,8 +17,8 @@ from minio import Minio, MinioAdmin
 from minio.credentials import StaticProvider
 from minio.error import S3Error
 
+from sparkpoint.operator.decisions.finalize import DELETE_DATA_FOR
 from sparkpoint.operator.deletion import Draining
-from sparkpoint.operator.finalize import DELETE_DATA_FOR
 from sparkpoint.operator.reconcile import Reconciler
 from sparkpoint.runtime.checkpoint import CheckpointWriter, gc_pass, list_checkpoint_ids, write_fence
 from sparkpoint.runtime.store import JobRef, open_store

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.runtime import config
 from sparkpoint.runtime.checkpoint import CheckpointWriter, GcError, gc_pass, write_fence
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
-from sparkpoint.runtime.config import parse_duration
+from sparkpoint.runtime.spec import job as config
+from sparkpoint.runtime.spec import parse_duration
 from sparkpoint.runtime.store.layout import objects_prefix, pending_prefix
 
 from .clirun import sparkpoint, sparkpoint_json
