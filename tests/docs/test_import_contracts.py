@@ -71,3 +71,12 @@ def test_lint_imports_reports_an_operator_import_of_a_runtime_internal(tmp_path:
     result = run()
     assert result.returncode != 0
     assert "sparkpoint.operator.zz_bad_import -> sparkpoint.runtime.store.layout" in result.stdout
+
+
+def test_the_spec_models_former_path_still_imports() -> None:
+    """sparkpoint.runtime.config was the spec model's path before runtime/spec/; users' code may name it."""
+    from sparkpoint.runtime import config, spec
+
+    assert config.JobSpec is spec.JobSpec
+    assert set(spec.__all__) == set(config.__all__)
+    assert all(getattr(config, name) is getattr(spec, name) for name in spec.__all__)
