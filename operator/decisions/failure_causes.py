@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..kube.builders import HOT_DIR
+from .runtime_pod import HOT_DIR, RUN_AS_USER
 
 DRIVER_FORBIDDEN, HOT_VOLUME_NOT_WRITABLE, PERMISSION_DENIED = "DriverForbidden", "HotVolumeNotWritable", "PermissionDenied"
 
@@ -62,8 +62,8 @@ def known_cause(error: str, uid: int | None) -> KnownCause | None:
             return KnownCause(HOT_VOLUME_NOT_WRITABLE, (
                 f"the runtime ({who}) may not create {path} on the hot volume ({HOT_DIR}): make the volume "
                 f"writable for {who}: a persistentVolumeClaim whose driver applies the pod's fsGroup "
-                f"(185), or a hostPath directory owned by or group-writable for {who} "
-                f"(chown 185:185 or chmod g+w it on the node)"))
+                f"({RUN_AS_USER}), or a hostPath directory owned by or group-writable for {who} "
+                f"(chown {RUN_AS_USER}:{RUN_AS_USER} or chmod g+w it on the node)"))
         return KnownCause(PERMISSION_DENIED, f"the runtime ({who}) may not write {path} (permission denied)")
     return None
 

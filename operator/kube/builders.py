@@ -28,6 +28,8 @@ from sparkpoint.runtime.spec import (
 )
 from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV, STS_DURATION_ENV
 
+from ..decisions.runtime_pod import HOT_DIR, RUN_AS_USER
+
 CONTROL_PORT = 8080
 METRICS_PORT = 9091  # the runtime's /metrics alone, so a NetworkPolicy can open it to Prometheus only
 GC_METRICS_PORT = 9090
@@ -37,9 +39,7 @@ CONTROL_TOKEN_DIR = "/var/run/sparkpoint/control"
 CONTROL_TOKEN_FILE = f"{CONTROL_TOKEN_DIR}/{CONTROL_TOKEN_KEY}"
 # Pod Security "restricted": a non-root uid (Spark images' usual 185) and a read-only root file
 # system; Spark's scratch (spark.local.dir defaults to java.io.tmpdir) and $HOME live in /tmp.
-RUN_AS_USER = 185
 TMP_DIR = "/tmp"
-HOT_DIR = "/var/lib/sparkpoint"
 CONFIG_DIR = "/etc/sparkpoint"
 JOB_FILE = f"{CONFIG_DIR}/job.json"
 # The storage Secret's keys (and spec.gc.secretRef's) are runtime.store's SECRET_KEYS: the

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from sparkpoint.runtime.spec import API_GROUP, API_VERSION, NAME_PATTERN, SpecModel
 from sparkpoint.runtime.store import check_savepoint_name
 
+from ..store.ref import StorageRef
+
 KIND = "StreamingJobSavepoint"
 PLURAL = "streamingjobsavepoints"
 # A savepoint name must be a valid store name (layout.check_savepoint_name) AND a valid
@@ -47,16 +49,6 @@ class SavepointSpec(SpecModel):
     # A snapshot is immutable: a different savepoint is a different resource.
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
         "rule": "self == oldSelf", "message": "spec is immutable: create a new StreamingJobSavepoint"}]})
-
-
-class StorageRef(SpecModel):
-    """Where the savepoint lives (copied from its job; names a Secret, never holds credentials)."""
-
-    url: str
-    endpoint: str | None = None
-    secret_name: str | None = None
-    # spec.gc.secretRef of the job: the credential that may delete (used to delete the data).
-    gc_secret_name: str | None = None
 
 
 class Condition(SpecModel):

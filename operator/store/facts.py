@@ -26,8 +26,8 @@ from sparkpoint.runtime.store import JobRef as StoreJob
 
 from ..kube.caches import secret_fingerprint
 from ..kube.client import Kube
-from ..savepoint.model import StorageRef
 from . import view as store_view
+from .ref import StorageRef
 
 log = logging.getLogger("sparkpoint.operator")
 STORE_REFRESH = 60.0

@@ -33,7 +33,7 @@ from sparkpoint.runtime.store import (
 
 from ..decisions.model import CheckpointFact
 from ..decisions.observe import fact_from_manifest
-from ..savepoint.model import StorageRef
+from .ref import StorageRef
 
 RECENT_MANIFESTS = 10
 MAX_SAVEPOINTS = 20

@@ -43,7 +43,7 @@ from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table
 from .history import SEGMENT, SegmentReader
 from .keys import commit_key, file_keys, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_checkpoint, head_entry
-from .upsert import upsert_attempt
+from .upsert_files import upsert_attempt
 from .upsert_snapshot import restorable, snapshot_attempt, upsert_needs
 
 log = logging.getLogger("sparkpoint.gc")

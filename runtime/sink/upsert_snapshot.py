@@ -42,6 +42,7 @@ from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 
 from .keys import sink_root
+from .upsert_files import needed_keys, upsert_files, upsert_tree
 from .upsert_history import UNBOUNDED, Restore, Tree, agreement, clip, segments
 
 _SNAP = re.compile(r"/upserts/_snapshots/snap-(\d+)-a(\d+)-([0-9a-f]+)(\.json$|/)")
@@ -264,8 +265,6 @@ def upsert_needs(store: ObjectStore, listed: list[ObjectInfo], *, points: list[t
     """The snapshot readers use (the newest usable) and its parts are needed, and every visible batch
     after it. Its batches go once it is older than the grace (readers that started before it read
     them) and while S is still within what every restorable point holds; other snapshots go then too."""
-    from .upsert import needed_keys, upsert_files, upsert_tree  # upsert.py imports this module
-
     files, restores = upsert_files(store, listed)
     tree = upsert_tree(files, restores)
     snapshots = load_snapshots(store, listed)

@@ -13,7 +13,6 @@ from .changes import (
     HDFS_PARTITIONS_MESSAGE,
     STATE_STORE_MESSAGE,
     TRANSITION_RULES,
-    state_change_refusal,
 )
 from .executors import (
     DEFAULT_INSTANCES,
@@ -38,6 +37,7 @@ from .job import (
     load_job_spec,
     parse_document,
     parse_spec,
+    state_change_refusal,
 )
 from .pod_merge import (
     executor_template,

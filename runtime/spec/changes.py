@@ -3,7 +3,8 @@
 A rule about a change needs the spec before it, which the spec model does not see: the API server
 checks these as CEL transition rules (`oldSelf`, on the CRD's `spec`), and the operator, which also
 runs where CEL is off, judges the same change with `state_change_refusal` against the spec the job
-last ran (operator/decisions/rescale.py). Both use the messages below.
+last ran (operator/decisions/rescale.py; the judgement is job.py's, which has the whole spec). Both use
+the messages below.
 
 - `spark.shufflePartitions` with `spark.stateStore: hdfs`: Spark's state repartition refuses the
   HDFS provider (STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER), so the new attempt
@@ -18,13 +19,8 @@ Either is allowed in an edit that also starts without state: a new `restoreFrom.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .rules import cel
 from .sections import SparkSection
-
-if TYPE_CHECKING:
-    from .job import JobSpec
 
 HDFS_PARTITIONS_MESSAGE = (
     "spec.spark.shufflePartitions cannot change while spec.spark.stateStore is hdfs: Spark cannot repartition "
@@ -58,17 +54,3 @@ TRANSITION_RULES = [
     cel(f"{_spark('self', 'stateStore', _STORE)} == {_spark('oldSelf', 'stateStore', _STORE)} || {_WITHOUT_STATE}",
         STATE_STORE_MESSAGE, ".spark.stateStore"),
 ]
-
-
-def state_change_refusal(before: JobSpec, after: JobSpec) -> str | None:
-    """Why `after` cannot replace `before` (the spec the job last ran), or None. The same judgement
-    as TRANSITION_RULES."""
-    fresh = after.restore_from.fresh if after.restore_from else None
-    fresh_before = before.restore_from.fresh if before.restore_from else None
-    if after.upgrade_mode == "stateless" or (fresh is not None and fresh != fresh_before):
-        return None
-    if before.spark.state_store != after.spark.state_store:
-        return STATE_STORE_MESSAGE
-    if before.spark.state_store == "hdfs" and before.spark.shuffle_partitions != after.spark.shuffle_partitions:
-        return HDFS_PARTITIONS_MESSAGE
-    return None

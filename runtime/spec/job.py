@@ -31,7 +31,6 @@ from .changes import (  # noqa: F401  (part of the spec model: imported from her
     HDFS_PARTITIONS_MESSAGE,
     STATE_STORE_MESSAGE,
     TRANSITION_RULES,
-    state_change_refusal,
 )
 from .executors import (  # noqa: F401  (part of the spec model: imported from here)
     DEFAULT_INSTANCES,
@@ -255,3 +254,17 @@ def load_job_file(path: str | Path) -> tuple[JobIdentity, JobSpec]:
 
 def load_job_spec(path: str | Path) -> JobSpec:
     return load_job_file(path)[1]
+
+
+def state_change_refusal(before: JobSpec, after: JobSpec) -> str | None:
+    """Why `after` cannot replace `before` (the spec the job last ran), or None. The same judgement
+    as changes.TRANSITION_RULES, with their messages."""
+    fresh = after.restore_from.fresh if after.restore_from else None
+    fresh_before = before.restore_from.fresh if before.restore_from else None
+    if after.upgrade_mode == "stateless" or (fresh is not None and fresh != fresh_before):
+        return None
+    if before.spark.state_store != after.spark.state_store:
+        return STATE_STORE_MESSAGE
+    if before.spark.state_store == "hdfs" and before.spark.shuffle_partitions != after.spark.shuffle_partitions:
+        return HDFS_PARTITIONS_MESSAGE
+    return None

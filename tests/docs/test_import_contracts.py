@@ -80,3 +80,18 @@ def test_the_spec_models_former_path_still_imports() -> None:
     assert config.JobSpec is spec.JobSpec
     assert set(spec.__all__) == set(config.__all__)
     assert all(getattr(config, name) is getattr(spec, name) for name in spec.__all__)
+
+
+def children(folder: Path) -> set[str]:
+    """The modules and packages directly in a product folder (operator/ is a namespace package)."""
+    names = {p.stem for p in folder.glob("*.py") if p.name != "__init__.py"}
+    return names | {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+
+
+@pytest.mark.parametrize(("contract_id", "folder", "outside"), [("runtime-rooms", "runtime", {"config"}),
+                                                                ("operator-rooms", "operator", set())])
+def test_every_room_has_its_layer(contract_id: str, folder: str, outside: set[str]) -> None:
+    """A new module or sub-package of the runtime or the operator takes its place in the layers, so the
+    contract keeps describing the whole folder (config: the spec model's former path, a re-export)."""
+    layers = {name.strip() for layer in contracts()[contract_id]["layers"] for name in layer.split("|")}
+    assert children(REPO / folder) - outside == layers

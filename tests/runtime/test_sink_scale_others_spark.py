@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from sparkpoint.runtime.sink.keys import sink_root
-from sparkpoint.runtime.sink.upsert import iter_upserted_rows, visible_batches
+from sparkpoint.runtime.sink.upsert import iter_upserted_rows
+from sparkpoint.runtime.sink.upsert_files import visible_batches
 from sparkpoint.runtime.store import JobRef, open_store
 from tests.conftest import TEST_BUCKET
 

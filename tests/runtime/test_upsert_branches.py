@@ -8,7 +8,8 @@ from pathlib import Path
 
 from sparkpoint.runtime.checkpoint import CheckpointWriter, gc_pass, latest_checkpoint, write_fence
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
-from sparkpoint.runtime.sink.upsert import UpsertSink, read_upserted, visible_entries
+from sparkpoint.runtime.sink.upsert import UpsertSink, read_upserted
+from sparkpoint.runtime.sink.upsert_files import visible_entries
 from sparkpoint.runtime.sink.upsert_history import PREVIOUS, tree_of
 from sparkpoint.runtime.sink.upsert_snapshot import safe_batch
 
