@@ -3,57 +3,47 @@
 Observe: the CR (kopf's watched body, or what our own last status PATCH returned when the watch
 has not caught up), the job's pods (a kopf index fed by the pod watch), the runtime's GET /status
 (when its pod is ready; a round that only triggers the next checkpoint reuses the last answer,
-runtime_view.py), the store's recent manifests and savepoints (store_facts.py). Decide: machine.decide. Act: write
-the decided status (only what changed), then the actions, each idempotent. The status goes
+decisions/runtime_view.py), the store's recent manifests and savepoints (store/facts.py). Decide:
+machine.decide. Act: write the decided status (only what changed), then the actions, each idempotent
+(actions.py). The status goes
 through the job's StatusWriter: a round that creates or deletes something waits until its status
 is stored (an operator killed then finds its intent there); a round that only triggers a
 checkpoint does not wait, and triggers before its status is written, so a slow API server does
 not make triggers late (an operator killed between the two triggers once more: one extra
 checkpoint, the runtime runs one at a time). The trigger's own bookkeeping is written with its
-completion (status_writer.py, lazy).
+completion (kube/status_writer.py, lazy).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kubernetes.client.rest import ApiException
+from sparkpoint.runtime.spec import parse_spec
 
-from sparkpoint.runtime.checkpoint import delete_savepoint
-from sparkpoint.runtime.spec import JobSpec, parse_spec
-from sparkpoint.runtime.store import JobRef as StoreJob
-
-from .decisions import hot_node
+from .actions import Actions, EventFn
 from .decisions.checkpoints import iso, only_trigger_bookkeeping
 from .decisions.machine import DRAIN_GRACE, decide
 from .decisions.model import (
     CheckpointResult,
     CreateAttempt,
-    Decision,
-    DeletePod,
-    DeleteSavepoint,
     Emit,
     Observed,
-    PinCheckpoints,
     PodObs,
-    StopRuntime,
     TriggerCheckpoint,
-    TriggerSavepoint,
 )
 from .decisions.observe import pod_observation
 from .decisions.pod_view import confirm_before_create, needs_direct_read, owned_pods
 from .decisions.runtime_view import Answer, may_reuse
 from .decisions.status import apply_conditions
-from .decisions.status_model import CreateFailed, Failure, JobStatus
+from .decisions.status_model import Failure, JobStatus
 from .decisions.step import effective_spec
 from .deletion import JobDeletion
-from .kube import builders, control_token, hot_confine, isolation
+from .kube import builders, hot_confine
 from .kube.caches import SpecCache, fresher_body
 from .kube.client import Kube
 from .kube.resource import JobMeta, StreamingJob, parse_job
@@ -63,10 +53,6 @@ from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .store.facts import StoreFacts
 
 log = logging.getLogger("sparkpoint.operator")
-# Attempts whose objects are being created at once. Each takes four API calls, so this still keeps
-# every kube thread busy; beyond it, jobs wait as cheap coroutines instead of queueing thousands of
-# request bodies in the executor when 1,000 jobs appear together (the operator's peak RSS).
-ATTEMPT_CREATES = 16
 PodSource = Callable[[str, str], Iterable[PodObs]]
 
 
@@ -89,23 +75,6 @@ def _expected_savepoints(status: JobStatus, runtime: dict[str, Any] | None) -> s
     return {n for n in names | {target, pending} if n}
 
 
-EventFn = Callable[[dict[str, Any], str, str, str], None]
-
-
-def refused(exc: ApiException) -> bool:
-    """A refusal that retrying the same request will not change (403 quota or admission, 422
-    invalid, 404 a missing ServiceAccount or namespace): not a conflict, throttling or outage."""
-    return exc.status is not None and 400 <= exc.status < 500 and exc.status not in (408, 409, 429)
-
-
-def refusal_message(exc: ApiException) -> str:
-    """The API server's own message (its Status body), else the HTTP reason."""
-    try:
-        return str(json.loads(exc.body or "")["message"])[:500]
-    except (ValueError, TypeError, KeyError):
-        return f"{exc.status} {exc.reason}"
-
-
 class Reconciler:
     def __init__(self, kube: Kube, client: RuntimeClient, metrics: OperatorMetrics, post_event: EventFn,
                  clock: Callable[[], float] = time.time, upgrade_timeout: float = 300.0,
@@ -114,9 +83,6 @@ class Reconciler:
                  store_own_identity: bool = False):
         self.kube, self.client, self.metrics, self.post_event, self.clock = kube, client, metrics, post_event, clock
         self.upgrade_timeout = upgrade_timeout
-        self.job_service_account = job_service_account
-        self.driver_service_account = driver_service_account  # pods of spark.master k8s jobs
-        self.ui_path_prefix = ui_path_prefix  # the UI behind the chart's Ingress (builders._with_ui)
         self.host_path_prefix = host_path_prefix  # hostPath hot volumes only under it (hot_confine.py)
         self.store = StoreFacts(kube, clock, own_identity=store_own_identity)
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
@@ -124,7 +90,9 @@ class Reconciler:
         self._answers: dict[tuple[str, str], Answer] = {}  # each job's last GET /status
         self._pod_doubt: dict[tuple[str, str], float | None] = {}  # pod_view: since when the index is doubted
         self._specs = SpecCache(parse_spec)
-        self._creating = asyncio.Semaphore(ATTEMPT_CREATES)
+        self.actions = Actions(kube, client, metrics, post_event, self.store, self._writer,
+                               job_service_account=job_service_account,
+                               driver_service_account=driver_service_account, ui_path_prefix=ui_path_prefix)
         self.deletion = JobDeletion(kube, self.store, client, metrics, post_event, clock)
         self.deletion.host_path_prefix = host_path_prefix
 
@@ -206,13 +174,14 @@ class Reconciler:
                 decision = decide(dataclasses.replace(obs, pods=listed))
         for trigger in decision.of(TriggerCheckpoint):
             self.metrics.trigger_lag.observe(max(0.0, trigger.lag))
-            await self._trigger(namespace, name, current, decision)
+            if not await self.actions.trigger(namespace, name, current, decision):
+                self._answers.pop((namespace, name), None)  # the next round asks the runtime again
         writer.submit(job.stored_status, decision.status)
         if any(not isinstance(a, _NO_WAIT) for a in decision.actions) and not await writer.flush():
             raise StatusNotWritten(f"status of {namespace}/{name} not written; actions not taken")
         self._count_restarts(job.meta, own, decision.state)
         for action in decision.actions:
-            await self._act(action, job, decision, current)
+            await self.actions.act(action, job, decision, current)
         return decision.requeue_after
 
     async def _pods(self, namespace: str, name: str, uid: str, own: JobStatus,
@@ -282,123 +251,6 @@ class Reconciler:
         self.metrics.job_phase(meta.namespace, meta.name, new.phase)
         self.metrics.checkpoint_unhealthy.labels(meta.namespace, meta.name).set(
             0 if new.tracking.checkpoint_healthy else 1)
-
-    # --- actions -----------------------------------------------------------------------------------------
-    async def _act(self, action: Any, job: StreamingJob, decision: Decision, pod: PodObs | None) -> None:
-        ns, name, spec = job.meta.namespace, job.meta.name, job.spec
-        base = base_url(pod.ip, builders.CONTROL_PORT, ns, name) if pod and pod.ip else None
-        match action:
-            case CreateAttempt(attempt=attempt, restore_from=restore_from, spec=override):
-                async with self._creating:
-                    try:
-                        await self._create_attempt(job.meta.ref, override or spec, attempt, restore_from,
-                                                   decision.state.tracking.gc_pins or [],
-                                                   decision.state.hot_volume_node)
-                    except ApiException as exc:
-                        if not refused(exc):
-                            raise
-                        await self._record_refusal(job, decision, attempt, exc)
-            case DeletePod(name=pod_name, force=force):
-                await self.kube.delete_pod(ns, pod_name, force)
-            case PinCheckpoints(ids=ids):
-                await self._pin(job, decision, ids)
-            case TriggerCheckpoint():
-                pass  # made before the status was written (reconcile)
-            case TriggerSavepoint(name=sp_name):
-                await self._call(job, "SavepointFailed", self.client.trigger_savepoint, base, sp_name)
-            case StopRuntime(savepoint=sp_name):
-                await self._call(job, "StopFailed", self.client.stop, base, sp_name, True)
-            case DeleteSavepoint(name=sp_name):
-                await self._delete_savepoint(job, sp_name)
-            case CheckpointResult(result=result):
-                self.metrics.triggers.labels(result).inc()
-            case Emit(type=type_, reason=reason, message=message):
-                self.post_event(job.body, type_, reason, message)
-                log.info(message, extra={"job": job.meta.label, "reason": reason})
-
-    async def _create_attempt(self, job: builders.JobRef, run_spec: JobSpec, attempt: int,
-                              restore_from: Any, pins: list[str], node: str | None = None) -> None:
-        """`run_spec`: the CR's, or the last stable one for a rollback. The pod last: it mounts the
-        ConfigMap and the token Secret (created once, an existing one is kept: the token never
-        changes under a pod); the Service may come in parallel."""
-        await asyncio.gather(self.kube.apply_config_map(builders.build_config_map(job, run_spec, restore_from, pins),
-                                                        exists=attempt > 1),
-                             self.kube.create(builders.build_control_token_secret(job, control_token.new_token())),
-                             self.kube.create(builders.build_service(job)),
-                             *(self.kube.create(body) for body in isolation.driver_objects(job, run_spec)))
-        pod = builders.build_pod(job, run_spec, attempt, self.job_service_account,
-                                 self.driver_service_account, self.ui_path_prefix)
-        if run_spec.spark.master == "k8s":
-            isolation.with_spark_auth(pod, job)
-        # node: status.hotVolumeNode, where a hostPath hot volume holds the job's directory
-        await self.kube.create(hot_node.pinned(hot_confine.confine_hot_mounts(pod, job), run_spec, node))
-
-    def _amend_tracking(self, meta: JobMeta, decision: Decision, **changes: Any) -> StatusWriter:
-        """What an action learnt, written into the decided status's tracking (snake_case fields;
-        None removes one) for the next round to decide on; returns the writer, to flush when the
-        round must wait."""
-        amended = decision.state.model_copy(deep=True)
-        for field, value in changes.items():
-            setattr(amended.tracking, field, value)
-        writer = self._writer(*meta.key)
-        writer.submit(writer.current() or decision.status, amended.document())
-        return writer
-
-    async def _pin(self, job: StreamingJob, decision: Decision, ids: tuple[str, ...]) -> None:
-        """The GC sidecar's pins in the job's ConfigMap (the kubelet updates the mounted file; the
-        sidecar reads it every pass). A failed write forgets the decided pins, so the next round
-        writes them again."""
-        try:
-            await self.kube.patch_config_map(job.meta.namespace, builders.config_map_name(job.meta.ref),
-                                             {"data": {builders.PINS_FILE: builders.pins_document(ids)}})
-        except ApiException as exc:
-            log.warning("gc pins not written", extra={"job": job.meta.label, "status": exc.status})
-            self._amend_tracking(job.meta, decision, gc_pins=None)
-
-    async def _record_refusal(self, job: StreamingJob, decision: Decision, attempt: int, exc: ApiException) -> None:
-        """The API server refused the attempt's objects (quota, admission, a missing ServiceAccount):
-        the machine counts it as a failed start (status.tracking.createFailed, read next round)."""
-        message = refusal_message(exc)
-        await self._amend_tracking(job.meta, decision, create_failed=CreateFailed(
-            attempt=attempt, reason=exc.reason or f"HTTP{exc.status}", message=message)).flush()
-        self.post_event(job.body, "Warning", "PodCreateFailed", f"attempt {attempt}: {message}")
-        log.warning("attempt refused", extra={"job": job.meta.label, "attempt": attempt,
-                                              "status": exc.status, "error": message})
-
-    async def _trigger(self, ns: str, name: str, pod: PodObs | None, decision: Decision) -> None:
-        """POST /checkpoints; the request id goes into the decided status (written with it)."""
-        tracking = decision.state.tracking
-        try:
-            if pod is None or not pod.ip:
-                raise RuntimeApiError("no pod IP")
-            doc = await self.client.trigger_checkpoint(base_url(pod.ip, builders.CONTROL_PORT, ns, name))
-            if tracking.pending_trigger is not None:
-                tracking.pending_trigger.id = doc.get("id")
-        except RuntimeApiError as exc:
-            self.metrics.triggers.labels("error").inc()
-            log.warning("checkpoint trigger failed", extra={"job": f"{ns}/{name}", "error": str(exc)})
-            self._answers.pop((ns, name), None)  # the next round asks the runtime again
-            tracking.clear("pending_trigger")  # the next interval tries again
-        decision.status = decision.state.document()
-
-    async def _delete_savepoint(self, job: StreamingJob, sp_name: str) -> None:
-        ns, name = job.meta.namespace, job.meta.name
-        try:
-            store = await self.store.open_store(ns, job.spec, deletes=True)
-            if store is not None:
-                await asyncio.to_thread(delete_savepoint, store, StoreJob(ns, name), sp_name)
-                self.post_event(job.body, "Normal", "SavepointPruned", f"periodic savepoint {sp_name} deleted "
-                                                                       f"(savepoint.retain {job.spec.savepoint.retain})")
-        except Exception as exc:  # retried after job_savepoints.PRUNE_RETRY while still listed
-            self.post_event(job.body, "Warning", "SavepointPruneFailed", f"{sp_name}: {type(exc).__name__}")
-
-    async def _call(self, job: StreamingJob, failure: str, fn: Any, base: str | None, *args: Any) -> None:
-        try:
-            if base is None:
-                raise RuntimeApiError("no pod IP")
-            await fn(base, *args)
-        except RuntimeApiError as exc:
-            self.post_event(job.body, "Warning", failure, str(exc))
 
     # --- deletion (the finalizer) ----------------------------------------------------------------------
     async def finalize(self, body: dict[str, Any]) -> None:

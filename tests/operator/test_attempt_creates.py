@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sparkpoint.operator import reconcile
+from sparkpoint.operator import actions
 from sparkpoint.operator.decisions.model import CreateAttempt, Decision
 from sparkpoint.operator.decisions.status_model import JobStatus
 from sparkpoint.operator.kube.resource import parse_job
@@ -43,8 +43,8 @@ def test_attempt_creation_is_bounded_and_complete():
     async def scenario():
         jobs = [parse_job({"metadata": {"namespace": "ns", "name": f"job{i}", "uid": f"u{i}"}}, spec_of=lambda _: SPEC)
                 for i in range(60)]
-        await asyncio.gather(*(rec._act(CreateAttempt(attempt=1), job, Decision(state=JobStatus()), None)
+        await asyncio.gather(*(rec.actions.act(CreateAttempt(attempt=1), job, Decision(state=JobStatus()), None)
                                for job in jobs))
     asyncio.run(scenario())
     assert len(kube.pods) == 60
-    assert 1 < kube.most <= reconcile.ATTEMPT_CREATES
+    assert 1 < kube.most <= actions.ATTEMPT_CREATES

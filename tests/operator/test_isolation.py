@@ -96,7 +96,7 @@ def test_an_attempt_creates_the_jobs_secret_and_policies_before_its_driver_and_n
     for spec, expected in ((K8S, {"Secret:clicks-spark-auth", "NetworkPolicy:clicks-spark-driver",
                                   "NetworkPolicy:clicks-spark-executors"}), (LOCAL, set())):
         kube = _Kube()
-        asyncio.run(Reconciler(kube=kube, client=None, metrics=None, post_event=None)._create_attempt(
+        asyncio.run(Reconciler(kube=kube, client=None, metrics=None, post_event=None).actions.create_attempt(
             JOB, spec, 1, None, []))
         kinds = [f"{b['kind']}:{b['metadata']['name']}" for b in kube.created]
         assert kinds[-1] == "Pod:clicks-1"
