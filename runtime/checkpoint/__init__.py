@@ -6,14 +6,16 @@
 from sparkpoint.runtime.store.manifest import FileEntry, Manifest, ManifestError
 
 from .catalog import latest_checkpoint, list_checkpoint_ids, list_checkpoints, load_manifest
+from .errors import CheckpointError
 from .fence import FencedError, read_fence, write_fence
 from .gc import GcError, GcGraceError, GcPass, GcResult, gc_pass
 from .hashing import HashCache, sha256_file
 from .id_floor import record_id_floor
+from .operation import CheckpointOperation, CheckpointResult
 from .restore import RestoreError, RestoreResult, restore
 from .savepoint import SavepointError, create_savepoint, delete_savepoint, list_savepoints, load_savepoint
 from .verify import VerifyResult, verify
-from .writer import CheckpointError, CheckpointOperation, CheckpointResult, CheckpointWriter
+from .writer import CheckpointWriter
 
 __all__ = [
     "CheckpointError", "CheckpointOperation", "CheckpointResult", "CheckpointWriter", "FencedError",
