@@ -18,7 +18,6 @@ import logging
 import os
 import signal
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,9 +31,10 @@ from sparkpoint.runtime.store import STS_DURATION_ENV, JobRef, ObjectStore, Stor
 
 from . import attempt_dirs, faults, hotdir, job_dirs, ui_front
 from .checkpointing import CheckpointPipeline
+from .drain import drain
 from .event_log import EventLogUploader, event_log_conf
 from .metrics import RuntimeMetrics
-from .names import app_name, batch_in_flight, history_attempt, job_uid, launch
+from .names import app_name, history_attempt, job_uid, launch
 from .recovery import RestoreOutcome, restore_on_start
 from .sink_setup import make_sink
 from .store_wait import wait_for_store
@@ -359,34 +359,9 @@ class JobRuntime:
     def _drain(self) -> int:
         """Finish the running batch, stop the query, take the final checkpoint/savepoint, exit."""
         self.phase = "draining"
-        deadline = time.monotonic() + self.opts.grace_seconds
-        coord, query = self.coordinator, self.query
-        coord.pause_interval()
-        stopping = getattr(self.sink, "stopping", None)
-        if stopping is not None:
-            stopping.set()  # a batch waiting for staging space or for the store gives up (it re-runs later)
-        # Let the batch that is running finish (its offsets are logged, its commit is not yet), so
-        # stopping does not interrupt it; the deadline keeps room for the final checkpoint.
-        while query.isActive and batch_in_flight(self.hot_dir) and time.monotonic() < deadline - 5:
-            time.sleep(0.01)
-        # Unregister the Python listener first: otherwise the JVM delivers the query's termination
-        # event after Python has closed the callback server and logs a py4j stack trace.
-        from sparkpoint.runtime.spark.query import remove_listener
-
-        remove_listener(self.spark, getattr(self, "listener", None))
-        query.stop()
-        want_sp = self.stop_request.get("savepoint")
-        ok = True
-        if want_sp or self.stop_request.get("checkpoint", True):
-            name = want_sp if isinstance(want_sp, str) else None
-            req = coord.request(kind="savepoint" if want_sp else "checkpoint", trigger="stop",
-                                savepoint_name=name)
-            req.done.wait(max(0.0, deadline - time.monotonic()))
-            ok = req.status in ("completed", "skipped")
-            if not ok:
-                log.error("final checkpoint did not complete", extra={"request": req.to_json()})
-        coord.wait_idle(max(0.0, deadline - time.monotonic()))
-        coord.stop()
+        ok = drain(self.query, self.coordinator, sink=self.sink, spark=self.spark,
+                   listener=getattr(self, "listener", None), hot_dir=self.hot_dir,
+                   grace_seconds=self.opts.grace_seconds, stop_request=self.stop_request)
         self.phase = "stopped" if ok else "failed"
         log.info("drained", extra={"ok": ok, "committed_batch": self.committed_batch()})
         return EXIT_OK if ok else EXIT_FAILED
