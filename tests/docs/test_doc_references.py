@@ -154,7 +154,7 @@ def cli_tree() -> dict[str, dict[str, set[str]]]:
     from sparkpoint.runtime.cli import build_parser
 
     runtime = {name: set(_subcommands(p)) for name, p in _subcommands(build_parser()).items()}
-    plugin = {name: set(_subcommands(p)) for name, p in _subcommands(plugin_cli._parser()).items()}
+    plugin = {name: set(_subcommands(p)) for name, p in _subcommands(plugin_cli.parser()).items()}
     return {"sparkpoint": runtime, "kubectl sparkpoint": plugin}
 
 

@@ -63,7 +63,7 @@ def test_status_lists_the_current_attempts_executors_and_counts_older_ones():
 
 
 def test_executors_is_a_command_with_kubectls_flags():
-    args = cli._parser().parse_args(["executors", "clicks", "-n", "team", "-o", "json"])
+    args = cli.parser().parse_args(["executors", "clicks", "-n", "team", "-o", "json"])
     assert (args.command, args.job, args.namespace, args.output) == ("executors", "clicks", "team", "json")
 
 

@@ -108,7 +108,7 @@ def test_savepoint_body():
                                   ["status", "clicks", "-n", "team", "-o", "json"],
                                   ["-n", "team", "status", "-o", "json", "clicks"]])
 def test_flags_before_or_after_the_command(argv):
-    args = cli._parser().parse_args(argv)
+    args = cli.parser().parse_args(argv)
     assert (args.command, args.job, args.namespace, args.output, args.context) == ("status", "clicks", "team",
                                                                                     "json", None)
 
@@ -150,7 +150,7 @@ class _PatchingKube:
 
 def test_rescale_patches_the_spec_and_says_what_applies_it(capsys):
     kube = _PatchingKube()
-    args = cli._parser().parse_args(["rescale", "clicks", "--partitions", "2", "--executors", "3"])
+    args = cli.parser().parse_args(["rescale", "clicks", "--partitions", "2", "--executors", "3"])
     assert cli.run(args, kube) == 0
     assert kube.patches == [("clicks", {"spec": {"spark": {"shufflePartitions": 2, "executors": {"instances": 3}}}})]
     out = capsys.readouterr().out
@@ -202,7 +202,7 @@ def test_nonce_patch_is_one_up_on_the_version_read():
                                                 ("checkpoint", "spec.checkpoint.triggerNonce = 1")])
 def test_restart_and_checkpoint_bump_their_nonce_and_say_what_follows(command, field, capsys):
     kube = _NonceKube({"restartNonce": 2})
-    assert cli.run(cli._parser().parse_args([command, "clicks"]), kube) == 0
+    assert cli.run(cli.parser().parse_args([command, "clicks"]), kube) == 0
     out = capsys.readouterr().out
     assert f"streamingjob.sparkpoint.dev/clicks {command} requested ({field}, phase now Running)" in out
     assert ("latest checkpoint" if command == "restart" else "CheckpointTriggered") in out
@@ -211,7 +211,7 @@ def test_restart_and_checkpoint_bump_their_nonce_and_say_what_follows(command, f
 
 def test_restart_after_a_conflict_reads_the_job_again_and_takes_the_next_nonce(capsys):
     kube = _NonceKube({"restartNonce": 2}, conflicts=1)  # another restart landed between read and patch
-    assert cli.run(cli._parser().parse_args(["restart", "clicks"]), kube) == 0
+    assert cli.run(cli.parser().parse_args(["restart", "clicks"]), kube) == 0
     assert [p["spec"]["restartNonce"] for p in kube.patches] == [3, 4]
     assert kube.patches[1]["metadata"] == {"resourceVersion": "8"}
     assert "spec.restartNonce = 4" in capsys.readouterr().out
@@ -220,5 +220,5 @@ def test_restart_after_a_conflict_reads_the_job_again_and_takes_the_next_nonce(c
 def test_restart_gives_up_after_repeated_conflicts():
     kube = _NonceKube({"restartNonce": 2}, conflicts=cli.NONCE_TRIES)
     with pytest.raises(ApiException):
-        cli.run(cli._parser().parse_args(["restart", "clicks"]), kube)
+        cli.run(cli.parser().parse_args(["restart", "clicks"]), kube)
     assert len(kube.patches) == cli.NONCE_TRIES

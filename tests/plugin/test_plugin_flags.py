@@ -15,7 +15,7 @@ NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 
 
 def _parse(*argv: str) -> argparse.Namespace:
-    args = cli._parser().parse_args(list(argv))
+    args = cli.parser().parse_args(list(argv))
     cli.resolve_job(args)
     cli.check_output(args)
     return args
@@ -30,7 +30,7 @@ def _all_parsers(parser: argparse.ArgumentParser):
 
 
 def test_every_flag_and_argument_has_help():
-    missing = [f"{p.prog}: {a.option_strings or a.dest}" for p in _all_parsers(cli._parser()) for a in p._actions
+    missing = [f"{p.prog}: {a.option_strings or a.dest}" for p in _all_parsers(cli.parser()) for a in p._actions
                if not isinstance(a, argparse._SubParsersAction) and not a.help]
     assert missing == []
 
@@ -59,7 +59,7 @@ def test_durations_like_kubectl(text, seconds):
 
 def test_a_bad_duration_names_the_flag(capsys):
     with pytest.raises(SystemExit):
-        cli._parser().parse_args(["events", "--since", "five"])
+        cli.parser().parse_args(["events", "--since", "five"])
     assert "--since" in capsys.readouterr().err
 
 
@@ -67,7 +67,7 @@ def test_a_bad_duration_names_the_flag(capsys):
                                      ["rescale", "j", "--partitions", "2"], ["logs", "j"], ["ui", "j"]])
 def test_output_only_on_commands_that_read(command, capsys):
     with pytest.raises(SystemExit):  # after the command: not one of its flags
-        cli._parser().parse_args([*command, "-o", "json"])
+        cli.parser().parse_args([*command, "-o", "json"])
     assert cli.main(["-o", "json", *command]) == 2  # before it: refused before any API call
     assert "prints no object" in capsys.readouterr().err
 

@@ -34,7 +34,7 @@ class _Kube:
 
 def test_history_forwards_to_the_charts_service_and_names_the_jobs_attempts(kubectl, capsys):  # noqa: F811
     kube = _Kube([_svc(port=18081)])
-    args = cli._parser().parse_args(["history", "clicks", "--port", "8124", "--server-namespace", "ops"])
+    args = cli.parser().parse_args(["history", "clicks", "--port", "8124", "--server-namespace", "ops"])
     assert cli.run(args, kube) == 0
     assert kube.asked == [("ops", "app.kubernetes.io/name=sparkpoint,app.kubernetes.io/component=history-server")]
     assert json.loads(kubectl.read_text()) == ["port-forward", "--namespace", "ops", "--address", "127.0.0.1",
@@ -48,13 +48,13 @@ def test_history_forwards_to_the_charts_service_and_names_the_jobs_attempts(kube
     ([_svc("a-history"), _svc("b-history")], "a-history, b-history"),
 ])
 def test_history_says_why_there_is_no_server(kubectl, capsys, services, message):  # noqa: F811
-    assert cli.run(cli._parser().parse_args(["history", "clicks"]), _Kube(services)) == 1
+    assert cli.run(cli.parser().parse_args(["history", "clicks"]), _Kube(services)) == 1
     assert message in capsys.readouterr().err
     assert not kubectl.exists()
 
 
 def test_history_notes_a_job_that_no_longer_logs(kubectl, capsys):  # noqa: F811
-    assert cli.run(cli._parser().parse_args(["history", "clicks"]), _Kube([_svc()], {"enabled": False})) == 0
+    assert cli.run(cli.parser().parse_args(["history", "clicks"]), _Kube([_svc()], {"enabled": False})) == 0
     assert "spec.spark.eventLog.enabled: false" in capsys.readouterr().err
     assert json.loads(kubectl.read_text())[-1] == "18080:18080"
 
@@ -90,7 +90,7 @@ def test_history_list_asks_the_service_proxy_and_forwards_nothing(kubectl, capsy
     kube = _Kube([_svc()])
     kube.service_get = lambda ns, svc, port, path: (kube.asked.append((ns, svc["metadata"]["name"], port, path)) or  # type: ignore[attr-defined]
                                                    json.dumps(APPS).encode())
-    args = cli._parser().parse_args(["history", "clicks", "--list", "--server-namespace", "ops", "-o", "json"])
+    args = cli.parser().parse_args(["history", "clicks", "--list", "--server-namespace", "ops", "-o", "json"])
     assert cli.run(args, kube) == 0
     assert kube.asked[-1] == ("ops", "sp-sparkpoint-history", 18080, "api/v1/applications")
     listed = json.loads(capsys.readouterr().out)["applications"]

@@ -40,7 +40,7 @@ def kubectl(tmp_path, monkeypatch):
 
 
 def test_ui_forwards_to_the_current_pod_and_prints_the_address(kubectl, capsys):
-    args = cli._parser().parse_args(["ui", "clicks", "--port", "8123", "--context", "kind-sp"])
+    args = cli.parser().parse_args(["ui", "clicks", "--port", "8123", "--context", "kind-sp"])
     assert cli.run(args, _Kube(_job())) == 0
     assert json.loads(kubectl.read_text()) == ["port-forward", "--namespace", "team", "--address", "127.0.0.1",
                                                "--context", "kind-sp", "pod/clicks-3", "8123:4040"]
@@ -49,7 +49,7 @@ def test_ui_forwards_to_the_current_pod_and_prints_the_address(kubectl, capsys):
 
 
 def test_ui_default_port_is_sparks(kubectl):
-    args = cli._parser().parse_args(["ui", "clicks"])
+    args = cli.parser().parse_args(["ui", "clicks"])
     assert cli.run(args, _Kube(_job())) == 0
     assert json.loads(kubectl.read_text())[-1] == "4040:4040"
 
@@ -59,7 +59,7 @@ def test_ui_default_port_is_sparks(kubectl):
     (_job(pod=None), "has no current pod"),
 ])
 def test_ui_says_why_there_is_none(kubectl, capsys, job, message):
-    assert cli.run(cli._parser().parse_args(["ui", "clicks"]), _Kube(job)) == 1
+    assert cli.run(cli.parser().parse_args(["ui", "clicks"]), _Kube(job)) == 1
     assert message in capsys.readouterr().err
     assert not kubectl.exists()  # kubectl never ran
 

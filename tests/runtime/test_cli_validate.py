@@ -92,7 +92,7 @@ def test_the_three_commands_print_the_package_version(capsys):
     expected = metadata.version("sparkpoint")
     for parse, prog in ((lambda: build_parser().parse_args(["--version"]), "sparkpoint"),
                         (lambda: operator_args(["--version"]), "sparkpoint-operator"),
-                        (lambda: plugin_cli._parser().parse_args(["--version"]), "kubectl-sparkpoint")):
+                        (lambda: plugin_cli.parser().parse_args(["--version"]), "kubectl-sparkpoint")):
         with pytest.raises(SystemExit) as done:
             parse()
         assert done.value.code == 0
