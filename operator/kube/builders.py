@@ -1,7 +1,7 @@
 """Pure builders: a StreamingJob -> the ConfigMap, Pod and Service that run it.
 
 No I/O here: every function takes plain values and returns Kubernetes objects as dicts, so the
-shapes are unit-tested without a cluster. kube.py applies them idempotently.
+shapes are unit-tested without a cluster. client.py applies them idempotently.
 """
 
 from __future__ import annotations

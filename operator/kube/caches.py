@@ -1,5 +1,5 @@
 """Keys and choices for the operator's in-memory caches, and the spec cache (the TTL and LRU caches
-themselves are cachetools', in store_facts.py).
+themselves are cachetools', in store/facts.py).
 
 Nothing here is a source of truth: the CR status and the store are. Each cache only saves a call
 whose answer is known (a Secret read a moment ago, a manifest that never changes once written, the

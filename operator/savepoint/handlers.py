@@ -1,4 +1,4 @@
-"""kopf handlers of StreamingJobSavepoint: decorators only, each delegating to savepoint_steps.py.
+"""kopf handlers of StreamingJobSavepoint: decorators only, each delegating to steps.py.
 
 create/resume take a step at once; a short timer takes the following ones until the state is
 terminal (Completed or Failed). The steps share the job path's Kube, StoreFacts and RuntimeClient

@@ -98,7 +98,7 @@ def recent_checkpoints(store: ObjectStore, job: JobRef,
                        ) -> list[CheckpointFact]:
     """The newest completed checkpoints, oldest first (corrupt manifests are skipped: the runtime
     and GC report those; status only lists what can be restored). A completed manifest never
-    changes, so `read_fact` may be a cached checkpoint_fact (store_facts.py)."""
+    changes, so `read_fact` may be a cached checkpoint_fact (store/facts.py)."""
     facts = []
     for cid in list_checkpoint_ids(store, job)[-RECENT_MANIFESTS:]:
         try:

@@ -37,7 +37,7 @@ from .keys import sink_root, staging_prefix
 
 @dataclass(frozen=True)
 class CompactionSettings:
-    """`job.sink.compaction` of a delta sink (config.py): when and what the runtime compacts."""
+    """`job.sink.compaction` of a delta sink (spec/sections.py): when and what the runtime compacts."""
 
     interval_seconds: float = 3600.0  # at most once per interval, after a checkpoint's publish
     target_bytes: int = 128 << 20  # files smaller than this are compacted into files up to this size

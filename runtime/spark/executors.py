@@ -242,7 +242,7 @@ def _with_auth_secret(template: dict[str, Any], secret: str) -> None:
 
 
 def user_executor_template(spec: JobSpec) -> dict[str, Any] | None:
-    """spark.executors.podTemplate, else what executors take of spec.podTemplate (pod_template.py)."""
+    """spark.executors.podTemplate, else what executors take of spec.podTemplate (spec/pod_merge.py)."""
     executors = spec.spark.executors
     return executor_template(pod_template_document(spec.pod_template),
                              pod_template_document(executors.pod_template if executors else None))

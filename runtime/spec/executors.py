@@ -1,7 +1,7 @@
 """The spec's sections for Spark executors on Kubernetes (spark.master k8s, docs/design.md §9):
 `spark.executors` (a fixed count, or dynamic allocation) and `checkpoint.hotVolume`, the volume the
-driver and its executors share. Part of the spec model (runtime/spec/job.py re-exports them); every
-cross-field rule is a validator and a CEL rule with the same message, as in config.py.
+driver and its executors share. Part of the spec model (sparkpoint.runtime.spec exports them); every
+cross-field rule is a validator and a CEL rule with the same message, as in job.py.
 """
 
 from __future__ import annotations

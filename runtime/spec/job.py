@@ -5,10 +5,10 @@ OpenAPI schema (crds/) is generated from this model, and every rule here that a 
 cannot say is stated twice: as a pydantic validator and as a CEL rule for the API server, with the
 same message; tests/operator/test_crd.py and e2e/test_streamingjob_crd.py check they agree.
 
-This module is the model's face: the root `JobSpec` and the rules across its sections, the
-StreamingJob's metadata rules, parsing and loading; it re-exports the sections (`spec_sections.py`),
-the executors and hot volume (`spec_executors.py`) and the value rules (`spec_rules.py`) that other
-modules import from here.
+This module holds the root `JobSpec` and the rules across its sections, the StreamingJob's metadata
+rules, parsing and loading; the package root (`sparkpoint.runtime.spec`) is the model's public face,
+over this module, the sections (`sections.py`), the executors and hot volume (`executors.py`) and the
+value rules (`rules.py`).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class JobSpec(SpecModel):
 
     # GC treats a pending marker older than pendingTimeout as abandoned and frees its objects, so a
     # checkpoint still within its timeout must never be that old. Go-style durations parse in CEL.
-    # TRANSITION_RULES judge an update against the spec before it (spec_changes.py).
+    # TRANSITION_RULES judge an update against the spec before it (changes.py).
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
         "rule": f"!({parsable_durations('self.gc.pendingTimeout', 'self.checkpoint.timeout')}) || "
                 "duration(self.gc.pendingTimeout) > duration(self.checkpoint.timeout)",

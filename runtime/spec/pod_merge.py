@@ -10,7 +10,7 @@ the operator or Spark's backend builds. Pure functions, the rules of docs/design
   and hostAliases are added, nodeSelector keys added, securityContext keys replace ours, and any
   other field is set where ours has none; labels and annotations are added;
 - where ours and the template's name the same thing, ours wins: the spec model refuses such a
-  template at admission (spec_pod_template.py), so a merged pod never silently loses a user's field.
+  template at admission (pod_template.py), so a merged pod never silently loses a user's field.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The sections of the job spec model (docs/design.md §9): job and its sink, spark, checkpoint,
 savepoint, restart, restoreFrom, gc. Each section's own rules are here, stated twice as the spec
 model states them (a pydantic validator and a CEL rule with the same message). The root `JobSpec`,
-the rules across sections, and parsing are `config.py`, which re-exports every name here: import them
-from `sparkpoint.runtime.spec.job`.
+the rules across sections, and parsing are job.py's; the package root, `sparkpoint.runtime.spec`,
+exports every name others use: import them from there.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The operator's in-memory caches (operator/kube/caches.py, cachetools' in store_facts.py): expiry and
+"""The operator's in-memory caches (operator/kube/caches.py, cachetools' in store/facts.py): expiry and
 bounds with a fake clock, and which of two bodies a round decides on."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class Clock:
         return self.now
 
 
-# The TTL and LRU caches are cachetools' (store_facts.py); these pin the behaviour it relies on.
+# The TTL and LRU caches are cachetools' (store/facts.py); these pin the behaviour it relies on.
 def test_ttl_cache_expires_entries_at_their_ttl():
     clock = Clock()
     cache: TTLCache[str, str] = TTLCache(maxsize=8, ttl=10.0, timer=clock)

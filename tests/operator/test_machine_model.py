@@ -235,7 +235,7 @@ class MachineModel(RuleBasedStateMachine):
     @rule(store=st.sampled_from(["rocksdb", "hdfs"]), partitions=st.sampled_from([2, 4]),
           fresh=st.booleans())
     def edit_state_store_or_partitions(self, store: str, partitions: int, fresh: bool) -> None:
-        """Changes Spark cannot apply to state unless the edit starts without it (spec_changes.py)."""
+        """Changes Spark cannot apply to state unless the edit starts without it (runtime/spec/changes.py)."""
         def change(d) -> None:  # type: ignore[no-untyped-def]
             d.setdefault("spark", {}).update(stateStore=store, shufflePartitions=partitions)
             if fresh:
