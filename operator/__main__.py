@@ -69,8 +69,8 @@ def load_handlers() -> None:
     importlib.import_module("sparkpoint.operator.handlers")
     try:  # the StreamingJobSavepoint resource, when that part is installed
         importlib.import_module("sparkpoint.operator.savepoint.handlers")
-    except ImportError as exc:
-        if exc.name != "sparkpoint.operator.savepoint.handlers":
+    except ImportError as exc:  # that part missing (its folder or its module), not a broken import in it
+        if exc.name not in ("sparkpoint.operator.savepoint", "sparkpoint.operator.savepoint.handlers"):
             raise
 
 
