@@ -4,4 +4,5 @@ import sys
 
 from .streamingjob import render
 
-sys.stdout.write(render())
+if __name__ == "__main__":
+    sys.stdout.write(render())

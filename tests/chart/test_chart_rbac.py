@@ -90,10 +90,10 @@ CUSTOM_CALL = re.compile(r"\b(get|list|create|delete|patch|replace)_(namespaced|
 
 
 def test_every_kubernetes_call_of_the_operator_is_granted() -> None:
-    """Scans operator/*.py for kubernetes-client calls. Core calls map to (resource, verb) directly;
+    """Scans operator/**/*.py for kubernetes-client calls. Core calls map to (resource, verb) directly;
     custom-object calls are checked against the resources the code names next to them."""
     needed: set[tuple[str, str, str]] = set()
-    for path in sorted((ROOT / "operator").glob("*.py")):
+    for path in sorted((ROOT / "operator").rglob("*.py")):
         text = path.read_text()
         for verb, kind in CORE_CALL.findall(text):
             needed.add(("", CORE_RESOURCES[kind], VERBS[verb]))
