@@ -175,8 +175,12 @@ SHUFFLE_TRACKING_TIMEOUT = "spark.dynamicAllocation.shuffleTracking.timeout"
 def auth_conf() -> dict[str, str]:
     """Spark's RPC authenticated with the job's own secret and encrypted, shuffle and spill files
     encrypted: no other pod can register as an executor of this driver or fetch its blocks. With the
-    executor file set Spark puts no SPARK_AUTH_SECRET value in the executor pods' spec."""
+    executor file set Spark puts no SPARK_AUTH_SECRET value in the executor pods' spec. The generic
+    file too: an executor's first connection (the driver-properties fetch, before its SparkEnv
+    exists) uses a SecurityManager that reads only spark.authenticate.secret.file, and without it
+    every executor fails with "A secret key must be specified" (found on the real node)."""
     return {"spark.authenticate": "true",
+            "spark.authenticate.secret.file": SPARK_AUTH_FILE,
             "spark.authenticate.secret.driver.file": SPARK_AUTH_FILE,
             "spark.authenticate.secret.executor.file": SPARK_AUTH_FILE,
             "spark.network.crypto.enabled": "true",

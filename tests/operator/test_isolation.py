@@ -50,6 +50,9 @@ def test_the_driver_authenticates_and_encrypts_and_its_executors_read_the_secret
     # the executor file set: Spark puts no SPARK_AUTH_SECRET value into the executor pods' spec
     assert conf["spark.authenticate.secret.executor.file"] == conf["spark.authenticate.secret.driver.file"] \
         == executors.SPARK_AUTH_FILE
+    # and the generic one: the executor's pre-registration fetcher reads only that (Spark's
+    # CoarseGrainedExecutorBackend builds a SecurityManager with the default file setting)
+    assert conf["spark.authenticate.secret.file"] == executors.SPARK_AUTH_FILE
     template = json.loads((tmp_path / executors.TEMPLATE_FILE).read_text())
     volumes = {v["name"]: v for v in template["spec"]["volumes"]}
     assert volumes["spark-auth"]["secret"]["secretName"] == "clicks-spark-auth"
