@@ -34,6 +34,20 @@ def java_options(env: Mapping[str, str]) -> list[str]:
     return [value for _, value in numbered]
 
 
+def startup_master(options: list[str], env: Mapping[str, str]) -> list[str]:
+    """-Dspark.master=k8s://... when the secret comes from a file and no master is given. The
+    executor's first connection (the driver-properties fetch) builds its SecurityManager from these
+    startup options alone, and Spark reads an auth secret file only where spark.master is k8s —
+    which is not a startup option Spark passes, so without this every executor of an authenticated
+    job fails with "A secret key must be specified" (found on the real node). The value only has
+    to match Spark's k8s master pattern; the driver's own properties, fetched next, replace it."""
+    if not any(o.startswith("-Dspark.authenticate.secret") and ".file=" in o for o in options) \
+            or any(o.startswith("-Dspark.master=") for o in options):
+        return []
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
+    return [f"-Dspark.master=k8s://https://{host}:{port}" if host else "-Dspark.master=k8s://https://kubernetes.default.svc"]
+
+
 def executor_command(env: Mapping[str, str], jars_dir: str, java: str = "java") -> list[str]:
     missing = [name for _, name in ARGUMENTS if not env.get(name)]
     if missing:
@@ -44,7 +58,8 @@ def executor_command(env: Mapping[str, str], jars_dir: str, java: str = "java") 
     # SPARK_CONF_DIR: Spark mounts the driver's conf files (log4j2 settings) there for executors.
     classpath = ":".join(p for p in (env.get("SPARK_CLASSPATH"), f"{jars_dir}/*", env.get("SPARK_CONF_DIR")) if p)
     args = [part for flag, name in ARGUMENTS for part in (flag, env[name])]
-    return [java, *heap, *java_options(env), "-cp", classpath, BACKEND, *args]
+    options = java_options(env)
+    return [java, *heap, *options, *startup_master(options, env), "-cp", classpath, BACKEND, *args]
 
 
 def pyspark_jars_dir() -> str:

@@ -124,6 +124,22 @@ def test_the_executor_entry_point_runs_sparks_executor_backend() -> None:
                                   "--podName", "clicks-3-exec-2"]
 
 
+def test_an_authenticated_executor_starts_with_a_k8s_master_so_spark_reads_the_secret_file() -> None:
+    """Spark reads spark.authenticate.secret.file only under a k8s master, and the executor's first
+    connection sees only its startup options: without a master every executor failed to register."""
+    auth = {**EXECUTOR_ENV, "SPARK_JAVA_OPT_3": "-Dspark.authenticate=true",
+            "SPARK_JAVA_OPT_4": "-Dspark.authenticate.secret.file=/var/run/sparkpoint/spark-auth/secret",
+            "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    argv = executor_entry.executor_command(auth, "/j")
+    assert argv.count("-Dspark.master=k8s://https://10.96.0.1:443") == 1
+    assert argv.index("-Dspark.master=k8s://https://10.96.0.1:443") < argv.index(executor_entry.BACKEND)
+    # no secret file, or a master already given: nothing added
+    assert not any(a.startswith("-Dspark.master") for a in executor_entry.executor_command(EXECUTOR_ENV, "/j"))
+    given = {**auth, "SPARK_JAVA_OPT_5": "-Dspark.master=k8s://https://api:6443"}
+    assert [a for a in executor_entry.executor_command(given, "/j") if a.startswith("-Dspark.master")] \
+        == ["-Dspark.master=k8s://https://api:6443"]
+
+
 def test_the_executor_entry_point_adds_the_conf_dir_and_names_what_is_missing() -> None:
     argv = executor_entry.executor_command({**EXECUTOR_ENV, "SPARK_CONF_DIR": "/opt/spark/conf",
                                             "SPARK_CLASSPATH": "/extra/*"}, "/j")
