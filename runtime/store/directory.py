@@ -136,6 +136,35 @@ class DirectoryStore(ObjectStore):
         found.sort(key=lambda info: info.key)
         yield from found
 
+    def list_after(self, prefix: str, start_after: str) -> Iterator[ObjectInfo]:
+        # Depth first in name order, skipping folders whose keys all sort before `start_after`, so
+        # only the keys after it are held (a folder's names are still read, as readdir gives them).
+        base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        stack = [(self.root / base if base else self.root, f"{base}/" if base else "")]
+        found: list[ObjectInfo] = []
+        while stack:
+            folder, rel = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for e in entries:
+                key = f"{rel}{e.name}"
+                if not rel and e.name == _TMP:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    below = key + "/"
+                    if (below.startswith(prefix) or prefix.startswith(below)) and (
+                            below > start_after or start_after.startswith(below)):
+                        stack.append((Path(e.path), below))
+                elif key.startswith(prefix) and key > start_after:
+                    try:
+                        found.append(self._info(key, e.stat()))
+                    except FileNotFoundError:
+                        continue
+        found.sort(key=lambda info: info.key)
+        yield from found
+
     def list_children(self, prefix: str) -> Sequence[str]:
         if prefix and not prefix.endswith("/"):
             raise ValueError(f"list_children needs a prefix ending in '/', not {prefix!r}")
