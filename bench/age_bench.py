@@ -71,6 +71,24 @@ def counting(store: Any, counts: dict[str, int]) -> Any:
         counts["list_pages"] = counts.get("list_pages", 0) + max(1, -(-keys // 1000))
         counts["keys_listed"] = counts.get("keys_listed", 0) + keys
     store.list = listing
+    inner_after, inner_children = store.list_after, store.list_children
+
+    def listing_after(prefix: str, start_after: str) -> Any:
+        keys = 0
+        for info in inner_after(prefix, start_after):
+            keys += 1
+            yield info
+        counts["list_calls"] = counts.get("list_calls", 0) + 1
+        counts["list_pages"] = counts.get("list_pages", 0) + max(1, -(-keys // 1000))
+        counts["keys_listed"] = counts.get("keys_listed", 0) + keys
+
+    def children(prefix: str) -> Any:
+        names = inner_children(prefix)
+        counts["list_calls"] = counts.get("list_calls", 0) + 1
+        counts["list_pages"] = counts.get("list_pages", 0) + max(1, -(-len(names) // 1000))
+        counts["keys_listed"] = counts.get("keys_listed", 0) + len(names)
+        return names
+    store.list_after, store.list_children = listing_after, children
     return store
 
 

@@ -39,11 +39,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
-from sparkpoint.runtime.store.base import ObjectNotFoundError
-from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key
+from sparkpoint.runtime.store.base import ObjectNotFoundError, StoreAuthError
+from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, outputs_prefix
 
 from .history import SegmentReader, snapshots_prefix
-from .keys import commit_key, commits_prefix, file_keys, sink_root, staging_prefix
+from .keys import commit_key, commits_prefix, file_keys, staging_prefix
 from .lineage import OutputLineageError, continuation_id, head_checkpoint, head_entry
 
 log = logging.getLogger("sparkpoint.gc")
@@ -53,8 +53,9 @@ INCREMENTAL_AREAS = {"_commits", "_snapshots", "staging", "_gc"}  # a transactio
 _BATCH = re.compile(r"/staging/attempt-(\d+)/batch-(\d+)[-.]")
 
 
-def cursor_key(job: JobRef, path: str) -> str:
-    return f"{sink_root(job, path)}/_gc/cursor.json"
+def cursor_key(job: JobRef) -> str:
+    """One object holds every path's cursor: a GC credential may write that key and no other."""
+    return f"{outputs_prefix(job)}_gc-cursors.json"
 
 
 def number(entry_id: str | None) -> int:
@@ -78,21 +79,35 @@ class Cursor:
     objects: int = 0
     bytes: int = 0
 
-    def to_json(self) -> bytes:
-        return json.dumps({"version": VERSION, **asdict(self)}, sort_keys=True).encode()
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_cursors(store: ObjectStore, job: JobRef) -> dict[str, Any]:
+    """path -> its cursor as stored ({} when there is none or it is unreadable: passes are full)."""
+    try:
+        doc = json.loads(store.get_bytes(cursor_key(job)))
+    except (ObjectNotFoundError, ValueError):
+        return {}
+    if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("paths"), dict):
+        return {}
+    return dict(doc["paths"])
+
+
+def parse_cursor(doc: Any) -> Cursor | None:
+    try:
+        return Cursor(entry=str(doc["entry"]), batch=int(doc["batch"]), snapshot=int(doc["snapshot"]),
+                      attempt=int(doc["attempt"]), folders={str(k): {"after": str(v["after"]),
+                                                                     "published": int(v["published"])}
+                                                            for k, v in doc["folders"].items()},
+                      objects=int(doc["objects"]), bytes=int(doc["bytes"]))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def read_cursor(store: ObjectStore, job: JobRef, path: str) -> Cursor | None:
     """The path's cursor, or None (none yet, another version, or unreadable: the pass is full)."""
-    try:
-        doc = json.loads(store.get_bytes(cursor_key(job, path)))
-        if doc.get("version") != VERSION:
-            return None
-        return Cursor(entry=str(doc["entry"]), batch=int(doc["batch"]), snapshot=int(doc["snapshot"]),
-                      attempt=int(doc["attempt"]), folders=dict(doc["folders"]), objects=int(doc["objects"]),
-                      bytes=int(doc["bytes"]))
-    except (ObjectNotFoundError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    return parse_cursor(read_cursors(store, job).get(path))
 
 
 class Diverged(Exception):
@@ -219,6 +234,8 @@ class PassContext:
     dry_run: bool
     newest_attempt: int
     manifests: list[tuple[str, dict[str, Any]]]  # (entry id, extra.sink) of every kept point
+    cursors: dict[str, Any] = field(default_factory=dict)  # path -> cursor, as read at the pass's start
+    refused: bool = False  # the store refused the cursor's put (a GC policy from before cursors)
 
     def young(self, info: ObjectInfo) -> bool:
         return info.last_modified >= self.now - self.grace_seconds
@@ -244,7 +261,8 @@ def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any) -
 
     head = head_entry(commit_ids, load)
     points = [(eid, sink) for eid, sink in ctx.manifests if str(sink.get("path", "default")).strip("/") == path]
-    starts = [head_checkpoint(head), *[sink.get("previous") for _, sink in points]]
+    published_ids = set(commit_ids)
+    starts = [head_checkpoint(head), *[start_of(eid, sink, published_ids) for eid, sink in points]]
     window, segments, newest, first = walk_window(store, job, path, cursor, commit_ids,
                                                   {id_from_json_key(o.key) for o in snapshots}, starts, load)
     needed = set(window.ids) | {eid for eid, _ in points}
@@ -404,6 +422,11 @@ def _list_folders(ctx: PassContext, path: str, cursor: Cursor, named: set[str], 
     return out
 
 
+def start_of(entry_id: str, sink: dict[str, Any], published: set[str]) -> str | None:
+    """Where a kept point's history is walked from: its own entry once published, else its predecessor."""
+    return entry_id if entry_id in published else sink.get("previous")
+
+
 def common_entry(starts: list[str | None], load: Callable[[str], dict[str, Any] | None],
                  segments: SegmentReader) -> dict[str, Any] | None:
     """The newest entry on the chain of every start, walking them together newest first (so only as
@@ -446,8 +469,9 @@ def cursor_after_full(ctx: PassContext, path: str, needed_entries: set[str], nee
     points = [sink for _, sink in mine_points]
     segments = SegmentReader(store, job, path, snapshot_ids)
     try:
-        m = common_entry([head_checkpoint(head_entry(commit_ids, load)), *[p.get("previous") for p in points]],
-                         load, segments)
+        ids = set(commit_ids)
+        m = common_entry([head_checkpoint(head_entry(commit_ids, load)),
+                          *[start_of(eid, p, ids) for eid, p in mine_points]], load, segments)
     except (Diverged, OutputLineageError):
         return None
     if m is None:
@@ -459,7 +483,7 @@ def cursor_after_full(ctx: PassContext, path: str, needed_entries: set[str], nee
         snapshot = min(snapshot, min(others) - 1)
     # files of a kept point whose entry is not published (a crash between manifest and entry): if
     # the entry never comes, no entry names them, so their folder's cursor stops before them
-    manifest_keys = {k for eid, p in mine_points if eid not in commit_ids and not segments.holding(eid)
+    manifest_keys = {k for eid, p in mine_points if eid not in ids and not segments.holding(eid)
                      for f in p.get("files", []) for k in file_keys(f)}
     folders: dict[str, dict[str, Any]] = {}
     blocked: set[str] = set()
@@ -488,11 +512,22 @@ def cursor_after_full(ctx: PassContext, path: str, needed_entries: set[str], nee
 
 
 def write_cursor(ctx: PassContext, path: str, cursor: Cursor | None) -> None:
-    """Put the next cursor (a plain put: the sidecar is the only writer; two passes racing each write
-    a cursor true when it was computed), or remove a stale one when the next pass must be full."""
-    if ctx.dry_run:
+    """Put the paths' cursors with this path's next one (None: removed, the next pass is full). A plain
+    put: the sidecar is the only writer, and two passes racing each write cursors true when computed.
+    A store that refuses it (a GC credential's policy from before cursors) leaves passes full."""
+    if ctx.dry_run or ctx.refused:
         return
+    before = ctx.cursors.get(path)
     if cursor is None:
-        ctx.store.delete(cursor_key(ctx.job, path))
+        ctx.cursors.pop(path, None)
     else:
-        ctx.store.put_bytes(cursor_key(ctx.job, path), cursor.to_json())
+        ctx.cursors[path] = cursor.to_dict()
+    if ctx.cursors.get(path) == before:
+        return
+    try:
+        ctx.store.put_bytes(cursor_key(ctx.job), json.dumps({"version": VERSION, "paths": ctx.cursors},
+                                                             sort_keys=True).encode())
+    except StoreAuthError as exc:
+        ctx.refused = True
+        log.warning("output gc cannot write its cursor, so every pass lists all of outputs/: allow the GC "
+                    "credential to write it (docs/security.md)", extra={"key": cursor_key(ctx.job), "error": str(exc)})

@@ -40,8 +40,8 @@ from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, out
 
 from .compaction import apply_records, history_items, record_attempt
 from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
-from .gc_cursor import (INCREMENTAL_AREAS, Diverged, PassContext, cursor_after_full, incremental_pass, read_cursor,
-                        write_cursor)
+from .gc_cursor import (INCREMENTAL_AREAS, Diverged, PassContext, cursor_after_full, incremental_pass, parse_cursor,
+                        read_cursors, write_cursor)
 from .history import SEGMENT, SegmentReader
 from .keys import commit_key, file_keys, sink_root, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_checkpoint, head_entry
@@ -110,12 +110,12 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     manifests = sections_of(restorable_manifests,
                             attached(store, job, savepoints, claim_incarnation(store, job, newest_attempt)))
     points = [(p.attempt, p.batch_id) for p in [*restorable_manifests, *savepoints]]
-    ctx = PassContext(store, job, now, grace_seconds, dry_run, newest_attempt, manifests)
+    ctx = PassContext(store, job, now, grace_seconds, dry_run, newest_attempt, manifests, read_cursors(store, job))
     root = outputs_prefix(job)
     for path, names in sorted(sink_paths(store, job).items()):
         # A transactional sink's path with a cursor: only what changed since the last pass (gc_cursor.py)
         transactional = names <= INCREMENTAL_AREAS
-        if transactional and incremental and (cursor := read_cursor(store, job, path)) is not None:
+        if transactional and incremental and (cursor := parse_cursor(ctx.cursors.get(path))) is not None:
             try:
                 write_cursor(ctx, path, incremental_pass(ctx, path, cursor, result))
                 continue
