@@ -71,6 +71,8 @@ def counting(store: Any, counts: dict[str, int]) -> Any:
         counts["list_pages"] = counts.get("list_pages", 0) + max(1, -(-keys // 1000))
         counts["keys_listed"] = counts.get("keys_listed", 0) + keys
     store.list = listing
+    if not hasattr(store, "list_after"):  # code from before cursors (a --before run)
+        return store
     inner_after, inner_children = store.list_after, store.list_children
 
     def listing_after(prefix: str, start_after: str) -> Any:
@@ -129,11 +131,15 @@ def child(argv: list[str]) -> int:
 
 
 # --- the parent: builds stores and measures ------------------------------------------------------------
+CODE = {"tree": str(Path(__file__).resolve().parent.parent)}  # the checkout whose code the children run
+
+
 def _run(args: list[str]) -> tuple[float, float, dict[str, int]]:
     """(peak RSS MiB, seconds, request counts) of one counted child under GNU time."""
     t0 = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": CODE["tree"]}
     p = subprocess.run(["/usr/bin/time", "-f", "__rss__ %M", sys.executable, __file__, "--child", *args],
-                       capture_output=True, text=True, check=False)
+                       capture_output=True, text=True, check=False, env=env)
     seconds = time.monotonic() - t0
     if p.returncode != 0:
         raise RuntimeError(f"{args[:1]} exited {p.returncode}: {p.stderr[-3000:]}")
@@ -283,12 +289,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conclusion", default="", help="the sentence under the table")
     parser.add_argument("--before", default=None,
                         help="a file of the JSON rows a run on an earlier commit printed: shown first, marked before")
+    parser.add_argument("--before-tree", default=None,
+                        help="a checkout of an earlier commit: each age is measured with its code too, side by side")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("500,2000" if args.small else f"{DAY},{7 * DAY}")).split(",")]
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-age-"))
-    rows = []
+    rows, side = [], []
     try:
         for n in sizes:
+            if args.before_tree:  # the same age with the earlier code, just before (same load)
+                CODE["tree"] = str(Path(args.before_tree).resolve())
+                side.append(measure(n, base))
+                print(json.dumps({**side[-1], "code": "before"}), flush=True)
+                CODE["tree"] = str(Path(__file__).resolve().parent.parent)
             rows.append(measure(n, base))
             print(json.dumps(rows[-1]), flush=True)
     finally:
@@ -296,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"commit": report.commit(), "date": time.strftime("%Y-%m-%d"),
             "load": " ".join(f"{x:.1f}" for x in os.getloadavg()), "conclusion": args.conclusion}
     before = ([json.loads(x) for x in Path(args.before).read_text().splitlines() if x.startswith('{"checkpoints"')]
-              if args.before else None)
+              if args.before else side or None)
     return report.publish(START, END, render(rows, meta, before), write=not args.no_write)
 
 
