@@ -17,8 +17,9 @@ collects what the store's age left behind; the GC figures are of a second, stead
 retained data: everything under the job's root that is neither a file of the history nor a
 checkpoint object (commit entries, snapshots, records).
 
-    python bench/age_bench.py            # N = 8,640 (1 day) and 60,480 (1 week); updates docs/benchmarks.md
-    python bench/age_bench.py --small    # N = 500, 2,000
+    python bench/age_bench.py            # N = 8,640 (1 day), 60,480 (1 week), 259,200 (1 month); updates docs/benchmarks.md
+    python bench/age_bench.py --small    # N = 8,640 and 60,480
+    python bench/age_bench.py --before-tree DIR   # also each age with DIR's code (an earlier checkout), side by side
 """
 
 from __future__ import annotations
@@ -163,13 +164,17 @@ def build(root: Path, n: int) -> str:
     (out / "_commits").mkdir(parents=True)
     sample = root / "sample.parquet"
     pq.write_table(pa.table({"v": pa.array([1], pa.int64())}), sample)
+    samples = [sample]
     staging = out / "staging" / "attempt-1"
     staging.mkdir(parents=True)
     previous = None
     for i in range(n):
         folder = f"batch-{i:09d}-0a0a0a0a0a0a"
         (staging / folder).mkdir()
-        os.link(sample, staging / folder / "part-00000.parquet")
+        if i and i % 60_000 == 0:  # a file takes at most 65,000 hard links (ext4)
+            samples.append(root / f"sample-{i}.parquet")
+            shutil.copyfile(sample, samples[-1])
+        os.link(samples[-1], staging / folder / "part-00000.parquet")
         cid = f"chk-{i + 1:06d}"
         entry = {"checkpoint": cid, "attempt": 1, "previous": previous, "afterBatch": i - 1, "upToBatch": i,
                  "incarnation": "uid", "files": [{"batch": i, "rows": 1, "format": "parquet", "keys": [
@@ -240,22 +245,24 @@ def measure(n: int, base: Path) -> dict[str, Any]:
     return row
 
 
-def ratio(rows: list[dict[str, Any]], metric: str) -> str:
-    """The figure of the oldest measured store over the youngest one's."""
-    first, last = rows[0][metric], rows[-1][metric]
+def ratio(rows: list[dict[str, Any]], metric: str, i: int = -1) -> str:
+    """The figure of row i (default: the oldest store) over the youngest one's."""
+    first, last = rows[0][metric], rows[i][metric]
     return "n/a" if not first else f"{last / first:.2f}"
 
 
-def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[str, Any]] | None = None) -> str:
+def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[str, Any]] | None = None,
+           plot: Any = None) -> str:
     before = before or []
     label = {r["checkpoints"]: AGES.get(r["checkpoints"], f"{r['checkpoints']:,} checkpoints") for r in rows + before}
     lines = [START, "## Costs against a job's age (bench/age_bench.py)", "",
              "A transactional-sink job of 10 s checkpoints aged N checkpoints (one batch and one Parquet part "
              "per checkpoint, one linear history, 3 checkpoints retained), built directly in a directory "
              "store; each command in its own process (peak RSS from GNU time) with every store request "
-             "counted (LIST pages at 1,000 keys a page). GC figures are of a second `gc --once` pass (the first "
-             "deletes what the store's age left; its DELETEs are in the last column). Rows marked *before* ran "
-             f"the code before history snapshots. Commit {meta['commit']}, {meta['date']}, load average "
+             "counted (LIST pages at 1,000 keys a page; delimiter and start-after listings too). GC figures are of a "
+             "second `gc --once` pass (the first deletes what the store's age left, and from output GC cursors on "
+             "writes the cursor the second starts from; its DELETEs are in the last column). Rows marked *before* "
+             f"ran {meta.get('before', 'the code before history snapshots')}. Commit {meta['commit']}, {meta['date']}, load average "
              f"{meta['load']} on 2 shared cores (seconds depend on the load; requests and RSS do not).", "",
              "| age | gc peak RSS | gc s | gc GET | gc LIST pages / keys | gc PUT / DELETE | read --limit 10: s | "
              "GET | keys listed | resume: GET | keys listed | bytes outside data | entries past the newest "
@@ -270,12 +277,33 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
             f"{r['resume_keys_listed']:,} | {r['outside_bytes']:,} | {r.get('since_snapshot', r['checkpoints']):,} | "
             f"{r.get('first_gc_delete', 0):,} |")
     for name, group in [("Before", before), ("Now", rows)]:
-        if len(group) > 1:
-            lines += ["", f"{name}: ratio of the oldest to the youngest store ({label[group[-1]['checkpoints']]} / "
-                      f"{label[group[0]['checkpoints']]}): " + ", ".join(f"{m} {ratio(group, m)}" for m in METRICS)
-                      + "."]
+        for i in range(1, len(group)):
+            lines += ["", f"{name}: ratio of {label[group[i]['checkpoints']]} to {label[group[0]['checkpoints']]}: "
+                      + ", ".join(f"{m} {ratio(group, m, i)}" for m in METRICS) + "."]
+    if plot is not None:
+        lines += ["", plot(rows, before)]
     lines += ["", meta["conclusion"], END]
     return "\n".join(lines)
+
+
+PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)"), ("gc_keys_listed", "GC keys listed / 1,000"),
+           ("gc_get", "GC GETs / 100"), ("gc_seconds", "GC wall (s)")]
+SCALE = {"gc_keys_listed": 1000, "gc_get": 100}
+
+
+def draw(rows: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
+    """GC pass costs against age, this code (solid) and the code before (dashed), on a log age axis."""
+    def lines(ax: Any) -> None:
+        for i, (metric, label) in enumerate(PLOTTED):
+            for group, style in ((rows, "-"), (before, "--")):
+                if group:
+                    days = [r["checkpoints"] / DAY for r in group]
+                    ax.plot(days, [r[metric] / SCALE.get(metric, 1) for r in group], style, marker="o",
+                            color=f"C{i}", label=f"{label}{' (before)' if style == '--' else ''}")
+        ax.set_xscale("log")
+        ax.set_xlabel("job age (days of 10 s checkpoints)")
+        ax.legend(fontsize=7, ncol=2)
+    return report.plot("age-gc", "Output GC pass against the job's age", lines, size=(7, 3.6))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "--child":
         return child(argv[1:])
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="N = 500, 2,000")
+    parser.add_argument("--small", action="store_true", help="N = 8,640 (1 day), 60,480 (1 week)")
     parser.add_argument("--sizes", default=None, help="comma-separated N (default 8640,60480)")
     parser.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     parser.add_argument("--conclusion", default="", help="the sentence under the table")
@@ -292,8 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before-tree", default=None,
                         help="a checkout of an earlier commit: each age is measured with its code too, side by side")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in (args.sizes or ("500,2000" if args.small else f"{DAY},{7 * DAY}")).split(",")]
+    sizes = [int(s) for s in (args.sizes or (f"{DAY},{7 * DAY}" if args.small else f"{DAY},{7 * DAY},{30 * DAY}")
+                              ).split(",")]
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-age-"))
+    load_at_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
     rows, side = [], []
     try:
         for n in sizes:
@@ -308,9 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(base, ignore_errors=True)
     meta = {"commit": report.commit(), "date": time.strftime("%Y-%m-%d"),
             "load": " ".join(f"{x:.1f}" for x in os.getloadavg()), "conclusion": args.conclusion}
+    if args.before_tree:
+        meta["before"] = f"the code of the checkout {args.before_tree} (measured just before each row of this code)"
+        meta["load"] = f"{load_at_start} at the start, {meta['load']} at the end"
     before = ([json.loads(x) for x in Path(args.before).read_text().splitlines() if x.startswith('{"checkpoints"')]
               if args.before else side or None)
-    return report.publish(START, END, render(rows, meta, before), write=not args.no_write)
+    return report.publish(START, END, render(rows, meta, before, None if args.no_write else draw),
+                          write=not args.no_write)
 
 
 if __name__ == "__main__":

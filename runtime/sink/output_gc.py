@@ -142,11 +142,12 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                 result.keep(info, committed=True)
             continue
         released: set[str] = set()
+        unreached: set[str] = set()  # upsert restore records no view reads (upsert_snapshot.py)
         if upserts := areas.get("upserts"):
             needs = upsert_needs(store, upserts, points=points, newest_attempt=newest_attempt, now=now,
                                  grace_seconds=grace_seconds)
             needed_files |= needs.needed
-            released = needs.released
+            released, unreached = needs.released, needs.unreached
         # a compaction's small files and an upsert snapshot's batches go also from the newest attempt:
         # they were committed before they were replaced, so no upload in flight needs them
         replaced = {k for r in records for run in r["replaces"] for k in run} | released
@@ -200,7 +201,8 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                     result.deleted_entries.append(f"{path}:{entry_id}")
                 result.deleted_entry_bytes += info.size
         for info in [*areas.get("staging", []), *areas.get("upserts", [])]:
-            if info.key in needed_files or "/_restores/" in info.key or info.key in table_files:
+            if info.key in needed_files or ("/_restores/" in info.key and info.key not in unreached) \
+                    or info.key in table_files:
                 if info.key not in needed_files and info.key in table_files:
                     result.kept_for_table += 1
                 result.live_files += 1

@@ -21,6 +21,19 @@ _TMP = ".tmp"
 _CHUNK = 1024 * 1024
 
 
+def _holds_a_file(path: str) -> bool:
+    """Whether a file is anywhere below `path`: depth first, reading folders lazily (a folder of many
+    subfolders is not read whole when its first one holds a file)."""
+    try:
+        with os.scandir(path) as entries:
+            for e in entries:
+                if not e.is_dir(follow_symlinks=False) or _holds_a_file(e.path):
+                    return True
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return False
+
+
 class DirectoryStore(ObjectStore):
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True):
         self.root = Path(root).absolute()
@@ -145,10 +158,17 @@ class DirectoryStore(ObjectStore):
         while stack:
             folder, rel = stack.pop()
             try:
-                entries = list(os.scandir(folder))
+                entries = os.scandir(folder)  # an iterator: a folder of many names is never held whole
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            for e in entries:
+            with entries:
+                found.extend(self._after(entries, rel, prefix, start_after, stack))
+        found.sort(key=lambda info: info.key)
+        yield from found
+
+    def _after(self, entries: Iterator[os.DirEntry[str]], rel: str, prefix: str, start_after: str,
+               stack: list[tuple[Path, str]]) -> Iterator[ObjectInfo]:
+        for e in entries:
                 key = f"{rel}{e.name}"
                 if not rel and e.name == _TMP:
                     continue
@@ -159,11 +179,9 @@ class DirectoryStore(ObjectStore):
                         stack.append((Path(e.path), below))
                 elif key.startswith(prefix) and key > start_after:
                     try:
-                        found.append(self._info(key, e.stat()))
+                        yield self._info(key, e.stat())
                     except FileNotFoundError:
                         continue
-        found.sort(key=lambda info: info.key)
-        yield from found
 
     def list_children(self, prefix: str) -> Sequence[str]:
         if prefix and not prefix.endswith("/"):
@@ -175,7 +193,7 @@ class DirectoryStore(ObjectStore):
             return []
         # A directory only counts when it holds a file somewhere below (S3 has no empty folders).
         return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not (not prefix and e.name == _TMP)
-                      and any(files for _, _, files in os.walk(e.path)))
+                      and _holds_a_file(e.path))
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):

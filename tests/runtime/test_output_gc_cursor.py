@@ -76,9 +76,8 @@ def test_a_pass_from_the_cursor_leaves_what_a_full_pass_leaves(actions, snapshot
                 model.check_restorable()
             else:
                 model.step(action, arg)
-            if action in ("gc", "killed_gc") or (action == "checkpoint" and arg == 4):
-                if action != "killed_gc":
-                    assert full_would_delete(model.store, model.job) == set(), (action, arg)
+            if action == "gc":  # (a checkpoint with a pass inside publishes after it: new garbage then)
+                assert full_would_delete(model.store, model.job) == set(), (action, arg)
             assert [r["v"] for r in read_committed(model.store, model.job)] == list(range(model.durable)), (action, arg)
         # and a last pass from whatever cursor is left collects what a full pass would
         gc_pass(model.store, model.job, retain=1, grace_seconds=0, clock=later)
