@@ -211,11 +211,13 @@ def walk_window(store: ObjectStore, job: JobRef, path: str, cursor: Cursor, comm
     # M's chain below M: every entry of it still in `_commits/` and every snapshot above S
     oldest = min((n for n in (number(i) for i in commit_ids) if n >= 0), default=0)
     met_before = len(window.met)
-    doc = load(cursor.entry) or (segments.holding(cursor.entry) or [None])[-1]
-    if doc is None:
+    m = load(cursor.entry)
+    if m is None and (held := segments.holding(cursor.entry)):
+        m = held[-1]
+    if m is None:
         raise Diverged(f"the cursor's entry {cursor.entry} is gone")
     done = lambda cid: number(cid) < oldest and number(cid) <= cursor.snapshot  # noqa: E731
-    for doc in walk_back(doc.get("previous"), load, segments, done) if "previous" in doc else ():
+    for doc in walk_back(m.get("previous"), load, segments, done) if "previous" in m else ():
         window.take(doc)
     if len(window.met) > met_before:
         below_first = number(window.met[met_before])
@@ -270,8 +272,8 @@ def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any) -
         needed.add(continuation_id(int(head["attempt"])))
     manifest_keys = {k for _, sink in points for f in sink.get("files", []) for k in file_keys(f)}
     published = {int(name.split("-", 1)[1]): int(f["published"]) for name, f in cursor.folders.items()}
-    for key, pub in window.published.items():
-        published[key] = max(published.get(key, -1), pub)
+    for attempt, pub in window.published.items():
+        published[attempt] = max(published.get(attempt, -1), pub)
 
     # What no kept point reaches: its entries and snapshots, decided here before anything is deleted
     abandoned_entries = [o for o in commits if id_from_json_key(o.key) not in needed]
@@ -466,7 +468,6 @@ def cursor_after_full(ctx: PassContext, path: str, needed_entries: set[str], nee
             return None
 
     mine_points = [(eid, sink) for eid, sink in ctx.manifests if str(sink.get("path", "default")).strip("/") == path]
-    points = [sink for _, sink in mine_points]
     segments = SegmentReader(store, job, path, snapshot_ids)
     try:
         ids = set(commit_ids)

@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, MutableSequence, Sequence
 from pathlib import Path
 
 from .base import ObjectInfo, ObjectNotFoundError, ObjectStore, StoreError
@@ -167,7 +167,7 @@ class DirectoryStore(ObjectStore):
         yield from found
 
     def _after(self, entries: Iterator[os.DirEntry[str]], rel: str, prefix: str, start_after: str,
-               stack: list[tuple[Path, str]]) -> Iterator[ObjectInfo]:
+               stack: MutableSequence[tuple[Path, str]]) -> Iterator[ObjectInfo]:
         for e in entries:
                 key = f"{rel}{e.name}"
                 if not rel and e.name == _TMP:

@@ -6,6 +6,7 @@ directory store); the cursor's listing with S3's start-after runs on MinIO too."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from pathlib import Path
@@ -69,10 +70,8 @@ def test_a_pass_from_the_cursor_leaves_what_a_full_pass_leaves(actions, snapshot
                 if model.sink is None:
                     continue
                 gc_pass(model.store, model.job, retain=1 + arg % 3, grace_seconds=0, clock=later)
-                try:
+                with contextlib.suppress(Killed):
                     output_gc_pass(KillAfter(model.store, arg), model.job, grace_seconds=0, clock=later)  # type: ignore[arg-type]
-                except Killed:
-                    pass
                 model.check_restorable()
             else:
                 model.step(action, arg)
