@@ -220,12 +220,21 @@ def outside_bytes(root: Path) -> int:
     return total
 
 
-def measure(n: int, base: Path) -> dict[str, Any]:
+def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
     root = base / f"n{n}"
     t0 = time.monotonic()
     url = build(root, n)
-    row: dict[str, Any] = {"checkpoints": n, "build_seconds": round(time.monotonic() - t0, 1)}
-    first = _run(["gc", url])[2]  # a first pass deletes what the store's age left (e.g. snapshotted entries)
+    if sink == "delta":  # the same store with the Delta log the delta sink writes beside its entries
+        from age_stores import add_delta_log
+
+        job_root = "/".join(JOB)
+        add_delta_log(root / job_root / "outputs" / "default", [
+            f"{job_root}/outputs/default/staging/attempt-1/batch-{i:09d}-0a0a0a0a0a0a/part-00000.parquet"
+            for i in range(n)], job_root)
+    row: dict[str, Any] = {"checkpoints": n, "sink": sink, "build_seconds": round(time.monotonic() - t0, 1)}
+    # a first pass deletes what the store's age left (e.g. snapshotted entries); from output GC cursors
+    # on, it is also the full pass an existing store gets once, which writes the cursor
+    row["first_gc_rss_mib"], _, first = _run(["gc", url])
     row["first_gc_delete"] = first.get("delete", 0)
     rss, seconds, c = _run(["gc", url])
     row.update(gc_rss_mib=rss, gc_seconds=seconds, gc_get=c.get("get", 0), gc_head=c.get("head", 0),
@@ -234,9 +243,12 @@ def measure(n: int, base: Path) -> dict[str, Any]:
     rss, seconds, c = _run(["read", url])
     row.update(read_rss_mib=rss, read_seconds=seconds, read_get=c.get("get", 0),
                read_keys_listed=c.get("keys_listed", 0), read_list_pages=c.get("list_pages", 0))
-    rss, seconds, c = _run(["resume", url])
-    row.update(resume_seconds=seconds, resume_get=c.get("get", 0), resume_head=c.get("head", 0),
-               resume_keys_listed=c.get("keys_listed", 0), resume_put=c.get("put", 0))
+    if sink == "transactional":  # (a delta sink's start resumes its entries the same way, then its table)
+        rss, seconds, c = _run(["resume", url])
+        row.update(resume_seconds=seconds, resume_get=c.get("get", 0), resume_head=c.get("head", 0),
+                   resume_keys_listed=c.get("keys_listed", 0), resume_put=c.get("put", 0))
+    else:
+        row.update(resume_seconds=0, resume_get=0, resume_head=0, resume_keys_listed=0, resume_put=0)
     row["outside_bytes"] = outside_bytes(root)
     snapshots = root / "/".join(JOB) / "outputs" / "default" / "_snapshots"
     newest = max((int(x.name[4:-5]) for x in snapshots.iterdir()), default=0) if snapshots.exists() else 0
@@ -256,36 +268,46 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
     before = before or []
     label = {r["checkpoints"]: AGES.get(r["checkpoints"], f"{r['checkpoints']:,} checkpoints") for r in rows + before}
     lines = [START, "## Costs against a job's age (bench/age_bench.py)", "",
-             "A transactional-sink job of 10 s checkpoints aged N checkpoints (one batch and one Parquet part "
-             "per checkpoint, one linear history, 3 checkpoints retained), built directly in a directory "
-             "store; each command in its own process (peak RSS from GNU time) with every store request "
+             "A job of 10 s checkpoints aged N checkpoints (one batch and one Parquet part per checkpoint, one "
+             "linear history, 3 checkpoints retained), built directly in a directory store: a transactional sink's, "
+             "and a delta sink's (the same, with the Delta log the sink writes: a commit per checkpoint dated when "
+             "it ran, and delta-rs's checkpoint of the table; bench/age_stores.py); each command in its own process (peak RSS from GNU time) with every store request "
              "counted (LIST pages at 1,000 keys a page; delimiter and start-after listings too). GC figures are of a "
              "second `gc --once` pass (the first deletes what the store's age left, and from output GC cursors on "
-             "writes the cursor the second starts from; its DELETEs are in the last column). Rows marked *before* "
+             "writes the cursor the second starts from: its DELETEs and peak RSS are in the last two columns). Rows marked *before* "
              f"ran {meta.get('before', 'the code before history snapshots')}. Commit {meta['commit']}, {meta['date']}, load average "
              f"{meta['load']} on 2 shared cores (seconds depend on the load; requests and RSS do not).", "",
-             "| age | gc peak RSS | gc s | gc GET | gc LIST pages / keys | gc PUT / DELETE | read --limit 10: s | "
+             "| sink: age | gc peak RSS | gc s | gc GET | gc LIST pages / keys | gc PUT / DELETE | read --limit 10: s | "
              "GET | keys listed | resume: GET | keys listed | bytes outside data | entries past the newest "
-             "snapshot | first pass DELETEs |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in [*[{**b, "before": True} for b in before], *rows]:
+             "snapshot | first pass: DELETEs | peak RSS |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    sinks = list(dict.fromkeys(r.get("sink", "transactional") for r in [*rows, *before]))
+    ordered = [r for sink in sinks for r in [*[{**b, "before": True} for b in before], *rows]
+               if r.get("sink", "transactional") == sink]
+    for r in ordered:
         lines.append(
-            f"| {'*before*: ' if r.get('before') else ''}{label[r['checkpoints']]} ({r['checkpoints']:,}) | "
+            f"| {r.get('sink', 'transactional')}: {'*before*: ' if r.get('before') else ''}"
+            f"{label[r['checkpoints']]} ({r['checkpoints']:,}) | "
             f"{r['gc_rss_mib']} MiB | {r['gc_seconds']} | "
             f"{r['gc_get']:,} | {r['gc_list_pages']:,} / {r['gc_keys_listed']:,} | {r['gc_put']} / {r['gc_delete']} | "
             f"{r['read_seconds']} | {r['read_get']:,} | {r['read_keys_listed']:,} | {r['resume_get']:,} | "
             f"{r['resume_keys_listed']:,} | {r['outside_bytes']:,} | {r.get('since_snapshot', r['checkpoints']):,} | "
-            f"{r.get('first_gc_delete', 0):,} |")
-    for name, group in [("Before", before), ("Now", rows)]:
-        for i in range(1, len(group)):
-            lines += ["", f"{name}: ratio of {label[group[i]['checkpoints']]} to {label[group[0]['checkpoints']]}: "
-                      + ", ".join(f"{m} {ratio(group, m, i)}" for m in METRICS) + "."]
+            f"{r.get('first_gc_delete', 0):,} | {r.get('first_gc_rss_mib', 'n/a')} |")
+    for sink in sinks:
+        for name, everything in [("before", before), ("now", rows)]:
+            group = [r for r in everything if r.get("sink", "transactional") == sink]
+            for i in range(1, len(group)):
+                lines += ["", f"{sink}, {name}: ratio of {label[group[i]['checkpoints']]} to "
+                          f"{label[group[0]['checkpoints']]}: " + ", ".join(
+                              f"{m} {ratio(group, m, i)}" for m in METRICS if m not in SKIP.get(sink, ())) + "."]
     if plot is not None:
-        lines += ["", plot(rows, before)]
+        lines += ["", plot([r for r in rows if r.get("sink", "transactional") == "transactional"],
+                           [r for r in before if r.get("sink", "transactional") == "transactional"])]
     lines += ["", meta["conclusion"], END]
     return "\n".join(lines)
 
 
+SKIP = {"delta": ("resume_get", "resume_keys_listed")}  # not measured for a delta sink
 PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)"), ("gc_keys_listed", "GC keys listed / 1,000"),
            ("gc_get", "GC GETs / 100"), ("gc_seconds", "GC wall (s)")]
 SCALE = {"gc_keys_listed": 1000, "gc_get": 100}
@@ -317,30 +339,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conclusion", default="", help="the sentence under the table")
     parser.add_argument("--before", default=None,
                         help="a file of the JSON rows a run on an earlier commit printed: shown first, marked before")
+    parser.add_argument("--from", dest="from_files", nargs="*", default=None,
+                        help="files of the JSON rows earlier runs printed: render those instead of measuring")
+    parser.add_argument("--load", default=None, help="with --from: the load averages the runs saw")
+    parser.add_argument("--sinks", default="transactional",
+                        help="comma-separated: transactional, delta (the delta sink's store adds its Delta log)")
     parser.add_argument("--before-tree", default=None,
                         help="a checkout of an earlier commit: each age is measured with its code too, side by side")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or (f"{DAY},{7 * DAY}" if args.small else f"{DAY},{7 * DAY},{30 * DAY}")
                               ).split(",")]
-    base = Path(tempfile.mkdtemp(prefix="sparkpoint-age-"))
     load_at_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
     rows, side = [], []
+    if args.from_files is not None:
+        for name in args.from_files:
+            for line in Path(name).read_text().splitlines():
+                if line.startswith('{"checkpoints"'):
+                    row = json.loads(line)
+                    (side if row.get("code") == "before" else rows).append(row)
+        sizes = []
+    base = Path(tempfile.mkdtemp(prefix="sparkpoint-age-"))
     try:
-        for n in sizes:
-            if args.before_tree:  # the same age with the earlier code, just before (same load)
-                CODE["tree"] = str(Path(args.before_tree).resolve())
-                side.append(measure(n, base))
-                print(json.dumps({**side[-1], "code": "before"}), flush=True)
-                CODE["tree"] = str(Path(__file__).resolve().parent.parent)
-            rows.append(measure(n, base))
-            print(json.dumps(rows[-1]), flush=True)
+        for sink in args.sinks.split(","):
+            for n in sizes:
+                if args.before_tree:  # the same age with the earlier code, just before (same load)
+                    CODE["tree"] = str(Path(args.before_tree).resolve())
+                    side.append(measure(n, base, sink))
+                    print(json.dumps({**side[-1], "code": "before"}), flush=True)
+                    CODE["tree"] = str(Path(__file__).resolve().parent.parent)
+                rows.append(measure(n, base, sink))
+                print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     meta = {"commit": report.commit(), "date": time.strftime("%Y-%m-%d"),
             "load": " ".join(f"{x:.1f}" for x in os.getloadavg()), "conclusion": args.conclusion}
-    if args.before_tree:
-        meta["before"] = f"the code of the checkout {args.before_tree} (measured just before each row of this code)"
+    if args.before_tree or side:
+        meta["before"] = (f"the code of {args.before_tree or 'an earlier checkout'} (each measured just before the "
+                          "same row of this code)")
         meta["load"] = f"{load_at_start} at the start, {meta['load']} at the end"
+    if args.from_files is not None:
+        meta["load"] = args.load or "(see below)"
     before = ([json.loads(x) for x in Path(args.before).read_text().splitlines() if x.startswith('{"checkpoints"')]
               if args.before else side or None)
     return report.publish(START, END, render(rows, meta, before, None if args.no_write else draw),

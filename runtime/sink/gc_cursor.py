@@ -78,6 +78,8 @@ class Cursor:
     folders: dict[str, dict[str, Any]] = field(default_factory=dict)
     objects: int = 0
     bytes: int = 0
+    snapshot_objects: int = 0  # the snapshots numbered <= `snapshot` (no pass lists them again)
+    snapshot_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,7 +102,8 @@ def parse_cursor(doc: Any) -> Cursor | None:
                       attempt=int(doc["attempt"]), folders={str(k): {"after": str(v["after"]),
                                                                      "published": int(v["published"])}
                                                             for k, v in doc["folders"].items()},
-                      objects=int(doc["objects"]), bytes=int(doc["bytes"]))
+                      objects=int(doc["objects"]), bytes=int(doc["bytes"]),
+                      snapshot_objects=int(doc.get("snapshot_objects", 0)), snapshot_bytes=int(doc.get("snapshot_bytes", 0)))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -354,19 +357,27 @@ def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any) -
             result.deleted_entry_bytes += info.size
         else:
             result.keep(info, committed=True)
-    for info in snapshots:
-        if info.key not in decided:
+    for info in snapshots:  # (S itself is listed, and counted in the cursor's snapshot totals)
+        if info.key not in decided and number(id_from_json_key(info.key)) > cursor.snapshot:
             result.keep(info, committed=True)
 
-    result.committed_objects += settled["objects"]  # the data files no listing of this pass shows
-    result.committed_bytes += settled["bytes"]
+    # what no listing of this pass shows: the data files the folders' cursors passed, the settled snapshots
+    result.committed_objects += settled["objects"] + cursor.snapshot_objects
+    result.committed_bytes += settled["bytes"] + cursor.snapshot_bytes
+    result.live_files += settled["objects"]
+    result.live_bytes += settled["bytes"]
     folders = _list_folders(ctx, path, cursor, window.keys, manifest_keys, published, settled, result)
     snapshot = max((number(i) for i in window.met if number(i) <= number(newest)), default=cursor.snapshot)
     if undecided := [number(id_from_json_key(k)) for k in kept if "/_snapshots/" in k]:
         snapshot = min(snapshot, min(undecided) - 1)
-    return Cursor(entry=newest, batch=window.batches[newest], snapshot=max(cursor.snapshot, snapshot),
+    snapshot = max(cursor.snapshot, snapshot)
+    passed_snapshots = [o for o in snapshots if o.key not in decided and cursor.snapshot < number(id_from_json_key(o.key))
+                        <= snapshot]
+    return Cursor(entry=newest, batch=window.batches[newest], snapshot=snapshot,
                   attempt=max(ctx.newest_attempt, cursor.attempt), folders=folders,
-                  objects=settled["objects"], bytes=settled["bytes"])
+                  objects=settled["objects"], bytes=settled["bytes"],
+                  snapshot_objects=cursor.snapshot_objects + len(passed_snapshots),
+                  snapshot_bytes=cursor.snapshot_bytes + sum(o.size for o in passed_snapshots))
 
 
 def _snapshot_listing(ctx: PassContext, path: str, settled: int, ids: list[str]) -> Iterator[ObjectInfo]:
@@ -452,14 +463,50 @@ def common_entry(starts: list[str | None], load: Callable[[str], dict[str, Any] 
     return None
 
 
-def cursor_after_full(ctx: PassContext, path: str, needed_entries: set[str], needed_files: set[str],
-                      staged: dict[str, tuple[ObjectInfo, str]]) -> Cursor | None:
+def unpublished_keys(ctx: PassContext, path: str, commit_ids: set[str], segments: SegmentReader) -> set[str]:
+    """The files of the path's kept points whose entry is not published (a crash between manifest and
+    entry): if the entry never comes no entry names them, so a folder's cursor stops before them."""
+    return {k for eid, sink in ctx.manifests if str(sink.get("path", "default")).strip("/") == path
+            and eid not in commit_ids and not segments.holding(eid)
+            for f in sink.get("files", []) for k in file_keys(f)}
+
+
+class FolderScan:
+    """The staging folders' cursors a full pass leaves: fed each staged key's fate in key order,
+    it holds one state per folder, never the keys."""
+
+    def __init__(self, unpublished: set[str]):
+        self.unpublished = unpublished
+        self.folders: dict[str, dict[str, Any]] = {}
+        self.blocked: set[str] = set()
+        self.objects = self.bytes = 0
+
+    def see(self, info: ObjectInfo, done: str, named: bool = False) -> None:
+        """`done`: "live" (`named`: by an entry or a kept point), "deleted" or "kept" (undecided)."""
+        f = folder_of(info.key)
+        if f is None:
+            return
+        state = self.folders.setdefault(f[0], {"after": "", "published": -1})
+        by_entry = done == "live" and named and info.key not in self.unpublished
+        if by_entry:
+            state["published"] = max(state["published"], f[2])
+        if f[0] in self.blocked:
+            return
+        if by_entry or done == "deleted":
+            state["after"] = info.key
+            if by_entry:
+                self.objects, self.bytes = self.objects + 1, self.bytes + info.size
+        else:
+            self.blocked.add(f[0])
+
+
+def cursor_after_full(ctx: PassContext, path: str, needed_entries: set[str], scan: FolderScan) -> Cursor | None:
     """The cursor a full pass of a transactional sink's path leaves (None: the kept points share no
-    entry, so the next pass is full too). `staged`: every staging key the pass listed -> (info, what
-    it did: "live", "deleted" or "kept")."""
+    entry, so the next pass is full too)."""
     store, job = ctx.store, ctx.job
     commit_ids = [id_from_json_key(o.key) for o in store.list(commits_prefix(job, path)) if o.key.endswith(".json")]
-    snapshot_ids = {id_from_json_key(o.key) for o in store.list(snapshots_prefix(job, path)) if o.key.endswith(".json")}
+    snapshot_infos = [o for o in store.list(snapshots_prefix(job, path)) if o.key.endswith(".json")]
+    snapshot_ids = {id_from_json_key(o.key) for o in snapshot_infos}
 
     def load(entry_id: str) -> dict[str, Any] | None:
         try:
@@ -481,35 +528,14 @@ def cursor_after_full(ctx: PassContext, path: str, needed_entries: set[str], nee
     others = [number(i) for i in snapshot_ids if i not in needed_entries]
     snapshot = max(mine, default=0)
     if others:
-        snapshot = min(snapshot, min(others) - 1)
-    # files of a kept point whose entry is not published (a crash between manifest and entry): if
-    # the entry never comes, no entry names them, so their folder's cursor stops before them
-    manifest_keys = {k for eid, p in mine_points if eid not in ids and not segments.holding(eid)
-                     for f in p.get("files", []) for k in file_keys(f)}
-    folders: dict[str, dict[str, Any]] = {}
-    blocked: set[str] = set()
-    objects = size = 0
-    for key, (info, done) in sorted(staged.items()):
-        f = folder_of(key)
-        if f is None:
-            continue
-        state = folders.setdefault(f[0], {"after": "", "published": -1})
-        by_entry = done == "live" and key in needed_files and key not in manifest_keys
-        if by_entry:
-            state["published"] = max(state["published"], f[2])
-        if f[0] in blocked:
-            continue
-        if by_entry or done == "deleted":
-            state["after"] = key
-            if by_entry:
-                objects, size = objects + 1, size + info.size
-        else:
-            blocked.add(f[0])
-    folders = {name: state for name, state in folders.items()
-               if name in blocked or int(name.split("-", 1)[1]) >= ctx.newest_attempt}
+        snapshot = max(0, min(snapshot, min(others) - 1))
+    folders = {name: state for name, state in scan.folders.items()
+               if name in scan.blocked or int(name.split("-", 1)[1]) >= ctx.newest_attempt}
     folders.setdefault(f"attempt-{ctx.newest_attempt}", {"after": "", "published": -1})
-    return Cursor(entry=m["checkpoint"], batch=int(m["upToBatch"]), snapshot=max(snapshot, 0),
-                  attempt=ctx.newest_attempt, folders=folders, objects=objects, bytes=size)
+    settled = [o for o in snapshot_infos if number(id_from_json_key(o.key)) <= snapshot]
+    return Cursor(entry=m["checkpoint"], batch=int(m["upToBatch"]), snapshot=snapshot,
+                  attempt=ctx.newest_attempt, folders=folders, objects=scan.objects, bytes=scan.bytes,
+                  snapshot_objects=len(settled), snapshot_bytes=sum(o.size for o in settled))
 
 
 def write_cursor(ctx: PassContext, path: str, cursor: Cursor | None) -> None:

@@ -43,11 +43,13 @@ from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table
 from .gc_cursor import (
     INCREMENTAL_AREAS,
     Diverged,
+    FolderScan,
     PassContext,
     cursor_after_full,
     incremental_pass,
     parse_cursor,
     read_cursors,
+    unpublished_keys,
     write_cursor,
 )
 from .history import SEGMENT, SegmentReader
@@ -134,7 +136,6 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
         for info in store.list(f"{sink_root(job, path)}/"):
             if (m := _AREA.match(info.key[len(root):])) and m["path"] == path:
                 areas.setdefault(m["area"], []).append(info)
-        staged: dict[str, tuple[ObjectInfo, str]] = {}  # what the pass did with each staged file
         try:
             records = _records(store, areas.get("_compactions", []))
             snapshots = SegmentReader(store, job, path, {id_from_json_key(o.key) for o in areas.get("_snapshots", [])})
@@ -159,6 +160,10 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
         # a compaction's small files and an upsert snapshot's batches go also from the newest attempt:
         # they were committed before they were replaced, so no upload in flight needs them
         replaced = {k for r in records for run in r["replaces"] for k in run} | released
+
+        # what the pass does with each staged file, for the cursor it leaves (gc_cursor.py)
+        scan = FolderScan(unpublished_keys(ctx, path, set(id_from_json_key(o.key) for o in areas.get("_commits", [])),
+                                           snapshots)) if transactional else None
 
         def collectable(info: ObjectInfo, replaced: set[str] = replaced) -> bool:
             if "/staging/" in info.key:
@@ -216,18 +221,20 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                 result.live_files += 1
                 result.live_bytes += info.size
                 result.keep(info, committed=True)
-                staged[info.key] = (info, "live")
+                if scan:
+                    scan.see(info, "live", info.key in needed_files)
             elif collectable(info):
                 if not dry_run:
                     store.delete(info.key)
                 result.deleted_files += 1
                 result.deleted_bytes += info.size
                 result.deleted_folded_files += info.key in released
-                staged[info.key] = (info, "deleted")
-            else:
-                staged[info.key] = (info, "kept")
-        if transactional:
-            write_cursor(ctx, path, cursor_after_full(ctx, path, needed_entries, needed_files, staged))
+                if scan:
+                    scan.see(info, "deleted")
+            elif scan:
+                scan.see(info, "kept")
+        if scan:
+            write_cursor(ctx, path, cursor_after_full(ctx, path, needed_entries, scan))
     log.info("output gc pass", extra={"job": str(job), "deleted_entries": len(result.deleted_entries),
                                       "deleted_files": result.deleted_files, "deleted_bytes": result.deleted_bytes,
                                       "dry_run": dry_run})
