@@ -17,8 +17,9 @@ collects what the store's age left behind; the GC figures are of a second, stead
 retained data: everything under the job's root that is neither a file of the history nor a
 checkpoint object (commit entries, snapshots, records).
 
-    python bench/age_bench.py            # N = 8,640 (1 day) and 60,480 (1 week); updates docs/benchmarks.md
-    python bench/age_bench.py --small    # N = 500, 2,000
+    python bench/age_bench.py            # N = 8,640 (1 day), 60,480 (1 week), 259,200 (1 month); updates docs/benchmarks.md
+    python bench/age_bench.py --small    # N = 8,640 and 60,480
+    python bench/age_bench.py --before-tree DIR   # also each age with DIR's code (an earlier checkout), side by side
 """
 
 from __future__ import annotations
@@ -71,6 +72,26 @@ def counting(store: Any, counts: dict[str, int]) -> Any:
         counts["list_pages"] = counts.get("list_pages", 0) + max(1, -(-keys // 1000))
         counts["keys_listed"] = counts.get("keys_listed", 0) + keys
     store.list = listing
+    if not hasattr(store, "list_after"):  # code from before cursors (a --before run)
+        return store
+    inner_after, inner_children = store.list_after, store.list_children
+
+    def listing_after(prefix: str, start_after: str) -> Any:
+        keys = 0
+        for info in inner_after(prefix, start_after):
+            keys += 1
+            yield info
+        counts["list_calls"] = counts.get("list_calls", 0) + 1
+        counts["list_pages"] = counts.get("list_pages", 0) + max(1, -(-keys // 1000))
+        counts["keys_listed"] = counts.get("keys_listed", 0) + keys
+
+    def children(prefix: str) -> Any:
+        names = inner_children(prefix)
+        counts["list_calls"] = counts.get("list_calls", 0) + 1
+        counts["list_pages"] = counts.get("list_pages", 0) + max(1, -(-len(names) // 1000))
+        counts["keys_listed"] = counts.get("keys_listed", 0) + len(names)
+        return names
+    store.list_after, store.list_children = listing_after, children
     return store
 
 
@@ -111,11 +132,15 @@ def child(argv: list[str]) -> int:
 
 
 # --- the parent: builds stores and measures ------------------------------------------------------------
+CODE = {"tree": str(Path(__file__).resolve().parent.parent)}  # the checkout whose code the children run
+
+
 def _run(args: list[str]) -> tuple[float, float, dict[str, int]]:
     """(peak RSS MiB, seconds, request counts) of one counted child under GNU time."""
     t0 = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": CODE["tree"]}
     p = subprocess.run(["/usr/bin/time", "-f", "__rss__ %M", sys.executable, __file__, "--child", *args],
-                       capture_output=True, text=True, check=False)
+                       capture_output=True, text=True, check=False, env=env)
     seconds = time.monotonic() - t0
     if p.returncode != 0:
         raise RuntimeError(f"{args[:1]} exited {p.returncode}: {p.stderr[-3000:]}")
@@ -139,13 +164,17 @@ def build(root: Path, n: int) -> str:
     (out / "_commits").mkdir(parents=True)
     sample = root / "sample.parquet"
     pq.write_table(pa.table({"v": pa.array([1], pa.int64())}), sample)
+    samples = [sample]
     staging = out / "staging" / "attempt-1"
     staging.mkdir(parents=True)
     previous = None
     for i in range(n):
         folder = f"batch-{i:09d}-0a0a0a0a0a0a"
         (staging / folder).mkdir()
-        os.link(sample, staging / folder / "part-00000.parquet")
+        if i and i % 60_000 == 0:  # a file takes at most 65,000 hard links (ext4)
+            samples.append(root / f"sample-{i}.parquet")
+            shutil.copyfile(sample, samples[-1])
+        os.link(samples[-1], staging / folder / "part-00000.parquet")
         cid = f"chk-{i + 1:06d}"
         entry = {"checkpoint": cid, "attempt": 1, "previous": previous, "afterBatch": i - 1, "upToBatch": i,
                  "incarnation": "uid", "files": [{"batch": i, "rows": 1, "format": "parquet", "keys": [
@@ -191,12 +220,21 @@ def outside_bytes(root: Path) -> int:
     return total
 
 
-def measure(n: int, base: Path) -> dict[str, Any]:
+def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
     root = base / f"n{n}"
     t0 = time.monotonic()
     url = build(root, n)
-    row: dict[str, Any] = {"checkpoints": n, "build_seconds": round(time.monotonic() - t0, 1)}
-    first = _run(["gc", url])[2]  # a first pass deletes what the store's age left (e.g. snapshotted entries)
+    if sink == "delta":  # the same store with the Delta log the delta sink writes beside its entries
+        from age_stores import add_delta_log
+
+        job_root = "/".join(JOB)
+        add_delta_log(root / job_root / "outputs" / "default", [
+            f"{job_root}/outputs/default/staging/attempt-1/batch-{i:09d}-0a0a0a0a0a0a/part-00000.parquet"
+            for i in range(n)], job_root)
+    row: dict[str, Any] = {"checkpoints": n, "sink": sink, "build_seconds": round(time.monotonic() - t0, 1)}
+    # a first pass deletes what the store's age left (e.g. snapshotted entries); from output GC cursors
+    # on, it is also the full pass an existing store gets once, which writes the cursor
+    row["first_gc_rss_mib"], _, first = _run(["gc", url])
     row["first_gc_delete"] = first.get("delete", 0)
     rss, seconds, c = _run(["gc", url])
     row.update(gc_rss_mib=rss, gc_seconds=seconds, gc_get=c.get("get", 0), gc_head=c.get("head", 0),
@@ -205,9 +243,12 @@ def measure(n: int, base: Path) -> dict[str, Any]:
     rss, seconds, c = _run(["read", url])
     row.update(read_rss_mib=rss, read_seconds=seconds, read_get=c.get("get", 0),
                read_keys_listed=c.get("keys_listed", 0), read_list_pages=c.get("list_pages", 0))
-    rss, seconds, c = _run(["resume", url])
-    row.update(resume_seconds=seconds, resume_get=c.get("get", 0), resume_head=c.get("head", 0),
-               resume_keys_listed=c.get("keys_listed", 0), resume_put=c.get("put", 0))
+    if sink == "transactional":  # (a delta sink's start resumes its entries the same way, then its table)
+        rss, seconds, c = _run(["resume", url])
+        row.update(resume_seconds=seconds, resume_get=c.get("get", 0), resume_head=c.get("head", 0),
+                   resume_keys_listed=c.get("keys_listed", 0), resume_put=c.get("put", 0))
+    else:
+        row.update(resume_seconds=0, resume_get=0, resume_head=0, resume_keys_listed=0, resume_put=0)
     row["outside_bytes"] = outside_bytes(root)
     snapshots = root / "/".join(JOB) / "outputs" / "default" / "_snapshots"
     newest = max((int(x.name[4:-5]) for x in snapshots.iterdir()), default=0) if snapshots.exists() else 0
@@ -216,42 +257,75 @@ def measure(n: int, base: Path) -> dict[str, Any]:
     return row
 
 
-def ratio(rows: list[dict[str, Any]], metric: str) -> str:
-    """The figure of the oldest measured store over the youngest one's."""
-    first, last = rows[0][metric], rows[-1][metric]
+def ratio(rows: list[dict[str, Any]], metric: str, i: int = -1) -> str:
+    """The figure of row i (default: the oldest store) over the youngest one's."""
+    first, last = rows[0][metric], rows[i][metric]
     return "n/a" if not first else f"{last / first:.2f}"
 
 
-def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[str, Any]] | None = None) -> str:
+def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[str, Any]] | None = None,
+           plot: Any = None) -> str:
     before = before or []
     label = {r["checkpoints"]: AGES.get(r["checkpoints"], f"{r['checkpoints']:,} checkpoints") for r in rows + before}
     lines = [START, "## Costs against a job's age (bench/age_bench.py)", "",
-             "A transactional-sink job of 10 s checkpoints aged N checkpoints (one batch and one Parquet part "
-             "per checkpoint, one linear history, 3 checkpoints retained), built directly in a directory "
-             "store; each command in its own process (peak RSS from GNU time) with every store request "
-             "counted (LIST pages at 1,000 keys a page). GC figures are of a second `gc --once` pass (the first "
-             "deletes what the store's age left; its DELETEs are in the last column). Rows marked *before* ran "
-             f"the code before history snapshots. Commit {meta['commit']}, {meta['date']}, load average "
+             "A job of 10 s checkpoints aged N checkpoints (one batch and one Parquet part per checkpoint, one "
+             "linear history, 3 checkpoints retained), built directly in a directory store: a transactional sink's, "
+             "and a delta sink's (the same, with the Delta log the sink writes: a commit per checkpoint dated when "
+             "it ran, and delta-rs's checkpoint of the table; bench/age_stores.py); each command in its own process (peak RSS from GNU time) with every store request "
+             "counted (LIST pages at 1,000 keys a page; delimiter and start-after listings too). GC figures are of a "
+             "second `gc --once` pass (the first deletes what the store's age left, and from output GC cursors on "
+             "writes the cursor the second starts from: its DELETEs and peak RSS are in the last two columns). Rows marked *before* "
+             f"ran {meta.get('before', 'the code before history snapshots')}. Commit {meta['commit']}, {meta['date']}, load average "
              f"{meta['load']} on 2 shared cores (seconds depend on the load; requests and RSS do not).", "",
-             "| age | gc peak RSS | gc s | gc GET | gc LIST pages / keys | gc PUT / DELETE | read --limit 10: s | "
+             "| sink: age | gc peak RSS | gc s | gc GET | gc LIST pages / keys | gc PUT / DELETE | read --limit 10: s | "
              "GET | keys listed | resume: GET | keys listed | bytes outside data | entries past the newest "
-             "snapshot | first pass DELETEs |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in [*[{**b, "before": True} for b in before], *rows]:
+             "snapshot | first pass: DELETEs | peak RSS |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    sinks = list(dict.fromkeys(r.get("sink", "transactional") for r in [*rows, *before]))
+    ordered = [r for sink in sinks for r in [*[{**b, "before": True} for b in before], *rows]
+               if r.get("sink", "transactional") == sink]
+    for r in ordered:
         lines.append(
-            f"| {'*before*: ' if r.get('before') else ''}{label[r['checkpoints']]} ({r['checkpoints']:,}) | "
+            f"| {r.get('sink', 'transactional')}: {'*before*: ' if r.get('before') else ''}"
+            f"{label[r['checkpoints']]} ({r['checkpoints']:,}) | "
             f"{r['gc_rss_mib']} MiB | {r['gc_seconds']} | "
             f"{r['gc_get']:,} | {r['gc_list_pages']:,} / {r['gc_keys_listed']:,} | {r['gc_put']} / {r['gc_delete']} | "
             f"{r['read_seconds']} | {r['read_get']:,} | {r['read_keys_listed']:,} | {r['resume_get']:,} | "
             f"{r['resume_keys_listed']:,} | {r['outside_bytes']:,} | {r.get('since_snapshot', r['checkpoints']):,} | "
-            f"{r.get('first_gc_delete', 0):,} |")
-    for name, group in [("Before", before), ("Now", rows)]:
-        if len(group) > 1:
-            lines += ["", f"{name}: ratio of the oldest to the youngest store ({label[group[-1]['checkpoints']]} / "
-                      f"{label[group[0]['checkpoints']]}): " + ", ".join(f"{m} {ratio(group, m)}" for m in METRICS)
-                      + "."]
+            f"{r.get('first_gc_delete', 0):,} | {r.get('first_gc_rss_mib', 'n/a')} |")
+    for sink in sinks:
+        for name, everything in [("before", before), ("now", rows)]:
+            group = [r for r in everything if r.get("sink", "transactional") == sink]
+            for i in range(1, len(group)):
+                lines += ["", f"{sink}, {name}: ratio of {label[group[i]['checkpoints']]} to "
+                          f"{label[group[0]['checkpoints']]}: " + ", ".join(
+                              f"{m} {ratio(group, m, i)}" for m in METRICS if m not in SKIP.get(sink, ())) + "."]
+    if plot is not None:
+        lines += ["", plot([r for r in rows if r.get("sink", "transactional") == "transactional"],
+                           [r for r in before if r.get("sink", "transactional") == "transactional"])]
     lines += ["", meta["conclusion"], END]
     return "\n".join(lines)
+
+
+SKIP = {"delta": ("resume_get", "resume_keys_listed")}  # not measured for a delta sink
+PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)"), ("gc_keys_listed", "GC keys listed / 1,000"),
+           ("gc_get", "GC GETs / 100"), ("gc_seconds", "GC wall (s)")]
+SCALE = {"gc_keys_listed": 1000, "gc_get": 100}
+
+
+def draw(rows: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
+    """GC pass costs against age, this code (solid) and the code before (dashed), on a log age axis."""
+    def lines(ax: Any) -> None:
+        for i, (metric, label) in enumerate(PLOTTED):
+            for group, style in ((rows, "-"), (before, "--")):
+                if group:
+                    days = [r["checkpoints"] / DAY for r in group]
+                    ax.plot(days, [r[metric] / SCALE.get(metric, 1) for r in group], style, marker="o",
+                            color=f"C{i}", label=f"{label}{' (before)' if style == '--' else ''}")
+        ax.set_xscale("log")
+        ax.set_xlabel("job age (days of 10 s checkpoints)")
+        ax.legend(fontsize=7, ncol=2)
+    return report.plot("age-gc", "Output GC pass against the job's age", lines, size=(7, 3.6))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,27 +333,56 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "--child":
         return child(argv[1:])
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="N = 500, 2,000")
+    parser.add_argument("--small", action="store_true", help="N = 8,640 (1 day), 60,480 (1 week)")
     parser.add_argument("--sizes", default=None, help="comma-separated N (default 8640,60480)")
     parser.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     parser.add_argument("--conclusion", default="", help="the sentence under the table")
     parser.add_argument("--before", default=None,
                         help="a file of the JSON rows a run on an earlier commit printed: shown first, marked before")
+    parser.add_argument("--from", dest="from_files", nargs="*", default=None,
+                        help="files of the JSON rows earlier runs printed: render those instead of measuring")
+    parser.add_argument("--load", default=None, help="with --from: the load averages the runs saw")
+    parser.add_argument("--sinks", default="transactional",
+                        help="comma-separated: transactional, delta (the delta sink's store adds its Delta log)")
+    parser.add_argument("--before-tree", default=None,
+                        help="a checkout of an earlier commit: each age is measured with its code too, side by side")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in (args.sizes or ("500,2000" if args.small else f"{DAY},{7 * DAY}")).split(",")]
+    sizes = [int(s) for s in (args.sizes or (f"{DAY},{7 * DAY}" if args.small else f"{DAY},{7 * DAY},{30 * DAY}")
+                              ).split(",")]
+    load_at_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    rows, side = [], []
+    if args.from_files is not None:
+        for name in args.from_files:
+            for line in Path(name).read_text().splitlines():
+                if line.startswith('{"checkpoints"'):
+                    row = json.loads(line)
+                    (side if row.get("code") == "before" else rows).append(row)
+        sizes = []
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-age-"))
-    rows = []
     try:
-        for n in sizes:
-            rows.append(measure(n, base))
-            print(json.dumps(rows[-1]), flush=True)
+        for sink in args.sinks.split(","):
+            for n in sizes:
+                if args.before_tree:  # the same age with the earlier code, just before (same load)
+                    CODE["tree"] = str(Path(args.before_tree).resolve())
+                    side.append(measure(n, base, sink))
+                    print(json.dumps({**side[-1], "code": "before"}), flush=True)
+                    CODE["tree"] = str(Path(__file__).resolve().parent.parent)
+                rows.append(measure(n, base, sink))
+                print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     meta = {"commit": report.commit(), "date": time.strftime("%Y-%m-%d"),
             "load": " ".join(f"{x:.1f}" for x in os.getloadavg()), "conclusion": args.conclusion}
+    if args.before_tree or side:
+        meta["before"] = (f"the code of {args.before_tree or 'an earlier checkout'} (each measured just before the "
+                          "same row of this code)")
+        meta["load"] = f"{load_at_start} at the start, {meta['load']} at the end"
+    if args.from_files is not None:
+        meta["load"] = args.load or "(see below)"
     before = ([json.loads(x) for x in Path(args.before).read_text().splitlines() if x.startswith('{"checkpoints"')]
-              if args.before else None)
-    return report.publish(START, END, render(rows, meta, before), write=not args.no_write)
+              if args.before else side or None)
+    return report.publish(START, END, render(rows, meta, before, None if args.no_write else draw),
+                          write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from sparkpoint.runtime.store.layout import (
 from sparkpoint.runtime.store.manifest import ManifestError, PendingMarker
 
 from .catalog import list_checkpoint_ids, load_manifest
+from .records_gc import records_gc
 
 log = logging.getLogger("sparkpoint.gc")
 
@@ -76,6 +77,8 @@ class GcResult:
     orphan_bytes: int = 0
     live_pending: list[str] = field(default_factory=list)
     deleted_pending: list[str] = field(default_factory=list)
+    deleted_claims: int = 0  # attempt claims and lineage records no start reads any more (records_gc.py)
+    deleted_lineage: int = 0
     dry_run: bool = False
     seconds: float = 0.0
 
@@ -219,6 +222,8 @@ class GcPass:
         for info in self.candidates:
             self.delete_object(info)
         self.delete_abandoned_pending()
+        records = records_gc(self.store, self.job, now=self.now, grace_seconds=self.grace, dry_run=self.dry_run)
+        self.result.deleted_claims, self.result.deleted_lineage = records.deleted_claims, records.deleted_lineage
         self.result.seconds = round(time.perf_counter() - started, 4)
         log.info("gc pass", extra={"job": str(self.job), **{k: v for k, v in self.result.to_dict().items()
                                                             if not isinstance(v, list)},

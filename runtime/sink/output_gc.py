@@ -40,14 +40,27 @@ from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, out
 
 from .compaction import apply_records, history_items, record_attempt
 from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
+from .gc_cursor import (
+    INCREMENTAL_AREAS,
+    Diverged,
+    FolderScan,
+    PassContext,
+    cursor_after_full,
+    incremental_pass,
+    parse_cursor,
+    read_cursors,
+    unpublished_keys,
+    write_cursor,
+)
 from .history import SEGMENT, SegmentReader
-from .keys import commit_key, file_keys, staged_attempt
+from .keys import commit_key, file_keys, sink_root, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_checkpoint, head_entry
 from .upsert_files import upsert_attempt
 from .upsert_snapshot import restorable, snapshot_attempt, upsert_needs
 
 log = logging.getLogger("sparkpoint.gc")
 _AREA = re.compile(r"^(?P<path>.+?)/(?P<area>_commits|_compactions|_delta_log|_snapshots|staging|upserts)/")
+_AREAS = {"_commits", "_compactions", "_delta_log", "_snapshots", "staging", "upserts", "_gc"}
 
 
 @dataclass
@@ -90,7 +103,10 @@ class OutputGcResult:
 
 def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry_run: bool = False,
                    clock: Callable[[], float] = time.time,
-                   delta_retention_seconds: float = DEFAULT_RETENTION_SECONDS) -> OutputGcResult:
+                   delta_retention_seconds: float = DEFAULT_RETENTION_SECONDS,
+                   incremental: bool = True) -> OutputGcResult:
+    """One output pass; `incremental=False` ignores the paths' cursors (the full pass: it decides every
+    key it lists, and leaves a new cursor unless dry_run)."""
     result = OutputGcResult(dry_run=dry_run)
     now = clock()
     if any(id_from_json_key(o.key).startswith("sp-") for o in store.list(pending_prefix(job))):
@@ -104,12 +120,22 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     manifests = sections_of(restorable_manifests,
                             attached(store, job, savepoints, claim_incarnation(store, job, newest_attempt)))
     points = [(p.attempt, p.batch_id) for p in [*restorable_manifests, *savepoints]]
-    by_path: dict[str, dict[str, list[ObjectInfo]]] = {}
+    ctx = PassContext(store, job, now, grace_seconds, dry_run, newest_attempt, manifests, read_cursors(store, job))
     root = outputs_prefix(job)
-    for info in store.list(root):
-        if m := _AREA.match(info.key[len(root):]):
-            by_path.setdefault(m["path"], {}).setdefault(m["area"], []).append(info)
-    for path, areas in sorted(by_path.items()):
+    for path, names in sorted(sink_paths(store, job).items()):
+        # A transactional sink's path with a cursor: only what changed since the last pass (gc_cursor.py)
+        transactional = names <= INCREMENTAL_AREAS
+        if transactional and incremental and (cursor := parse_cursor(ctx.cursors.get(path))) is not None:
+            try:
+                write_cursor(ctx, path, incremental_pass(ctx, path, cursor, result))
+                continue
+            except (Diverged, OutputLineageError) as exc:  # raised before anything was deleted
+                log.info("output gc pass of a path is full", extra={"job": str(job), "path": path,
+                                                                    "reason": str(exc)})
+        areas: dict[str, list[ObjectInfo]] = {}
+        for info in store.list(f"{sink_root(job, path)}/"):
+            if (m := _AREA.match(info.key[len(root):])) and m["path"] == path:
+                areas.setdefault(m["area"], []).append(info)
         try:
             records = _records(store, areas.get("_compactions", []))
             snapshots = SegmentReader(store, job, path, {id_from_json_key(o.key) for o in areas.get("_snapshots", [])})
@@ -125,14 +151,19 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                 result.keep(info, committed=True)
             continue
         released: set[str] = set()
+        unreached: set[str] = set()  # upsert restore records no view reads (upsert_snapshot.py)
         if upserts := areas.get("upserts"):
             needs = upsert_needs(store, upserts, points=points, newest_attempt=newest_attempt, now=now,
                                  grace_seconds=grace_seconds)
             needed_files |= needs.needed
-            released = needs.released
+            released, unreached = needs.released, needs.unreached
         # a compaction's small files and an upsert snapshot's batches go also from the newest attempt:
         # they were committed before they were replaced, so no upload in flight needs them
         replaced = {k for r in records for run in r["replaces"] for k in run} | released
+
+        # what the pass does with each staged file, for the cursor it leaves (gc_cursor.py)
+        scan = FolderScan(unpublished_keys(ctx, path, set(id_from_json_key(o.key) for o in areas.get("_commits", [])),
+                                           snapshots)) if transactional else None
 
         def collectable(info: ObjectInfo, replaced: set[str] = replaced) -> bool:
             if "/staging/" in info.key:
@@ -183,22 +214,48 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
                     result.deleted_entries.append(f"{path}:{entry_id}")
                 result.deleted_entry_bytes += info.size
         for info in [*areas.get("staging", []), *areas.get("upserts", [])]:
-            if info.key in needed_files or "/_restores/" in info.key or info.key in table_files:
+            if info.key in needed_files or ("/_restores/" in info.key and info.key not in unreached) \
+                    or info.key in table_files:
                 if info.key not in needed_files and info.key in table_files:
                     result.kept_for_table += 1
                 result.live_files += 1
                 result.live_bytes += info.size
                 result.keep(info, committed=True)
+                if scan:
+                    scan.see(info, "live", info.key in needed_files)
             elif collectable(info):
                 if not dry_run:
                     store.delete(info.key)
                 result.deleted_files += 1
                 result.deleted_bytes += info.size
                 result.deleted_folded_files += info.key in released
+                if scan:
+                    scan.see(info, "deleted")
+            elif scan:
+                scan.see(info, "kept")
+        if scan:
+            write_cursor(ctx, path, cursor_after_full(ctx, path, needed_entries, scan))
     log.info("output gc pass", extra={"job": str(job), "deleted_entries": len(result.deleted_entries),
                                       "deleted_files": result.deleted_files, "deleted_bytes": result.deleted_bytes,
                                       "dry_run": dry_run})
     return result
+
+
+def sink_paths(store: ObjectStore, job: JobRef) -> dict[str, set[str]]:
+    """Every sink path under the job's outputs/ -> the areas it holds, from delimiter listings (a
+    path is a folder holding an area; a path may be nested, e.g. `a/b`)."""
+    out: dict[str, set[str]] = {}
+
+    def visit(prefix: str, rel: str) -> None:
+        names = store.list_children(prefix)
+        if (areas := {n for n in names if n in _AREAS}) and rel:
+            out[rel] = areas
+        for name in names:
+            if name not in _AREAS:
+                visit(f"{prefix}{name}/", f"{rel}/{name}" if rel else name)
+
+    visit(outputs_prefix(job), "")
+    return out
 
 
 def sink_sections(store: ObjectStore, job: JobRef, incarnation: str | None) -> list[tuple[str, dict[str, Any]]]:

@@ -102,3 +102,8 @@ def agreement(a: Sequence[Segment], b: Sequence[Segment]) -> int:
         if up_to < 0 or clip(a, up_to) == clip(b, up_to):
             return up_to
     return -1
+
+
+def reached(tree: Tree, views: Iterable[tuple[int | None, int]]) -> set[int]:
+    """Pure: the attempts whose restore record some view's chain reads (GC keeps those records)."""
+    return {attempt for view in views for attempt, _, _ in segments(tree, *view)}

@@ -32,7 +32,7 @@ import sqlite3
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from sparkpoint.runtime.store.base import ObjectNotFoundError
 
 from .keys import sink_root
 from .upsert_files import needed_keys, upsert_files, upsert_tree
-from .upsert_history import UNBOUNDED, Restore, Tree, agreement, clip, segments
+from .upsert_history import UNBOUNDED, Restore, Tree, agreement, clip, reached, segments
 
 _SNAP = re.compile(r"/upserts/_snapshots/snap-(\d+)-a(\d+)-([0-9a-f]+)(\.json$|/)")
 
@@ -75,6 +75,9 @@ def snapshot_of(key: str) -> tuple[str, bool] | None:
 def snapshot_attempt(key: str) -> int | None:
     m = _SNAP.search(key)
     return int(m[2]) if m else None
+
+
+_RESTORE_KEY = re.compile(r"/_restores/a(\d+)\.json$")
 
 
 def low_restores(restores: Iterable[Restore], up_to: int) -> tuple[tuple[int, int], ...]:
@@ -258,6 +261,7 @@ class UpsertNeeds:
     needed: set[str]
     released: set[str]
     folded_up_to: int  # batches at or below it are in the snapshot readers use (-1: none collected)
+    unreached: set[str] = field(default_factory=set)  # `_restores/` records no view's chain reads
 
 
 def upsert_needs(store: ObjectStore, listed: list[ObjectInfo], *, points: list[tuple[int, int | None]],
@@ -299,4 +303,24 @@ def upsert_needs(store: ObjectStore, listed: list[ObjectInfo], *, points: list[t
         writer = snapshot_attempt(current.key)  # type: ignore[union-attr]
         released |= {o.key for o in listed if (s := snapshot_of(o.key)) and s[0] not in complete
                      and snapshot_attempt(o.key) == writer and o.last_modified < current.last_modified}  # type: ignore[union-attr]
-    return UpsertNeeds(needed, released - needed, folded)
+    return UpsertNeeds(needed, released - needed, folded, unreached_restores(listed, tree, snapshots, points,
+                                                                            newest_attempt))
+
+
+def unreached_restores(listed: list[ObjectInfo], tree: Tree,
+                       snapshots: list[Snapshot], points: list[tuple[int, int | None]],
+                       newest_attempt: int) -> set[str]:
+    """The restore records of attempts older than the newest that no view's chain passes (the
+    table's, every point's, and every snapshot writer's, whose chain `usable` compares). Without
+    such a record a view reads what it read: its chain names only reached attempts, and an attempt
+    whose record (or, with its files, its presence) goes cannot be the `previous attempt present`
+    of a reached record without `parent`, since that attempt would then be its parent and reached.
+    None while a snapshot names no writer: such a snapshot is usable only while the restores below
+    it are those it recorded."""
+    if any(s.attempt is None for s in snapshots):
+        return set()
+    views = [(tree.newest, UNBOUNDED), *((a, UNBOUNDED if b is None else int(b)) for a, b in points),
+             *((s.attempt, UNBOUNDED) for s in snapshots)]
+    keep = reached(tree, views)
+    return {o.key for o in listed if (m := _RESTORE_KEY.search(o.key)) and int(m[1]) < newest_attempt
+            and int(m[1]) not in keep}

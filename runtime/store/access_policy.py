@@ -3,7 +3,8 @@
 A job's keys live under <prefix>/<namespace>/<job>/ (layout.py). Roles:
   runtime  list, read and write the job's keys; delete only its own pending markers (pending/*),
            which a checkpoint removes once its manifest is committed; never checkpoint data
-  gc       list, read and delete the job's keys; no writes
+  gc       list, read and delete the job's keys; write only output GC's cursors
+           (outputs/_gc-cursors.json, docs/design.md §7)
   job      runtime + gc in one credential (when spec.checkpoint.storage.secretRef is the only
            Secret; with spec.gc.secretRef the runtime gets `runtime`, the GC sidecar and the
            operator's deletions `gc`)
@@ -70,6 +71,9 @@ def job_policy(bucket: str, prefix: str, job: JobRef, role: str) -> dict[str, An
     if role in ("gc", "job"):
         statements.append({"Sid": "DeleteTheJobsKeys", "Effect": "Allow", "Action": ["s3:DeleteObject"],
                            "Resource": [objects]})
+    if role == "gc":  # the cursor each output pass leaves for the next (runtime/sink/gc_cursor.py)
+        statements.append({"Sid": "WriteOutputGcCursors", "Effect": "Allow", "Action": ["s3:PutObject"],
+                           "Resource": [f"arn:aws:s3:::{bucket}/{root}/outputs/_gc-cursors.json"]})
     return {"Version": "2012-10-17", "Statement": statements}
 
 

@@ -79,6 +79,12 @@ class ObjectStore(abc.ABC):
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         """Every key starting with `prefix` (recursive), in lexicographic order."""
 
+    def list_after(self, prefix: str, start_after: str) -> Iterator[ObjectInfo]:
+        """The keys of `list(prefix)` that sort after `start_after`, in order: S3's `start-after`, so a
+        listing that resumes from a cursor costs the keys after it, not every key below the prefix.
+        Backends answer it without listing the keys before; this fallback does list them."""
+        return (info for info in self.list(prefix) if info.key > start_after)
+
     def list_children(self, prefix: str) -> Sequence[str]:
         """The names one level below `prefix` (which ends in '/' or is empty) that hold keys, sorted:
         S3's delimiter listing. Backends answer it without listing every key below; this fallback

@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, MutableSequence, Sequence
 from pathlib import Path
 
 from .base import ObjectInfo, ObjectNotFoundError, ObjectStore, StoreError
@@ -19,6 +19,19 @@ from .digests import Digests
 
 _TMP = ".tmp"
 _CHUNK = 1024 * 1024
+
+
+def _holds_a_file(path: str) -> bool:
+    """Whether a file is anywhere below `path`: depth first, reading folders lazily (a folder of many
+    subfolders is not read whole when its first one holds a file)."""
+    try:
+        with os.scandir(path) as entries:
+            for e in entries:
+                if not e.is_dir(follow_symlinks=False) or _holds_a_file(e.path):
+                    return True
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return False
 
 
 class DirectoryStore(ObjectStore):
@@ -136,6 +149,40 @@ class DirectoryStore(ObjectStore):
         found.sort(key=lambda info: info.key)
         yield from found
 
+    def list_after(self, prefix: str, start_after: str) -> Iterator[ObjectInfo]:
+        # Depth first in name order, skipping folders whose keys all sort before `start_after`, so
+        # only the keys after it are held (a folder's names are still read, as readdir gives them).
+        base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        stack = [(self.root / base if base else self.root, f"{base}/" if base else "")]
+        found: list[ObjectInfo] = []
+        while stack:
+            folder, rel = stack.pop()
+            try:
+                entries = os.scandir(folder)  # an iterator: a folder of many names is never held whole
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with entries:
+                found.extend(self._after(entries, rel, prefix, start_after, stack))
+        found.sort(key=lambda info: info.key)
+        yield from found
+
+    def _after(self, entries: Iterator[os.DirEntry[str]], rel: str, prefix: str, start_after: str,
+               stack: MutableSequence[tuple[Path, str]]) -> Iterator[ObjectInfo]:
+        for e in entries:
+                key = f"{rel}{e.name}"
+                if not rel and e.name == _TMP:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    below = key + "/"
+                    if (below.startswith(prefix) or prefix.startswith(below)) and (
+                            below > start_after or start_after.startswith(below)):
+                        stack.append((Path(e.path), below))
+                elif key.startswith(prefix) and key > start_after:
+                    try:
+                        yield self._info(key, e.stat())
+                    except FileNotFoundError:
+                        continue
+
     def list_children(self, prefix: str) -> Sequence[str]:
         if prefix and not prefix.endswith("/"):
             raise ValueError(f"list_children needs a prefix ending in '/', not {prefix!r}")
@@ -146,7 +193,7 @@ class DirectoryStore(ObjectStore):
             return []
         # A directory only counts when it holds a file somewhere below (S3 has no empty folders).
         return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not (not prefix and e.name == _TMP)
-                      and any(files for _, _, files in os.walk(e.path)))
+                      and _holds_a_file(e.path))
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):

@@ -250,6 +250,19 @@ class S3Store(ObjectStore):
             if continuation is None:
                 return
 
+    def list_after(self, prefix: str, start_after: str) -> Iterator[ObjectInfo]:
+        full = f"{self.prefix}/{prefix}" if self.prefix else prefix
+        after = f"{self.prefix}/{start_after}" if self.prefix else start_after
+        continuation: str | None = None
+        while True:
+            def page(token: str | None = continuation) -> tuple[list[tuple[str, int, float]], str | None]:
+                return self._listing_page(full, token, parse_page, start_after=after)
+            entries, continuation = self._call("list", prefix or "/", page)
+            for key, size, modified in entries:
+                yield ObjectInfo(key=self._rel(key), size=size, last_modified=modified)
+            if continuation is None:
+                return
+
     def list_children(self, prefix: str) -> Sequence[str]:
         full = f"{self.prefix}/{prefix}" if self.prefix else prefix
         names: list[str] = []
@@ -262,10 +275,11 @@ class S3Store(ObjectStore):
             if continuation is None:
                 return sorted(n for n in names if n)
 
-    def _listing_page(self, full: str, token: str | None, parse: Callable[[bytes], T], delimiter: str = "") -> T:
+    def _listing_page(self, full: str, token: str | None, parse: Callable[[bytes], T], delimiter: str = "",
+                      start_after: str = "") -> T:
         """One page of a listing through the client's private request call: signed, with its region and
         error handling, but answered by s3_listing's parsers (6x less CPU per key than the client's, see there)."""
-        query: dict[str, str | list[str] | tuple[str]] = {**page_query(full, token, delimiter)}
+        query: dict[str, str | list[str] | tuple[str]] = {**page_query(full, token, delimiter, start_after)}
         resp = self.client._execute("GET", self.bucket, query_params=query)
         try:
             return parse(resp.data)

@@ -19,13 +19,15 @@ _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 PAGE_KEYS = 1000  # the most S3 returns per page
 
 
-def page_query(prefix: str, continuation: str | None, delimiter: str = "") -> dict[str, str]:
+def page_query(prefix: str, continuation: str | None, delimiter: str = "", start_after: str = "") -> dict[str, str]:
     """Query of one page. An explicit delimiter (empty: every key below) and max-keys, as bucket
     policies that grant a prefix expect them (they are evaluated against the request's parameters)."""
     query = {"list-type": "2", "delimiter": delimiter, "encoding-type": "url", "max-keys": str(PAGE_KEYS),
              "prefix": prefix}
     if continuation:
         query["continuation-token"] = continuation
+    elif start_after:  # S3 ignores start-after once a continuation token carries the position
+        query["start-after"] = start_after
     return query
 
 

@@ -37,6 +37,8 @@ from .test_upsert_snapshot import write_point
 
 UNBOUNDED = 1 << 40
 _MARKER = re.compile(r"/upserts/batch-(\d+)-a(\d+)\.json$")
+_RESTORE = re.compile(r"/upserts/_restores/a(\d+)\.json$")
+_SNAPSHOT = re.compile(r"/upserts/_snapshots/snap-\d+-a(\d+)-[0-9a-f]+\.json$")
 
 
 def later() -> float:
@@ -151,10 +153,28 @@ class Model:
         assert self.sink is not None
         reachable = {(b, a) for view in [(self.sink.attempt, UNBOUNDED), *self.points()]
                      for b, a in self.sources(*view).items()}
-        for info in self.store.list(f"{self.job.root}/outputs/agg/upserts/"):
+        listed = list(self.store.list(f"{self.job.root}/outputs/agg/upserts/"))
+        for info in listed:
             if m := _MARKER.search(info.key):
                 b, a = int(m[1]), int(m[2])
                 assert (b, a) in reachable or a == self.sink.attempt, f"kept but unreachable: {info.key}"
+        # restore records: those of an attempt some view's chain passes (the table's, a point's, a
+        # snapshot writer's), or the running attempt's
+        writers = [(int(m[1]), UNBOUNDED) for o in listed if (m := _SNAPSHOT.search(o.key))]
+        chains = {a for view in [(self.sink.attempt, UNBOUNDED), *self.points(), *writers] for a in self.chain(*view)}
+        for info in listed:
+            if m := _RESTORE.search(info.key):
+                a = int(m[1])
+                assert a in chains or a >= self.sink.attempt, f"kept but unreachable: {info.key}"
+
+    def chain(self, attempt: int | None, limit: int) -> set[int]:
+        """The attempts the view (attempt, limit) passes: its own, then its parent's below its restore."""
+        out: set[int] = set()
+        while attempt is not None and limit >= 0 and attempt not in out and attempt in self.attempts:
+            out.add(attempt)
+            limit = min(limit, self.attempts[attempt].after)
+            attempt = self.attempts[attempt].parent
+        return out
 
 
 BATCH = st.tuples(st.just("batch"), st.integers(0, 8))

@@ -106,6 +106,12 @@ def test_the_runtime_credential_cannot_delete_checkpoint_data(users):
     assert not _denied(lambda: _client(users, JOB_A, "gc").remove_object(TEST_BUCKET, key))
     assert _denied(lambda: _client(users, JOB_A, "gc").put_object(
         TEST_BUCKET, f"{prefix}/{JOB_A.root}/fence.json", io.BytesIO(b"{}"), 2))
+    # GC writes only its output cursors: not a commit entry, not a data file beside them
+    out = f"{prefix}/{JOB_A.root}/outputs"
+    assert not _denied(lambda: _client(users, JOB_A, "gc").put_object(
+        TEST_BUCKET, f"{out}/_gc-cursors.json", io.BytesIO(b"{}"), 2))
+    for key in (f"{out}/default/_commits/chk-000001.json", f"{out}/default/_gc-cursors.json", f"{out}/_gc-cursors.jsonx"):
+        assert _denied(lambda key=key: _client(users, JOB_A, "gc").put_object(TEST_BUCKET, key, io.BytesIO(b"{}"), 2))
 
 
 def _checkpoints(store, tmp_path, count: int) -> list[str]:
@@ -266,7 +272,9 @@ def test_policy_document_shape_and_cli(capsys):
     doc = json.loads(capsys.readouterr().out)
     resources = {r for s in doc["Statement"] for r in s["Resource"]}
     assert "arn:aws:s3:::ckpt/prod/team-a/clicks/*" in resources
-    assert not any("s3:PutObject" in s["Action"] for s in doc["Statement"])
+    # its only writes: output GC's cursors
+    assert [r for s in doc["Statement"] if "s3:PutObject" in s["Action"] for r in s["Resource"]] == [
+        "arn:aws:s3:::ckpt/prod/team-a/clicks/outputs/_gc-cursors.json"]
 
 
 def test_the_gc_credential_vacuums_a_delta_table_which_delta_rs_vacuum_cannot(users, tmp_path, monkeypatch):
