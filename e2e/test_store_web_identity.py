@@ -115,7 +115,7 @@ def _token(core: client.CoreV1Api, namespace: str) -> str:
 
 def _web_identity_env(server: MinioServer, token_file: str) -> dict[str, str]:
     return {"AWS_WEB_IDENTITY_TOKEN_FILE": token_file, "AWS_ROLE_ARN": minio_role_arn(AUDIENCE),
-            "AWS_ENDPOINT_URL_STS": server.endpoint, "AWS_REGION": "us-east-1"}
+            "AWS_ENDPOINT_URL_STS": server.endpoint}  # AWS_REGION is the operator's (from a storage Secret)
 
 
 def _sts_trusts_the_cluster(core, namespace: str, server: MinioServer, tmp_path: Path) -> bool:
