@@ -134,6 +134,23 @@ def test_the_executor_entry_point_adds_the_conf_dir_and_names_what_is_missing() 
     assert (executor_entry.pyspark_jars_dir().endswith("pyspark/jars"))
 
 
+def test_an_authenticated_executor_gets_what_spark_needs_to_read_its_secret_file() -> None:
+    """Without spark.master Spark's SecurityManager ignores the secret files, and the first
+    connection reads spark.authenticate.secret.file (the executor failed every connection to its
+    driver on the real node without both)."""
+    auth = {**EXECUTOR_ENV, "SPARK_JAVA_OPT_3": "-Dspark.authenticate.secret.executor.file=/var/run/s/secret",
+            "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    argv = executor_entry.executor_command(auth, "/j")
+    options = argv[:argv.index("-cp")]
+    assert "-Dspark.master=k8s://https://10.96.0.1:443" in options
+    assert "-Dspark.authenticate.secret.file=/var/run/s/secret" in options
+    ipv6 = executor_entry.executor_command({**auth, "KUBERNETES_SERVICE_HOST": "fd00::1"}, "/j")
+    assert "-Dspark.master=k8s://https://[fd00::1]:443" in ipv6
+    given = executor_entry.executor_command({**auth, "SPARK_JAVA_OPT_4": "-Dspark.master=k8s://https://a:1"}, "/j")
+    assert [o for o in given if o.startswith("-Dspark.master=")] == ["-Dspark.master=k8s://https://a:1"]
+    assert not [o for o in executor_entry.executor_command(EXECUTOR_ENV, "/j") if o.startswith("-Dspark.master")]
+
+
 def test_the_sparkpoint_command_has_the_executor_entry() -> None:
     from sparkpoint.runtime.cli import build_parser
 
