@@ -42,7 +42,6 @@ def dist(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_the_packaged_chart_runs_the_readme_example_to_a_checkpoint(api_client, core, namespace, dist):
     if not real_node(core):
@@ -84,7 +83,7 @@ def test_the_packaged_chart_runs_the_readme_example_to_a_checkpoint(api_client, 
         # (its status names whichever tag containerd lists first for that image: the node holds it
         # under several names, e2e/local/real_node.py)
         assert next(s for s in pod.status.container_statuses if s.name == "runtime").ready
-        print(f"\nrelease {PACKAGE_VERSION}: chart installed in {installed_s:.0f}s (release.sh included), "
+        print(f"\nrelease {PACKAGE_VERSION}: chart installed in {installed_s:.0f}s, "
               f"example Ready with {st['latestCheckpoint']['id']} {ready_s:.0f}s after apply")
     finally:
         try:
