@@ -9,6 +9,7 @@ the pods it had before a kill."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,10 +35,14 @@ def helm_binary() -> str:
 
 
 class HelmOperator:
-    def __init__(self, api_client: client.ApiClient, namespace: str, values: dict[str, str] | None = None):
+    def __init__(self, api_client: client.ApiClient, namespace: str, values: dict[str, str] | None = None,
+                 watch: list[str] | None = None):
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
         self.namespace = namespace
+        # The namespaces it watches: its own by default; others make it an operator of tenants'
+        # namespaces from its own (e2e/test_tenant_isolation.py).
+        self.watch = list(watch or [namespace])
         self.release = f"sp-{uuid.uuid4().hex[:6]}"
         self.helm = helm_binary()
         # Pods are host processes here: a port of its own, so parallel clusters never clash on 9100.
@@ -62,7 +67,7 @@ class HelmOperator:
                   # the API server on the node agent, whose pods share the host's network.
                   "networkPolicy.enabled": "true", "hotVolume.allowedHostPathPrefix": HOT_PATH_PREFIX,
                   **self.values}
-        return ["--set-json", f'watchNamespaces=["{self.namespace}"]',
+        return ["--set-json", f"watchNamespaces={json.dumps(self.watch)}",
                 "--set", ",".join(f"{k}={v}" for k, v in values.items())]
 
     def install(self) -> str:

@@ -61,8 +61,9 @@ def free_port() -> int:
 
 class MinioServer:
     def __init__(self, binary: str | None = None, data_dir: str | None = None, startup_timeout: float = 60.0,
-                 extra_env: dict[str, str] | None = None):
+                 extra_env: dict[str, str] | None = None, host: str = "127.0.0.1"):
         self.extra_env = dict(extra_env or {})  # more server settings (e.g. an OpenID provider for STS)
+        self.host = host  # another address than loopback: pods of the local cluster's real node reach it
         self.binary = binary or find_minio_binary()
         self._own_data = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="sparkpoint-minio-")
@@ -76,7 +77,7 @@ class MinioServer:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def env(self) -> dict[str, str]:
         """Environment for open_store("s3://…") and the CLI."""
@@ -101,7 +102,7 @@ class MinioServer:
                "MINIO_BROWSER": "off", "MINIO_UPDATE": "off", **self.extra_env}
         with open(self._log_path, "ab") as out:
             self.proc = subprocess.Popen(
-                [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
+                [self.binary, "server", "--quiet", "--address", f"{self.host}:{self.port}",
                  "--console-address", f"127.0.0.1:{console_port}", self.data_dir],
                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -34,18 +34,25 @@ def java_options(env: Mapping[str, str]) -> list[str]:
     return [value for _, value in numbered]
 
 
-def startup_master(options: list[str], env: Mapping[str, str]) -> list[str]:
-    """-Dspark.master=k8s://... when the secret comes from a file and no master is given. The
-    executor's first connection (the driver-properties fetch) builds its SecurityManager from these
-    startup options alone, and Spark reads an auth secret file only where spark.master is k8s —
-    which is not a startup option Spark passes, so without this every executor of an authenticated
-    job fails with "A secret key must be specified" (found on the real node). The value only has
-    to match Spark's k8s master pattern; the driver's own properties, fetched next, replace it."""
-    if not any(o.startswith("-Dspark.authenticate.secret") and ".file=" in o for o in options) \
-            or any(o.startswith("-Dspark.master=") for o in options):
-        return []
-    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
-    return [f"-Dspark.master=k8s://https://{host}:{port}" if host else "-Dspark.master=k8s://https://kubernetes.default.svc"]
+def with_secret_file_conf(options: list[str], env: Mapping[str, str]) -> list[str]:
+    """What an executor's JVM needs to read spark.authenticate's secret from its file (seen on the
+    real node: without it every connection to the driver failed with "A secret key must be
+    specified"). Spark's SecurityManager reads a secret file only when spark.master is a k8s:// URL,
+    which the backend does not pass to executors; and the executor's first connection (fetching
+    the driver's conf) reads spark.authenticate.secret.file, not the .executor.file the driver set.
+    Both are added from the executor file's option, unless given."""
+    prefix = "-Dspark.authenticate.secret.executor.file="
+    secret_file = next((o[len(prefix):] for o in options if o.startswith(prefix)), None)
+    if secret_file is None:
+        return options
+    added = []
+    if not any(o.startswith("-Dspark.master=") for o in options):
+        host = env.get("KUBERNETES_SERVICE_HOST") or "kubernetes.default.svc"
+        host = f"[{host}]" if ":" in host else host
+        added.append(f"-Dspark.master=k8s://https://{host}:{env.get('KUBERNETES_SERVICE_PORT') or 443}")
+    if not any(o.startswith("-Dspark.authenticate.secret.file=") for o in options):
+        added.append(f"-Dspark.authenticate.secret.file={secret_file}")
+    return [*options, *added]
 
 
 def executor_command(env: Mapping[str, str], jars_dir: str, java: str = "java") -> list[str]:
@@ -58,8 +65,7 @@ def executor_command(env: Mapping[str, str], jars_dir: str, java: str = "java") 
     # SPARK_CONF_DIR: Spark mounts the driver's conf files (log4j2 settings) there for executors.
     classpath = ":".join(p for p in (env.get("SPARK_CLASSPATH"), f"{jars_dir}/*", env.get("SPARK_CONF_DIR")) if p)
     args = [part for flag, name in ARGUMENTS for part in (flag, env[name])]
-    options = java_options(env)
-    return [java, *heap, *options, *startup_master(options, env), "-cp", classpath, BACKEND, *args]
+    return [java, *heap, *with_secret_file_conf(java_options(env), env), "-cp", classpath, BACKEND, *args]
 
 
 def pyspark_jars_dir() -> str:

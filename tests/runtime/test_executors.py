@@ -124,22 +124,6 @@ def test_the_executor_entry_point_runs_sparks_executor_backend() -> None:
                                   "--podName", "clicks-3-exec-2"]
 
 
-def test_an_authenticated_executor_starts_with_a_k8s_master_so_spark_reads_the_secret_file() -> None:
-    """Spark reads spark.authenticate.secret.file only under a k8s master, and the executor's first
-    connection sees only its startup options: without a master every executor failed to register."""
-    auth = {**EXECUTOR_ENV, "SPARK_JAVA_OPT_3": "-Dspark.authenticate=true",
-            "SPARK_JAVA_OPT_4": "-Dspark.authenticate.secret.file=/var/run/sparkpoint/spark-auth/secret",
-            "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
-    argv = executor_entry.executor_command(auth, "/j")
-    assert argv.count("-Dspark.master=k8s://https://10.96.0.1:443") == 1
-    assert argv.index("-Dspark.master=k8s://https://10.96.0.1:443") < argv.index(executor_entry.BACKEND)
-    # no secret file, or a master already given: nothing added
-    assert not any(a.startswith("-Dspark.master") for a in executor_entry.executor_command(EXECUTOR_ENV, "/j"))
-    given = {**auth, "SPARK_JAVA_OPT_5": "-Dspark.master=k8s://https://api:6443"}
-    assert [a for a in executor_entry.executor_command(given, "/j") if a.startswith("-Dspark.master")] \
-        == ["-Dspark.master=k8s://https://api:6443"]
-
-
 def test_the_executor_entry_point_adds_the_conf_dir_and_names_what_is_missing() -> None:
     argv = executor_entry.executor_command({**EXECUTOR_ENV, "SPARK_CONF_DIR": "/opt/spark/conf",
                                             "SPARK_CLASSPATH": "/extra/*"}, "/j")
@@ -148,6 +132,23 @@ def test_the_executor_entry_point_adds_the_conf_dir_and_names_what_is_missing() 
         executor_entry.executor_command({k: v for k, v in EXECUTOR_ENV.items() if k != "SPARK_DRIVER_URL"}, "/j")
     assert executor_entry.java_binary({"JAVA_HOME": "/usr/lib/jvm/java-17"}) == "/usr/lib/jvm/java-17/bin/java"
     assert (executor_entry.pyspark_jars_dir().endswith("pyspark/jars"))
+
+
+def test_an_authenticated_executor_gets_what_spark_needs_to_read_its_secret_file() -> None:
+    """Without spark.master Spark's SecurityManager ignores the secret files, and the first
+    connection reads spark.authenticate.secret.file (the executor failed every connection to its
+    driver on the real node without both)."""
+    auth = {**EXECUTOR_ENV, "SPARK_JAVA_OPT_3": "-Dspark.authenticate.secret.executor.file=/var/run/s/secret",
+            "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    argv = executor_entry.executor_command(auth, "/j")
+    options = argv[:argv.index("-cp")]
+    assert "-Dspark.master=k8s://https://10.96.0.1:443" in options
+    assert "-Dspark.authenticate.secret.file=/var/run/s/secret" in options
+    ipv6 = executor_entry.executor_command({**auth, "KUBERNETES_SERVICE_HOST": "fd00::1"}, "/j")
+    assert "-Dspark.master=k8s://https://[fd00::1]:443" in ipv6
+    given = executor_entry.executor_command({**auth, "SPARK_JAVA_OPT_4": "-Dspark.master=k8s://https://a:1"}, "/j")
+    assert [o for o in given if o.startswith("-Dspark.master=")] == ["-Dspark.master=k8s://https://a:1"]
+    assert not [o for o in executor_entry.executor_command(EXECUTOR_ENV, "/j") if o.startswith("-Dspark.master")]
 
 
 def test_the_sparkpoint_command_has_the_executor_entry() -> None:
