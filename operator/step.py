@@ -19,7 +19,7 @@ SAVEPOINT_LISTING_WAIT = 30.0  # beyond DRAIN_GRACE: how long a drain's savepoin
 # Why a pod was lost without the job failing: these restart at once and spend no restart budget
 # (a node drain during a cluster upgrade must not fail a healthy job, nor wait out a crash backoff).
 DISRUPTIONS = frozenset({"PodDeleted", "NodeLost", "Evicted", "Preempting", "Preempted", "NodeShutdown",
-                         "Terminated", "DeletionByTaintManager"})
+                         "Terminated", "DeletionByTaintManager", "AttemptLost"})
 
 
 def backoff_seconds(spec: JobSpec, failures_in_a_row: int) -> float:
@@ -96,7 +96,13 @@ class Step:
                 self.d.actions.append(DeletePod(pod.name, force=True))
         if self.obs.pods:
             self.requeue(POLL)
-        return not self.obs.pods
+        return not self.pods_left()
+
+    def pods_left(self) -> list[PodObs]:
+        """The pods that hold up the next attempt: all but the deleted pods of attempts given up as
+        lost (lost_attempt.py), which the store's fence keeps from committing."""
+        lost = set(self.tr.lost_pods or [])
+        return [p for p in self.obs.pods if not (p.deleting and p.name in lost)]
 
     def start_attempt(self, restore_from: RestoreFrom | None) -> None:
         """Attempt N+1, only once no pod of the job is left (never two attempts at once). The

@@ -1,0 +1,58 @@
+"""A running attempt given up as lost before Kubernetes evicts its pod (docs/design.md §11, "Lost
+attempts"). Pure: reads the Step's observation, writes its status and actions.
+
+Lost: the runtime has not answered the operator for `spec.restart.lostAfter`, every request since
+the first unanswered one unanswered (liveness.py), and there is evidence that it cannot answer, not
+that it is starting: the newest request timed out or found no route, or its node is not Ready. Then
+the next attempt starts at once (a disruption: no backoff, no restart budget), without waiting for
+the old pod to go: the new attempt claims the store's fence when it starts, and from then on the old
+one can neither commit a checkpoint nor publish output (runtime/checkpoint/fence.py, check_fence in
+writer.py's commit and in the sinks' publish), so two attempts may run but never two that commit.
+The old pod is deleted; with grace 0 once its node is confirmed gone (the Node deleted, or not Ready
+for lostAfter), since no kubelet would ever finish a graceful delete there.
+"""
+
+from __future__ import annotations
+
+from sparkpoint.runtime.config import parse_duration
+
+from .model import DeletePod, PodObs
+from .step import Step
+
+REASON = "AttemptLost"
+RECHECK = 1.0  # at least this long between requests to a silent runtime (each may take the client timeout)
+
+
+def forget_gone_pods(run: Step) -> None:
+    """tracking.lostPods names only pods that still exist."""
+    lost = run.tr.lost_pods
+    if lost:
+        names = {p.name for p in run.obs.pods}
+        run.tr.lost_pods = [n for n in lost if n in names] or None
+
+
+def attempt_lost(run: Step, pod: PodObs) -> bool:
+    obs, now = run.obs, run.now
+    silent = obs.runtime_silent_since
+    if silent is None or pod.deleting:
+        return False
+    node = obs.node if obs.node is not None and obs.node.name == pod.node else None
+    node_down = node is not None and node.not_ready()
+    if not (obs.runtime_unreachable or node_down):
+        return False  # refused: the runtime is (re)starting, which the kubelet and local recovery handle
+    bound = parse_duration(run.spec.restart.lost_after)
+    waited = now - silent
+    if waited < bound:
+        run.requeue(max(RECHECK, min(bound - waited, bound / 3)))  # ask again before the bound ends
+        return False
+    gone = node is not None and node.gone(now, bound)
+    why = (f"node {node.name} is gone" if gone and not node.exists else
+           f"node {node.name} is not Ready" if node_down and node is not None else "requests to it time out")
+    run.tr.lost_pods = sorted({*(run.tr.lost_pods or []), pod.name})
+    run.fail(REASON, f"the runtime of {pod.name} (attempt {run.attempt}) has not answered for {waited:.0f}s "
+                     f"(restart.lostAfter {run.spec.restart.lost_after}); {why}. The next attempt starts now; "
+                     "the store's fence keeps this one from committing")
+    if gone:  # grace 0: no kubelet will confirm the pod's end
+        run.d.actions = [DeletePod(a.name, force=True) if isinstance(a, DeletePod) and a.name == pod.name else a
+                         for a in run.d.actions]
+    return True
