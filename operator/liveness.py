@@ -1,13 +1,13 @@
 """Whether the current attempt's runtime is seen alive, as the operator's own requests to it say
 (docs/design.md §11, "Lost attempts"). Pure: reconcile.py feeds it every GET /status and trigger
-outcome and keeps the result in memory; the machine reads `silent_since` and `unreachable`.
+outcome and keeps the result in memory; the machine reads `silent_since` and `unreachable_since`.
 
 Seen alive: any HTTP answer (an error status too: the process answered). Unreachable: a request
 that timed out or found no route to the pod, which is what a frozen process (the kernel completes
 the TCP handshake, nobody reads the request) and a node that stopped answering look like. A refused
 connection is not: the pod's network answers and its runtime is (re)starting, which the kubelet and
 local recovery handle. A runtime is silent from its first unanswered request after its last answer;
-an answer ends that. After an operator restart nothing is known until the first request: a lost
+an answer ends that. Unreachable from the first timeout of an unbroken row of them. After an operator restart nothing is known until the first request: a lost
 attempt is then noticed one bound later, never earlier.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 class Liveness:
     pod: str  # the pod the requests went to (another pod starts afresh)
     silent_since: float | None = None  # the first unanswered request since the last answer
-    unreachable: bool = False  # the newest request timed out or found no route
+    unreachable_since: float | None = None  # the first of the timeouts in a row up to the newest request
 
 
 def answered(pod: str) -> Liveness:
@@ -28,8 +28,12 @@ def answered(pod: str) -> Liveness:
 
 
 def unanswered(last: Liveness | None, pod: str, now: float, unreachable: bool) -> Liveness:
-    since = last.silent_since if last is not None and last.pod == pod else None
-    return Liveness(pod, now if since is None else since, unreachable)
+    """A refusal ends a row of timeouts (the pod's network answered) but not the silence."""
+    mine = last if last is not None and last.pod == pod else Liveness(pod)
+    since = mine.silent_since if mine.silent_since is not None else now
+    if not unreachable:
+        return Liveness(pod, since)
+    return Liveness(pod, since, mine.unreachable_since if mine.unreachable_since is not None else now)
 
 
 def of_pod(last: Liveness | None, pod: str | None) -> Liveness | None:

@@ -1,9 +1,9 @@
 """A running attempt given up as lost before Kubernetes evicts its pod (docs/design.md §11, "Lost
 attempts"). Pure: reads the Step's observation, writes its status and actions.
 
-Lost: the runtime has not answered the operator for `spec.restart.lostAfter`, every request since
-the first unanswered one unanswered (liveness.py), and there is evidence that it cannot answer, not
-that it is starting: the newest request timed out or found no route, or its node is not Ready. Then
+Lost: for `spec.restart.lostAfter`, every request of the operator to the runtime timed out or found
+no route (liveness.py: a frozen process, a node that stopped answering), or the runtime has not
+answered at all while its node is not Ready. Refused connections alone are a runtime (re)starting. Then
 the next attempt starts at once (a disruption: no backoff, no restart budget), without waiting for
 the old pod to go: the new attempt claims the store's fence when it starts, and from then on the old
 one can neither commit a checkpoint nor publish output (runtime/checkpoint/fence.py, check_fence in
@@ -33,15 +33,17 @@ def forget_gone_pods(run: Step) -> None:
 
 def attempt_lost(run: Step, pod: PodObs) -> bool:
     obs, now = run.obs, run.now
-    silent = obs.runtime_silent_since
-    if silent is None or pod.deleting:
+    if obs.runtime_silent_since is None or pod.deleting:
         return False
     node = obs.node if obs.node is not None and obs.node.name == pod.node else None
     node_down = node is not None and node.not_ready()
-    if not (obs.runtime_unreachable or node_down):
-        return False  # refused: the runtime is (re)starting, which the kubelet and local recovery handle
+    # Timeouts in a row, or any silence on a node that is not Ready. Refusals alone are a runtime
+    # (re)starting, which the kubelet and local recovery handle.
+    since = obs.runtime_silent_since if node_down else obs.runtime_unreachable_since
+    if since is None:
+        return False
     bound = parse_duration(run.spec.restart.lost_after)
-    waited = now - silent
+    waited = now - since
     if waited < bound:
         run.requeue(max(RECHECK, min(bound - waited, bound / 3)))  # ask again before the bound ends
         return False

@@ -105,10 +105,10 @@ class Observed:
     deleting: bool = False
     upgrade_timeout: float = 300.0  # the operator's default; spec.upgradeTimeout wins
     # The current pod's runtime as the operator's requests found it (liveness.py): since when it has
-    # not answered (None: it answers, or nothing is known yet), whether the newest request timed out or
-    # found no route (not refused), and its node, read while it is silent (None: not read).
+    # not answered (None: it answers, or nothing is known yet), since when every request to it timed
+    # out or found no route (refusals end that), and its node, read while it is silent (None: not read).
     runtime_silent_since: float | None = None
-    runtime_unreachable: bool = False
+    runtime_unreachable_since: float | None = None
     node: NodeObs | None = None
 
     def __post_init__(self) -> None:

@@ -203,7 +203,7 @@ class Reconciler:
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
                        store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout,
                        runtime_silent_since=alive.silent_since if alive else None,
-                       runtime_unreachable=bool(alive and alive.unreachable), node=node)
+                       runtime_unreachable_since=alive.unreachable_since if alive else None, node=node)
         decision = decide(obs)
         if confirm_before_create(own, bool(decision.of(CreateAttempt)), direct):
             listed = await self._listed_pods(namespace, name, job.meta.uid)
@@ -401,7 +401,7 @@ class Reconciler:
             if tracking.pending_trigger is not None:
                 tracking.pending_trigger.id = doc.get("id")
         except RuntimeApiError as exc:
-            if pod is not None:
+            if pod is not None and pod.ip:
                 self._note_liveness((ns, name), pod.name, exc)
             self.metrics.triggers.labels("error").inc()
             log.warning("checkpoint trigger failed", extra={"job": f"{ns}/{name}", "error": str(exc)})

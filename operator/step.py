@@ -9,7 +9,7 @@ from sparkpoint.runtime.config import JobSpec, RestoreFrom, parse_duration
 
 from . import checkpoints as cp
 from .model import CreateAttempt, Decision, DeletePod, Observed, PodObs
-from .spec_key import NOT_UPGRADES, is_spec, spec_key  # noqa: F401  (is_spec, spec_key: re-exported)
+from .spec_key import NOT_UPGRADE_FIELDS, NOT_UPGRADES, is_spec, spec_key  # noqa: F401  (is_spec, spec_key: re-exported)
 from .status_model import Failure, JobStatus, Lineage, Phase, Point, Tracking, UpgradeInFlight, same_point
 
 DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
@@ -45,6 +45,9 @@ def with_stable_pod(spec: JobSpec, stable: dict[str, Any]) -> JobSpec:
     """The stable spec's sections that need a new pod, the CR's others (NOT_UPGRADES)."""
     current = spec.model_dump(by_alias=True, mode="json")
     doc = dict(stable, **{name: current[name] for name in NOT_UPGRADES if name in current})
+    for section, name in NOT_UPGRADE_FIELDS:  # (checkpoint.triggerNonce: answered on the stable spec too)
+        if isinstance(doc.get(section), dict) and name in (current.get(section) or {}):
+            doc[section] = dict(doc[section], **{name: current[section][name]})
     return JobSpec.model_validate(doc)
 
 

@@ -23,8 +23,10 @@ SPEC = parse_spec({"job": {"entrypoint": "m:f"}, "checkpoint": {"interval": "10s
 
 def observe(status: dict[str, Any], pods: list, silent: float | None, unreachable: bool = True,
             node: NodeObs | None = None, runtime: dict | None = None) -> Observed:
+    """`unreachable`: the silence is all timeouts (else all refusals)."""
     return Observed(spec=SPEC, generation=1, status=status, pods=pods, now=T0, name="job", runtime=runtime,
-                    runtime_silent_since=silent, runtime_unreachable=unreachable, node=node)
+                    runtime_silent_since=silent, runtime_unreachable_since=silent if unreachable else None,
+                    node=node)
 
 
 def summary(obs: Observed) -> tuple[str | None, list[str], list[str]]:
@@ -50,6 +52,7 @@ ON_NODE = {"node": NODE}
     (T0 - 10, True, None, "Running", ["trigger"]),
     # refused for longer than the bound: (re)starting, the kubelet's business, not lost
     (T0 - 60, False, NodeObs(NODE, ready=True), "Running", ["trigger"]),
+    (T0 - 60, False, None, "Running", ["trigger"]),
     # timing out past the bound: lost, the pod deleted gracefully (its kubelet may still finish it)
     (T0 - 15, True, NodeObs(NODE, ready=True), "Recovering", ["delete:job-1"]),
     (T0 - 15, True, None, "Recovering", ["delete:job-1"]),
@@ -97,8 +100,11 @@ def test_a_deleted_pod_that_was_not_given_up_still_holds_up_the_next_attempt() -
 
 def test_liveness_bookkeeping() -> None:
     first = unanswered(None, "job-1", T0, unreachable=True)
+    assert (first.silent_since, first.unreachable_since) == (T0, T0)
+    assert unanswered(first, "job-1", T0 + 3, unreachable=True).unreachable_since == T0  # a row of timeouts
     later = unanswered(first, "job-1", T0 + 5, unreachable=False)
-    assert (later.silent_since, later.unreachable) == (T0, False)  # silence runs from the first miss
+    assert (later.silent_since, later.unreachable_since) == (T0, None)  # a refusal ends the row, not the silence
+    assert unanswered(later, "job-1", T0 + 7, True).unreachable_since == T0 + 7
     assert unanswered(later, "job-2", T0 + 6, True).silent_since == T0 + 6  # another pod: afresh
     assert answered("job-1").silent_since is None
     assert of_pod(later, "job-2") is None and of_pod(later, "job-1") is later
