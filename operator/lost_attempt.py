@@ -48,8 +48,9 @@ def attempt_lost(run: Step, pod: PodObs) -> bool:
         run.requeue(max(RECHECK, min(bound - waited, bound / 3)))  # ask again before the bound ends
         return False
     gone = node is not None and node.gone(now, bound)
-    why = (f"node {node.name} is gone" if gone and not node.exists else
-           f"node {node.name} is not Ready" if node_down and node is not None else "requests to it time out")
+    why = "requests to it time out"
+    if node is not None and node_down:
+        why = f"node {node.name} is " + ("deleted" if not node.exists else "not Ready")
     run.tr.lost_pods = sorted({*(run.tr.lost_pods or []), pod.name})
     run.fail(REASON, f"the runtime of {pod.name} (attempt {run.attempt}) has not answered for {waited:.0f}s "
                      f"(restart.lostAfter {run.spec.restart.lost_after}); {why}. The next attempt starts now; "

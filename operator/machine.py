@@ -13,6 +13,7 @@ from sparkpoint.runtime.config import RestoreFrom, parse_duration
 from . import checkpoints as cp
 from .hot_node import pin_hot_volume_node
 from .job_savepoints import follow_savepoint, periodic_savepoints
+from .lost_attempt import attempt_lost, forget_gone_pods
 from .model import (
     CheckpointResult,
     CreateAttempt,
@@ -24,7 +25,6 @@ from .model import (
     TriggerCheckpoint,
     TriggerSavepoint,
 )
-from .lost_attempt import attempt_lost, forget_gone_pods
 from .pod_failures import drain_interrupted, local_restarts, pod_lost, restarts_unseen
 from .rescale import refuse_state_change, report_rescale, rescale_failed
 from .status import apply_conditions
