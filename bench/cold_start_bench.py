@@ -26,9 +26,9 @@ import report  # bench/report.py; bench/ is on sys.path when this runs as a scri
 import yaml
 
 from harness.minio_server import MinioServer
-from harness.runtime_job import RuntimeProcess, WindowedJob, checkpoint_count, wait_until
+from harness.runtime_job import RuntimeProcess, WindowedJob, wait_until
 from sparkpoint.runtime.service.start_phases import ORDER
-from sparkpoint.runtime.store import JobRef
+from sparkpoint.runtime.store import JobRef, open_store
 
 START, END = "<!-- cold-start-bench:start -->", "<!-- cold-start-bench:end -->"
 BUCKET = "bench"
@@ -64,7 +64,8 @@ def seed(job: WindowedJob, job_file: Path, base: Path, env: dict[str, str], stor
     code = p.wait(3600)
     if code != 0:
         raise RuntimeError(f"the seed run exited {code}; see {base / 'seed.log'}")
-    assert checkpoint_count(store, JobRef("default", job.name)) >= 1
+    listed = open_store(store, env=env).list(f"{JobRef('default', job.name).root}/checkpoints/")
+    assert any(o.key.endswith(".json") for o in listed), "the seed run left no checkpoint"
 
 
 def render(results: list[dict[str, Any]], job: WindowedJob, payload: int, load: str) -> str:
