@@ -255,7 +255,7 @@ class JobRuntime:
         one after the other: docs/benchmarks.md, "Recovery: where a start's seconds go"). Nothing of
         the session reads the hot dir before the query starts. Not for spark.master k8s: its session
         asks for executor pods, which must wait for the earlier start's executors (§9)."""
-        if self.spec.spark.master == "k8s" or self.opts.serial_start:
+        if self.spec.spark.master == "k8s" or self.opts.serial_start or self.stop_event.is_set():
             return
 
         def start() -> None:
