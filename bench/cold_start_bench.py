@@ -93,8 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--starts", type=int, default=3, help="starts per variant (alternating)")
     parser.add_argument("--keys", type=int, default=50000)
     parser.add_argument("--payload", type=int, default=256, help="bytes of payload per key (state size)")
+    parser.add_argument("--small", action="store_true", help="a quick pass: 5000 keys, 64 bytes (make bench's --small)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
+    if args.small:
+        args.keys, args.payload = min(args.keys, 5000), min(args.payload, 64)
     base = Path(tempfile.mkdtemp(prefix="sparkpoint-cold-start-"))
     # input that does not end (each start's first batch has rows); windows that never close (the state grows)
     job = WindowedJob(name="cold", rows_per_batch=args.keys // 5, keys=args.keys, total_batches=100000,
