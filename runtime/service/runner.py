@@ -93,7 +93,8 @@ class JobRuntime:
         self.event_log: EventLogUploader | None = None
         self.ui_front: ui_front.UiFront | None = None  # the UI under its Ingress path (ui_front.py)
         self.start_phases = StartPhases()  # where this start's seconds go (start_phases.py)
-        self._session: threading.Thread | None = None  # the JVM starting while the state is restored
+        self._jvm: threading.Thread | None = None  # the JVM booting from the start (_launch_jvm_early)
+        self._session: threading.Thread | None = None  # the SparkSession starting while the state is restored
         self._session_error: BaseException | None = None
 
     # --- status (read by the control API from another thread) ----------------------------------
@@ -145,6 +146,7 @@ class JobRuntime:
         # Fail fast on a bad entrypoint before any state is touched or a JVM starts.
         func = load_entrypoint(spec.job.entrypoint, spec.job.python_path)
         self.start_phases.mark("entrypoint")
+        self._launch_jvm_early()
         storage = spec.checkpoint.storage
         env = dict(os.environ)
         if storage and storage.endpoint and not env.get("SPARKPOINT_S3_ENDPOINT"):
@@ -207,8 +209,9 @@ class JobRuntime:
         finally:
             if self.pipeline is not None:  # however the run ends, nothing will reuse what failed checkpoints
                 self.pipeline.writer.close()  # uploaded: drop their kept markers (in-flight ones stay)
-            if self._session is not None:  # a session started beside a restore that failed: stopped below
-                self._session.join()
+            for early in (self._jvm, self._session):  # started beside a restore that failed: stopped below
+                if early is not None:
+                    early.join()
             if self.event_log is not None:  # however the run ends, the History Server gets its log
                 self.event_log.finish(self.spark)
             if self.ui_front is not None:
@@ -250,6 +253,24 @@ class JobRuntime:
             raise
         faults.point("batch")
 
+    def _launch_jvm_early(self) -> None:
+        """Boot the driver's JVM once the entrypoint is known good, beside the store's first answer,
+        the fence and the restore (it took its seconds after them: docs/benchmarks.md,
+        "Recovery: where a start's seconds go"); _start_session_early makes the SparkSession on it."""
+        if self.spec.spark.master == "k8s" or self.opts.serial_start or self.stop_event.is_set():
+            return
+        from sparkpoint.runtime.spark.session import launch_jvm
+
+        def launch() -> None:
+            try:
+                launch_jvm(self.spec.spark)
+                self.start_phases.mark("jvm")
+            except BaseException as exc:  # noqa: BLE001 - build_session launches it again, and fails there
+                log.warning("the JVM did not start early", extra={"error": str(exc)})
+
+        self._jvm = threading.Thread(target=launch, name="jvm-launch", daemon=True)
+        self._jvm.start()
+
     def _start_session_early(self) -> None:
         """Start the JVM and the SparkSession while the state is restored (the two took their seconds
         one after the other: docs/benchmarks.md, "Recovery: where a start's seconds go"). Nothing of
@@ -269,6 +290,9 @@ class JobRuntime:
 
     def _build_session(self) -> Any:
         from sparkpoint.runtime.spark.session import build_session
+
+        if self._jvm is not None:
+            self._jvm.join()  # (its failure is no error here: build_session launches the JVM itself)
 
         spec = self.spec
         cluster_conf = None

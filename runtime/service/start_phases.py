@@ -6,13 +6,17 @@ structured log line `start phases` once the first new batch has committed (docs/
   entrypoint  the job's own module imported (pyspark with it, for most jobs)
   api         the store client made and the control API listening
   fence       the store answered and this start claimed its attempt (§5)
+  jvm         the driver's JVM (the Py4J gateway) is up; it boots from the start, beside everything above
   restored    the state is in the hot dir (local, remote or fresh)
-  session     the JVM and the SparkSession are up
+  session     the SparkSession is up (on that JVM)
   query       the streaming query started
   firstBatchPlanned    Spark logged the offsets of the first batch after the restored one
   firstBatchCommitted  ... and committed it: the first new output can be published
 
-`session` may come before `restored`: the JVM starts while the restore downloads (runner.py).
+`jvm` and `session` may come before `fence` and `restored`: the JVM boots from the start and the
+session is made once the attempt is claimed, while the restore downloads (runner.py). With
+`spark.master: k8s` or `--serial-start` (the benchmarks' baseline) both come after `restored`,
+and `jvm` is not recorded.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ORDER = ("imports", "entrypoint", "api", "fence", "restored", "session", "query", "firstBatchPlanned",
+ORDER = ("imports", "entrypoint", "api", "fence", "jvm", "restored", "session", "query", "firstBatchPlanned",
          "firstBatchCommitted")
 
 
