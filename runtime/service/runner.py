@@ -259,7 +259,10 @@ class JobRuntime:
         "Recovery: where a start's seconds go"); _start_session_early makes the SparkSession on it."""
         if self.spec.spark.master == "k8s" or self.opts.serial_start or self.stop_event.is_set():
             return
+        from sparkpoint.runtime.spark.identity import ensure_user_identity
         from sparkpoint.runtime.spark.session import launch_jvm
+
+        ensure_user_identity()  # here: it may set environment variables, which other threads read
 
         def launch() -> None:
             try:
