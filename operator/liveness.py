@@ -6,9 +6,10 @@ Seen alive: any HTTP answer (an error status too: the process answered). Unreach
 that timed out or found no route to the pod, which is what a frozen process (the kernel completes
 the TCP handshake, nobody reads the request) and a node that stopped answering look like. A refused
 connection is not: the pod's network answers and its runtime is (re)starting, which the kubelet and
-local recovery handle. A runtime is silent from its first unanswered request after its last answer;
-an answer ends that. Unreachable from the first timeout of an unbroken row of them. After an operator restart nothing is known until the first request: a lost
-attempt is then noticed one bound later, never earlier.
+local recovery handle. A runtime is silent from its first unanswered request after its last answer
+(an answer ends that), unreachable from the first timeout of an unbroken row of them. After an
+operator restart nothing is known until the first request: a lost attempt is then noticed one bound
+later, never earlier.
 """
 
 from __future__ import annotations
