@@ -275,10 +275,10 @@ class JobRuntime:
         self._jvm.start()
 
     def _start_session_early(self) -> None:
-        """Start the JVM and the SparkSession while the state is restored (the two took their seconds
-        one after the other: docs/benchmarks.md, "Recovery: where a start's seconds go"). Nothing of
-        the session reads the hot dir before the query starts. Not for spark.master k8s: its session
-        asks for executor pods, which must wait for the earlier start's executors (§9)."""
+        """Make the SparkSession (on the JVM _launch_jvm_early booted) while the state is restored,
+        once the attempt is claimed (its number names the event log and the app). Nothing of the
+        session reads the hot dir before the query starts. Not for spark.master k8s: its session asks
+        for executor pods, which must wait for the earlier start's executors (§9)."""
         if self.spec.spark.master == "k8s" or self.opts.serial_start or self.stop_event.is_set():
             return
 
