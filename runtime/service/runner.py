@@ -32,6 +32,7 @@ from sparkpoint.runtime.store import STS_DURATION_ENV, JobRef, ObjectStore, Stor
 
 from . import attempt_dirs, faults, hotdir, job_dirs, ui_front
 from .checkpointing import CheckpointPipeline
+from .early_start import EarlyStart
 from .event_log import EventLogUploader, event_log_conf
 from .metrics import RuntimeMetrics
 from .names import app_name, batch_in_flight, history_attempt, job_uid, latest_planned_batch, launch
@@ -93,9 +94,9 @@ class JobRuntime:
         self.event_log: EventLogUploader | None = None
         self.ui_front: ui_front.UiFront | None = None  # the UI under its Ingress path (ui_front.py)
         self.start_phases = StartPhases()  # where this start's seconds go (start_phases.py)
-        self._jvm: threading.Thread | None = None  # the JVM booting from the start (_launch_jvm_early)
-        self._session: threading.Thread | None = None  # the SparkSession starting while the state is restored
-        self._session_error: BaseException | None = None
+        # the JVM and the SparkSession started beside the fence and the restore (early_start.py)
+        self.early = EarlyStart(spec.spark, spec.spark.master != "k8s" and not options.serial_start,
+                                self.start_phases)
 
     # --- status (read by the control API from another thread) ----------------------------------
     def committed_batch(self) -> int | None:
@@ -146,7 +147,8 @@ class JobRuntime:
         # Fail fast on a bad entrypoint before any state is touched or a JVM starts.
         func = load_entrypoint(spec.job.entrypoint, spec.job.python_path)
         self.start_phases.mark("entrypoint")
-        self._launch_jvm_early()
+        if not self.stop_event.is_set():
+            self.early.launch_jvm()
         storage = spec.checkpoint.storage
         env = dict(os.environ)
         if storage and storage.endpoint and not env.get("SPARKPOINT_S3_ENDPOINT"):
@@ -185,7 +187,8 @@ class JobRuntime:
             self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
             log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
             self.start_phases.mark("fence")
-            self._start_session_early()
+            if not self.stop_event.is_set():
+                self.early.start_session(self._build_session)
             self.phase = "restoring"
             self.restore = restore_on_start(
                 store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
@@ -209,9 +212,7 @@ class JobRuntime:
         finally:
             if self.pipeline is not None:  # however the run ends, nothing will reuse what failed checkpoints
                 self.pipeline.writer.close()  # uploaded: drop their kept markers (in-flight ones stay)
-            for early in (self._jvm, self._session):  # started beside a restore that failed: stopped below
-                if early is not None:
-                    early.join()
+            self.early.join()  # a session started beside a restore that failed: stopped below
             if self.event_log is not None:  # however the run ends, the History Server gets its log
                 self.event_log.finish(self.spark)
             if self.ui_front is not None:
@@ -253,49 +254,8 @@ class JobRuntime:
             raise
         faults.point("batch")
 
-    def _launch_jvm_early(self) -> None:
-        """Boot the driver's JVM once the entrypoint is known good, beside the store's first answer,
-        the fence and the restore (it took its seconds after them: docs/benchmarks.md,
-        "Recovery: where a start's seconds go"); _start_session_early makes the SparkSession on it."""
-        if self.spec.spark.master == "k8s" or self.opts.serial_start or self.stop_event.is_set():
-            return
-        from sparkpoint.runtime.spark.identity import ensure_user_identity
-        from sparkpoint.runtime.spark.session import launch_jvm
-
-        ensure_user_identity()  # here: it may set environment variables, which other threads read
-
-        def launch() -> None:
-            try:
-                launch_jvm(self.spec.spark)
-                self.start_phases.mark("jvm")
-            except BaseException as exc:  # noqa: BLE001 - build_session launches it again, and fails there
-                log.warning("the JVM did not start early", extra={"error": str(exc)})
-
-        self._jvm = threading.Thread(target=launch, name="jvm-launch", daemon=True)
-        self._jvm.start()
-
-    def _start_session_early(self) -> None:
-        """Make the SparkSession (on the JVM _launch_jvm_early booted) while the state is restored,
-        once the attempt is claimed (its number names the event log and the app). Nothing of the
-        session reads the hot dir before the query starts. Not for spark.master k8s: its session asks
-        for executor pods, which must wait for the earlier start's executors (§9)."""
-        if self.spec.spark.master == "k8s" or self.opts.serial_start or self.stop_event.is_set():
-            return
-
-        def start() -> None:
-            try:
-                self._build_session()
-            except BaseException as exc:  # re-raised on the main thread (_run_query)
-                self._session_error = exc
-
-        self._session = threading.Thread(target=start, name="session-start", daemon=True)
-        self._session.start()
-
     def _build_session(self) -> Any:
         from sparkpoint.runtime.spark.session import build_session
-
-        if self._jvm is not None:
-            self._jvm.join()  # (its failure is no error here: build_session launches the JVM itself)
 
         spec = self.spec
         cluster_conf = None
@@ -315,15 +275,6 @@ class JobRuntime:
         self.start_phases.mark("session")
         return spark
 
-    def _session_started(self) -> Any:
-        """The session _start_session_early began (waited for), else one started now."""
-        if self._session is None:
-            return self._build_session()
-        self._session.join()
-        if self._session_error is not None:
-            raise self._session_error
-        return self.spark
-
     def _run_query(self, func: Any) -> int:
         from sparkpoint.runtime.spark.entrypoint import build_stream
         from sparkpoint.runtime.spark.query import install_progress_listener, start_query
@@ -332,7 +283,7 @@ class JobRuntime:
         if self.stop_event.is_set():  # stopped while restoring: nothing ran, nothing to checkpoint
             self.phase = "stopped"
             return EXIT_OK
-        spark = self._session_started()
+        spark = self.early.session(self._build_session)
         if self.event_log is not None:
             self.event_log.set_app(spark.sparkContext.applicationId)
             self.event_log.start()
