@@ -158,7 +158,8 @@ class World:
         self.answered, self.doubt = False, None  # reconcile's _answers entry and pod_view doubt
         self.seen: list[Pod] = []  # the pods the last round observed
         self.liveness: Liveness | None = None
-        self.fenced_commits = 0  # commits the fence refused (zombies)  # reconcile's memory of the runtime's answers (liveness.py)
+        self.fenced_commits = 0  # commits the fence refused (zombies)
+        self.spec_of_fence: dict[int, str] = getattr(self, "spec_of_fence", {})  # (outlives the CR, as the fence)  # reconcile's memory of the runtime's answers (liveness.py)
         self.gc_pins: set[str] = set()  # what the GC sidecar of the pods reads (the ConfigMap's gc-pins.json)
 
     @property
@@ -519,6 +520,7 @@ class World:
         if self.check_create:
             self.check_create(self, action, spec)
         self.fence += 1
+        self.spec_of_fence[self.fence] = spec_key(spec)  # which spec wrote the checkpoints of this fence
         self.pods[name] = Pod(name, action.attempt, spec, action.restore_from, spec.checkpoint.storage.url,
                               fence=self.fence, incarnation=self.incarnation)
         self.gc_pins = set((self.status.get("tracking") or {}).get("gcPins", []))  # the attempt's ConfigMap

@@ -56,6 +56,8 @@ def check_create(w: World, action, spec) -> None:  # type: ignore[no-untyped-def
     w.failed_points = failed
     point = outcome and outcome[1]
     good = [c for c in store.readable() if f"checkpoint:{c.id}" not in w.failed_points]
+    if action.spec is not None:  # a rollback restores the stable spec's state, never the rejected spec's
+        good = [c for c in good if w.spec_of_fence.get(c.attempt) in (None, spec_key(spec))]
     if isinstance(point, Chk) and f"checkpoint:{point.id}" != user and good and good[-1].num > point.num:
         raise ModelViolation(f"{where}: the runtime restores {point.id}, older than the newest restorable "
                              f"checkpoint {good[-1].id}")
