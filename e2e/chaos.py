@@ -1,5 +1,7 @@
-"""`make chaos` (not in CI): kill job pods, runtime containers and the operator, edit the spec
-(an upgrade), suspend and resume, and delete and re-create the job, at random on the local cluster
+"""`make chaos` (not in CI): kill job pods, runtime containers and the operator, freeze a pod's
+processes with the cgroup freezer and thaw them (a node that stops answering; the operator gives the
+attempt up after restart.lostAfter and the thawed zombie is fenced out), edit the spec (an upgrade),
+suspend and resume, and delete and re-create the job, at random on the local cluster
 for CHAOS_MINUTES (default 20), then compare the committed output with a failure-free run of the
 same input: 0 missing and 0 duplicate rows, or exit 1.
 
@@ -39,6 +41,7 @@ from kube_helpers import (
     wait_for,
 )
 from kubernetes import client, config
+from local.freezer import freeze, pod_cgroup_of_pid, thaw
 from operator_jobs import BUCKET, Jobs
 from test_operator_recovery import runtime_pid
 
@@ -47,8 +50,10 @@ from sparkpoint.runtime.sink.transactional import read_committed
 from sparkpoint.runtime.store import JobRef, open_store
 
 ROWS, KEYS, WINDOW, WATERMARK = 100, 40, 5, 2  # per batch; window and watermark in seconds (= batches)
-KILLS = ("pod", "pod-force", "container", "operator", "edit", "suspend", "recreate")
-JOB_OPTIONS = {"restart.maxRestarts": 1000, "restart.window": "1m", "checkpoint.interval": "5s"}
+KILLS = ("pod", "pod-force", "container", "operator", "edit", "suspend", "recreate", "freeze")
+JOB_OPTIONS = {"restart.maxRestarts": 1000, "restart.window": "1m", "checkpoint.interval": "5s",
+               "restart.lostAfter": "10s"}
+FREEZE_SECONDS = (5.0, 45.0)  # thawed before (short) or after (long) the operator gives the attempt up
 REPORT = REPO / "docs" / "reliability.md"
 SECTION = "## Chaos run"
 
@@ -144,6 +149,9 @@ class Chaos:
             self.suspend_and_resume()
         elif kind == "recreate":
             self.recreate()
+        elif kind == "freeze":
+            if not self.freeze_pod("chaos", self.rng.uniform(*FREEZE_SECONDS)):
+                return None
         elif kind == "container":
             pid = runtime_pid(self.ns, "chaos")
             if pid is None:
@@ -157,6 +165,27 @@ class Chaos:
                                                  grace_period_seconds=0 if kind == "pod-force" else None)
         self.kills[kind] += 1
         log("killed", kind=kind, kills=dict(self.kills))
+
+    def freeze_pod(self, job: str, seconds: float) -> bool:
+        """Freeze the job's running pod (all its containers) for `seconds`, then thaw it. False when
+        there is none to freeze (between attempts, or pods that are not this host's processes)."""
+        pid = runtime_pid(self.ns, job)
+        pods = [p for p in self.jobs.pods(job) if p.metadata.deletion_timestamp is None]
+        if pid is None or not pods:
+            log("no runtime process to freeze (between attempts, or not the local cluster)")
+            return False
+        try:
+            cg = pod_cgroup_of_pid(pid, pods[0].metadata.uid)
+        except (OSError, ValueError) as exc:  # the process ended, or is not that pod's (a new attempt)
+            log("pod not frozen", error=str(exc))
+            return False
+        freeze(cg)
+        log("frozen", pod=pods[0].metadata.name, cgroup=cg.path, seconds=round(seconds, 1))
+        try:
+            time.sleep(seconds)
+        finally:
+            thaw(cg)
+        return True
 
     def run(self, seconds: float, pause: tuple[float, float]) -> None:
         deadline = time.monotonic() + seconds

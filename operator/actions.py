@@ -76,6 +76,8 @@ class Actions:
         self.driver_service_account = driver_service_account  # pods of spark.master k8s jobs
         self.ui_path_prefix = ui_path_prefix  # the UI behind the chart's Ingress (builders._with_ui)
         self._creating = asyncio.Semaphore(ATTEMPT_CREATES)
+        # whether the runtime answered a trigger (the reconciler's liveness.py bookkeeping)
+        self.note_liveness: Callable[[tuple[str, str], str, RuntimeApiError | None], None] = lambda *_: None
 
     async def act(self, action: Any, job: StreamingJob, decision: Decision, pod: PodObs | None) -> None:
         ns, name, spec = job.meta.namespace, job.meta.name, job.spec
@@ -166,9 +168,12 @@ class Actions:
             if pod is None or not pod.ip:
                 raise RuntimeApiError("no pod IP")
             doc = await self.client.trigger_checkpoint(base_url(pod.ip, builders.CONTROL_PORT, ns, name))
+            self.note_liveness((ns, name), pod.name, None)
             if tracking.pending_trigger is not None:
                 tracking.pending_trigger.id = doc.get("id")
         except RuntimeApiError as exc:
+            if pod is not None and pod.ip:
+                self.note_liveness((ns, name), pod.name, exc)
             self.metrics.triggers.labels("error").inc()
             log.warning("checkpoint trigger failed", extra={"job": f"{ns}/{name}", "error": str(exc)})
             tracking.clear("pending_trigger")  # the next interval tries again

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kubernetes.client.rest import ApiException
+
 from sparkpoint.runtime.spec import parse_spec
 
 from .actions import Actions, EventFn
@@ -36,7 +38,7 @@ from .decisions.model import (
     PodObs,
     TriggerCheckpoint,
 )
-from .decisions.observe import pod_observation
+from .decisions.observe import node_observation, pod_observation
 from .decisions.pod_view import confirm_before_create, needs_direct_read, owned_pods
 from .decisions.runtime_view import Answer, may_reuse
 from .decisions.status import apply_conditions
@@ -48,6 +50,7 @@ from .kube.caches import SpecCache, fresher_body
 from .kube.client import Kube
 from .kube.resource import JobMeta, StreamingJob, parse_job
 from .kube.status_writer import StatusWriter
+from .decisions.liveness import Liveness, NodeObs, answered, of_pod, unanswered
 from .metrics import OperatorMetrics
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .store.facts import StoreFacts
@@ -88,11 +91,13 @@ class Reconciler:
         self._wake: dict[tuple[str, str], asyncio.Event] = {}
         self._writers: dict[tuple[str, str], StatusWriter] = {}
         self._answers: dict[tuple[str, str], Answer] = {}  # each job's last GET /status
+        self._liveness: dict[tuple[str, str], Liveness] = {}  # whether the runtime answers (liveness.py)
         self._pod_doubt: dict[tuple[str, str], float | None] = {}  # pod_view: since when the index is doubted
         self._specs = SpecCache(parse_spec)
         self.actions = Actions(kube, client, metrics, post_event, self.store, self._writer,
                                job_service_account=job_service_account,
                                driver_service_account=driver_service_account, ui_path_prefix=ui_path_prefix)
+        self.actions.note_liveness = self._note_liveness
         self.deletion = JobDeletion(kube, self.store, client, metrics, post_event, clock)
         self.deletion.host_path_prefix = host_path_prefix
 
@@ -133,7 +138,7 @@ class Reconciler:
         finally:
             if stop is not None:
                 stop.cancel()
-            for cache in (self._wake, self._writers, self._answers, self._pod_doubt):
+            for cache in (self._wake, self._writers, self._answers, self._pod_doubt, self._liveness):
                 cache.pop(key, None)
             self._specs.forget(key)
             self.store.forget_job(key)
@@ -160,13 +165,17 @@ class Reconciler:
         pods, direct = await self._pods(namespace, name, job.meta.uid, own, pods)
         current = next((p for p in pods if own.attempt and p.attempt == own.attempt), None)
         runtime = await self._runtime_status(current, namespace, name, own, woken)
+        alive = of_pod(self._liveness.get((namespace, name)), current.name if current else None)
+        node = await self._silent_node(current, alive)
         # The store of the spec the job runs: after a rollback the CR still holds the rejected spec,
         # whose storage URL may differ (its listing would mix another store into this one's history).
         cache = await self.store.facts(namespace, name, effective_spec(spec, own.tracking), blind=runtime is None,
                                        expect=_expected_savepoints(own, runtime))
         obs = Observed(spec=spec, generation=job.meta.generation, status=own, pods=pods, now=self.clock(),
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
-                       store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout)
+                       store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout,
+                       runtime_silent_since=alive.silent_since if alive else None,
+                       runtime_unreachable_since=alive.unreachable_since if alive else None, node=node)
         decision = decide(obs)
         if confirm_before_create(own, bool(decision.of(CreateAttempt)), direct):
             listed = await self._listed_pods(namespace, name, job.meta.uid)
@@ -235,11 +244,31 @@ class Reconciler:
             return last.doc
         try:
             doc = await self.client.status(base_url(pod.ip, builders.CONTROL_PORT, namespace, name))
-        except RuntimeApiError:
+        except RuntimeApiError as exc:
             self._answers.pop(key, None)
+            self._note_liveness(key, pod.name, exc)
             return None
         self._answers[key] = Answer(pod.name, pod.restart_count, now, doc)
+        self._note_liveness(key, pod.name, None)
         return doc
+
+    def _note_liveness(self, key: tuple[str, str], pod: str, error: RuntimeApiError | None) -> None:
+        """Any HTTP answer is the runtime seen alive; no answer starts (or continues) its silence."""
+        if error is None or error.status is not None:
+            self._liveness[key] = answered(pod)
+        else:
+            self._liveness[key] = unanswered(self._liveness.get(key), pod, self.clock(), error.unreachable)
+
+    async def _silent_node(self, pod: PodObs | None, alive: Liveness | None) -> NodeObs | None:
+        """The silent runtime's Node (lost_attempt.py); None while it answers, or when the Node cannot be
+        read (the operator's role may not grant it: then only the runtime's own silence counts)."""
+        if pod is None or not pod.node or alive is None or alive.silent_since is None:
+            return None
+        try:
+            return node_observation(pod.node, await self.kube.get_node(pod.node))
+        except ApiException as exc:
+            log.warning("node not read", extra={"node": pod.node, "status": exc.status})
+            return None
 
     def _count_restarts(self, meta: JobMeta, old: JobStatus, new: JobStatus) -> None:
         local = new.local_recoveries - old.local_recoveries

@@ -8,6 +8,7 @@ can tell "the pod is not there" from "the pod said no".
 
 from __future__ import annotations
 
+import errno
 import json
 from typing import Any
 
@@ -36,10 +37,23 @@ def base_url(pod_ip: str, port: int = DEFAULT_PORT, namespace: str | None = None
 
 
 class RuntimeApiError(Exception):
-    def __init__(self, message: str, status: int | None = None, body: dict[str, Any] | None = None):
+    """`unreachable`: no answer at all, the request timed out or found no route to the pod (a frozen
+    runtime, a node that stopped answering); a refused connection is not (the pod's network answers)."""
+
+    def __init__(self, message: str, status: int | None = None, body: dict[str, Any] | None = None,
+                 unreachable: bool = False):
         super().__init__(message)
         self.status = status
         self.body = body or {}
+        self.unreachable = unreachable
+
+
+_NO_ROUTE = {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ETIMEDOUT, errno.EHOSTDOWN}
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A timeout (aiohttp's are TimeoutErrors) or no route (ClientConnectorError keeps the errno)."""
+    return isinstance(exc, TimeoutError) or (isinstance(exc, OSError) and exc.errno in _NO_ROUTE)
 
 
 class RuntimeClient:
@@ -81,7 +95,8 @@ class RuntimeClient:
                 self.tokens.forget(base.namespace, base.job)  # type: ignore[attr-defined]
                 status, text = await self._send(method, base, url, body)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise RuntimeApiError(f"{method} {url}: runtime unreachable: {type(exc).__name__}: {exc}") from None
+            raise RuntimeApiError(f"{method} {url}: runtime unreachable: {type(exc).__name__}: {exc}",
+                                  unreachable=_unreachable(exc)) from None
         try:
             doc = json.loads(text) if text else {}
         except ValueError:

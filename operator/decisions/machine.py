@@ -13,6 +13,7 @@ from sparkpoint.runtime.spec import RestoreFrom, parse_duration
 from . import checkpoints as cp
 from .hot_node import pin_hot_volume_node
 from .job_savepoints import follow_savepoint, periodic_savepoints
+from .lost_attempt import attempt_lost, forget_gone_pods
 from .model import (
     CheckpointResult,
     CreateAttempt,
@@ -62,6 +63,7 @@ def decide(obs: Observed) -> Decision:
     run.st.restarts = run.st.restarts  # always written: the Restarts printer column
     _record_store_facts(run)
     _adopt_newer_attempt(run)
+    forget_gone_pods(run)
     pin_hot_volume_node(run)
     note_rejected_spec(run)
     drain_interrupted(run)
@@ -156,7 +158,7 @@ def _pods_gone(run: Step, drain: bool) -> bool:
         drain_then_remove(run)
     else:
         run.remove_pods()
-    return not run.obs.pods
+    return not run.pods_left()
 
 
 def _start_when_clear(run: Step, drain: bool = False) -> None:
@@ -245,7 +247,7 @@ def _attempt_running(run: Step) -> None:
     if not tr.pod_seen:
         run.consumed_points()
     tr.pod_seen = True
-    if rescale_failed(run, pod) or pod_lost(run, pod):
+    if rescale_failed(run, pod) or pod_lost(run, pod) or attempt_lost(run, pod):
         return
     if local_restarts(run, pod):
         return

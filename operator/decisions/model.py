@@ -14,6 +14,7 @@ from typing import Any
 from sparkpoint.runtime.spec import JobSpec, RestoreFrom
 
 from .failure_causes import KnownCause
+from .liveness import NodeObs
 from .status_model import CheckpointRecord, JobStatus, parse_status
 
 RESTORE_FAILED_EXIT = 3  # the runtime's exit code when no restore point could be restored
@@ -103,6 +104,12 @@ class Observed:
     store_savepoints: list[dict[str, Any]] | None = None  # {name, completedAt, ...}, oldest first
     deleting: bool = False
     upgrade_timeout: float = 300.0  # the operator's default; spec.upgradeTimeout wins
+    # The current pod's runtime as the operator's requests found it (liveness.py): since when it has
+    # not answered (None: it answers, or nothing is known yet), since when every request to it timed
+    # out or found no route (refusals end that), and its node, read while it is silent (None: not read).
+    runtime_silent_since: float | None = None
+    runtime_unreachable_since: float | None = None
+    node: NodeObs | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, JobStatus):

@@ -10,6 +10,7 @@ from sparkpoint.runtime.store import Manifest
 
 from .checkpoints import parse_time
 from .failure_causes import cause_of
+from .liveness import NodeObs
 from .model import RESCALE_FAILED_EXIT, RESTORE_FAILED_EXIT, CheckpointFact, PodObs, RescaleFailure
 
 RUNTIME_CONTAINER = "runtime"
@@ -115,3 +116,14 @@ def fact_from_manifest(manifest: Manifest) -> CheckpointFact:
     when = manifest.completion_time.isoformat().replace("+00:00", "Z")
     return CheckpointFact(id=manifest.id, batch=manifest.batch_id, completed_at=when,
                           bytes=manifest.totals.bytes, new_bytes=manifest.totals.new_bytes)
+
+
+def node_observation(name: str, node: dict[str, Any] | None) -> NodeObs:
+    """The Node's Ready condition; `node` None: the API server says it does not exist (404)."""
+    if node is None:
+        return NodeObs(name, exists=False)
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            value = {"True": True, "False": False}.get(cond.get("status") or "")
+            return NodeObs(name, ready=value, ready_since=parse_time(cond.get("lastTransitionTime")))
+    return NodeObs(name, ready=None)

@@ -199,6 +199,8 @@ class Tracking(StatusModel):
     next_attempt_at: float | None = None
     failed_generation: int | None = None
     drain: Drain | None = None
+    # pods of attempts given up as lost (lost_attempt.py): deleted, they no longer hold up the next attempt
+    lost_pods: list[str] | None = None
     # upgrades
     stable_spec: str | None = None
     stable_spec_doc: dict[str, Any] | None = None  # a JobSpec document of an earlier operator version

@@ -9,7 +9,7 @@ from sparkpoint.runtime.spec import JobSpec, RestoreFrom, parse_duration
 
 from . import checkpoints as cp
 from .model import CreateAttempt, Decision, DeletePod, Observed, PodObs
-from .spec_key import NOT_UPGRADES, is_spec, spec_key  # noqa: F401  (is_spec, spec_key: re-exported)
+from .spec_key import NOT_UPGRADE_FIELDS, NOT_UPGRADES, is_spec, spec_key  # noqa: F401  (is_spec, spec_key: re-exported)
 from .status_model import Failure, JobStatus, Lineage, Phase, Point, Tracking, UpgradeInFlight, same_point
 
 DRAIN_GRACE = 90.0  # how long a requested drain (POST /stop) may take before the pod is deleted
@@ -19,7 +19,7 @@ SAVEPOINT_LISTING_WAIT = 30.0  # beyond DRAIN_GRACE: how long a drain's savepoin
 # Why a pod was lost without the job failing: these restart at once and spend no restart budget
 # (a node drain during a cluster upgrade must not fail a healthy job, nor wait out a crash backoff).
 DISRUPTIONS = frozenset({"PodDeleted", "NodeLost", "Evicted", "Preempting", "Preempted", "NodeShutdown",
-                         "Terminated", "DeletionByTaintManager"})
+                         "Terminated", "DeletionByTaintManager", "AttemptLost"})
 
 
 def backoff_seconds(spec: JobSpec, failures_in_a_row: int) -> float:
@@ -45,6 +45,9 @@ def with_stable_pod(spec: JobSpec, stable: dict[str, Any]) -> JobSpec:
     """The stable spec's sections that need a new pod, the CR's others (NOT_UPGRADES)."""
     current = spec.model_dump(by_alias=True, mode="json")
     doc = dict(stable, **{name: current[name] for name in NOT_UPGRADES if name in current})
+    for section, name in NOT_UPGRADE_FIELDS:  # (checkpoint.triggerNonce: answered on the stable spec too)
+        if isinstance(doc.get(section), dict) and name in (current.get(section) or {}):
+            doc[section] = dict(doc[section], **{name: current[section][name]})
     return JobSpec.model_validate(doc)
 
 
@@ -96,7 +99,13 @@ class Step:
                 self.d.actions.append(DeletePod(pod.name, force=True))
         if self.obs.pods:
             self.requeue(POLL)
-        return not self.obs.pods
+        return not self.pods_left()
+
+    def pods_left(self) -> list[PodObs]:
+        """The pods that hold up the next attempt: all but the deleted pods of attempts given up as
+        lost (lost_attempt.py), which the store's fence keeps from committing."""
+        lost = set(self.tr.lost_pods or [])
+        return [p for p in self.obs.pods if not (p.deleting and p.name in lost)]
 
     def start_attempt(self, restore_from: RestoreFrom | None) -> None:
         """Attempt N+1, only once no pod of the job is left (never two attempts at once). The

@@ -97,6 +97,15 @@ class Kube:
                 return None
             raise
 
+    async def get_node(self, name: str) -> dict[str, Any] | None:
+        """The Node (None: deleted). Read only while a job's runtime is silent (lost_attempt.py)."""
+        try:
+            return await self._run(self.core.read_node, name, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     async def job_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
         resp = await self._run(self.core.list_namespaced_pod, namespace,
                                label_selector=f"{API_GROUP}/job={name},app.kubernetes.io/component=runtime",

@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full-upload", action="store_true",
                    help="upload every file at every checkpoint, reusing nothing: the benchmarks' "
                         "non-incremental baseline, not for jobs")
+    p.add_argument("--serial-start", action="store_true",
+                   help="start the JVM after the restore, not beside it: the benchmarks' baseline of the "
+                        "cold path (bench/cold_start_bench.py), not for jobs")
     p.add_argument("--name", default=None, help="override the job name (default metadata.name or file stem)")
     p.add_argument("--namespace", default=None, help="override the namespace")
     p.set_defaults(handler=cmd_run)
@@ -94,6 +97,8 @@ def child_command(args: argparse.Namespace, work_dir: Path) -> list[str]:
         cmd.append("--external-triggers")
     if args.full_upload:
         cmd.append("--full-upload")
+    if args.serial_start:
+        cmd.append("--serial-start")
     if args.name:
         cmd += ["--name", args.name]
     if args.namespace:
@@ -152,7 +157,7 @@ def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # t
                                                  token=args.token, metrics_port=args.metrics_port,
                                                  until_batch=args.until_batch, grace_seconds=args.grace,
                                                  external_triggers=args.external_triggers,
-                                                 full_upload=args.full_upload))
+                                                 full_upload=args.full_upload, serial_start=args.serial_start))
     log = logging.getLogger("sparkpoint.runtime")
     try:
         return runtime.run()

@@ -24,11 +24,18 @@ def history_attempt(launch: int | None, start: int) -> int:
     return launch if launch is not None and launch >= 1 else start
 
 
+def latest_planned_batch(hot_dir: Path) -> int | None:
+    """The highest batch Spark has planned (offsets/N), None before the first."""
+    try:
+        return max((int(n) for n in os.listdir(hot_dir / "offsets") if n.isdigit()), default=None)
+    except FileNotFoundError:
+        return None
+
+
 def batch_in_flight(hot_dir: Path) -> bool:
     """True while Spark has planned a batch (offsets/N) that has not committed (commits/N)."""
-    try:
-        planned = max((int(n) for n in os.listdir(hot_dir / "offsets") if n.isdigit()), default=-1)
-    except FileNotFoundError:
+    planned = latest_planned_batch(hot_dir)
+    if planned is None:
         return False
     committed = latest_committed_batch(hot_dir)
     return planned > (committed if committed is not None else -1)

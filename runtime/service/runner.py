@@ -32,11 +32,13 @@ from sparkpoint.runtime.store import STS_DURATION_ENV, JobRef, ObjectStore, Stor
 from . import attempt_dirs, faults, hotdir, job_dirs, ui_front
 from .checkpointing import CheckpointPipeline
 from .drain import drain
+from .early_start import EarlyStart
 from .event_log import EventLogUploader, event_log_conf
 from .metrics import RuntimeMetrics
-from .names import app_name, history_attempt, job_uid, launch
+from .names import app_name, history_attempt, job_uid, latest_planned_batch, launch
 from .recovery import RestoreOutcome, restore_on_start
 from .sink_setup import make_sink
+from .start_phases import StartPhases
 from .store_wait import wait_for_store
 
 log = logging.getLogger("sparkpoint.runtime")
@@ -57,6 +59,7 @@ class RunOptions:
     handle_signals: bool = True
     external_triggers: bool = False  # an operator triggers checkpoints; the own timer is a fallback
     full_upload: bool = False  # benchmarks' baseline: every checkpoint uploads every file (CheckpointWriter)
+    serial_start: bool = False  # benchmarks' baseline: the JVM starts after the restore, not beside it
 
 
 def default_store_url(work_dir: Path) -> str:
@@ -90,6 +93,10 @@ class JobRuntime:
         self.sink_failed = False
         self.event_log: EventLogUploader | None = None
         self.ui_front: ui_front.UiFront | None = None  # the UI under its Ingress path (ui_front.py)
+        self.start_phases = StartPhases()  # where this start's seconds go (start_phases.py)
+        # the JVM and the SparkSession started beside the fence and the restore (early_start.py)
+        self.early = EarlyStart(spec.spark, spec.spark.master != "k8s" and not options.serial_start,
+                                self.start_phases)
 
     # --- status (read by the control API from another thread) ----------------------------------
     def committed_batch(self) -> int | None:
@@ -117,6 +124,7 @@ class JobRuntime:
             "consecutiveCheckpointFailures": coord.consecutive_failures() if coord else 0,
             "stagedOutputBytes": self._staged_bytes(),
             "recentCheckpoints": [c.to_json() for c in coord.recent(10)] if coord else [],
+            "startPhases": self.start_phases.to_json(),
         }
 
     def _staged_bytes(self) -> int:
@@ -133,10 +141,14 @@ class JobRuntime:
         from sparkpoint.runtime.spark.entrypoint import load_entrypoint
 
         spec = self.spec
+        self.start_phases.mark("imports")
         if self.opts.handle_signals:
             install_signal_handlers(self)
         # Fail fast on a bad entrypoint before any state is touched or a JVM starts.
         func = load_entrypoint(spec.job.entrypoint, spec.job.python_path)
+        self.start_phases.mark("entrypoint")
+        if not self.stop_event.is_set():
+            self.early.launch_jvm()
         storage = spec.checkpoint.storage
         env = dict(os.environ)
         if storage and storage.endpoint and not env.get("SPARKPOINT_S3_ENDPOINT"):
@@ -151,6 +163,7 @@ class JobRuntime:
         # the query runs.
         server = ControlServer(self, self.opts.host, self.opts.port, self.opts.token, self.opts.metrics_port)
         server.start()
+        self.start_phases.mark("api")
         try:
             self.phase = "waiting_for_store"
             if not wait_for_store(store, self.stop_event):
@@ -173,6 +186,9 @@ class JobRuntime:
             self.metrics.attempt.set(self.attempt)
             self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
             log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
+            self.start_phases.mark("fence")
+            if not self.stop_event.is_set():
+                self.early.start_session(self._build_session)
             self.phase = "restoring"
             self.restore = restore_on_start(
                 store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
@@ -180,6 +196,7 @@ class JobRuntime:
                 local_recovery=self._earlier_executors_gone() and spec.checkpoint.local_recovery,
                 attempt=self.attempt,
                 incarnation=self.opts.job_uid or job_uid(self.job))
+            self.start_phases.mark("restored")
             self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
             for fallback in self.restore.fallbacks:
                 self.metrics.restore_fallbacks.labels(fallback.reason).inc()
@@ -195,6 +212,7 @@ class JobRuntime:
         finally:
             if self.pipeline is not None:  # however the run ends, nothing will reuse what failed checkpoints
                 self.pipeline.writer.close()  # uploaded: drop their kept markers (in-flight ones stay)
+            self.early.join()  # a session started beside a restore that failed: stopped below
             if self.event_log is not None:  # however the run ends, the History Server gets its log
                 self.event_log.finish(self.spark)
             if self.ui_front is not None:
@@ -236,15 +254,10 @@ class JobRuntime:
             raise
         faults.point("batch")
 
-    def _run_query(self, func: Any) -> int:
-        from sparkpoint.runtime.spark.entrypoint import build_stream
-        from sparkpoint.runtime.spark.query import install_progress_listener, start_query
+    def _build_session(self) -> Any:
         from sparkpoint.runtime.spark.session import build_session
 
         spec = self.spec
-        if self.stop_event.is_set():  # stopped while restoring: nothing ran, nothing to checkpoint
-            self.phase = "stopped"
-            return EXIT_OK
         cluster_conf = None
         if spec.spark.master == "k8s":  # this pod is the driver of executor pods (docs/design.md §9)
             from sparkpoint.runtime.spark.executors import prepare_driver
@@ -259,6 +272,18 @@ class JobRuntime:
         # The UI and the History Server list applications by this name: job, attempt, restart (§9).
         self.spark = spark = build_session(spec.spark, app_name(self.job, attempt, self.restart), cluster_conf,
                                            event_log)
+        self.start_phases.mark("session")
+        return spark
+
+    def _run_query(self, func: Any) -> int:
+        from sparkpoint.runtime.spark.entrypoint import build_stream
+        from sparkpoint.runtime.spark.query import install_progress_listener, start_query
+
+        spec = self.spec
+        if self.stop_event.is_set():  # stopped while restoring: nothing ran, nothing to checkpoint
+            self.phase = "stopped"
+            return EXIT_OK
+        spark = self.early.session(self._build_session)
         if self.event_log is not None:
             self.event_log.set_app(spark.sparkContext.applicationId)
             self.event_log.start()
@@ -293,6 +318,7 @@ class JobRuntime:
                                  query_name=f"{self.job.namespace}_{self.job.name}".replace("-", "_"))
         if hasattr(self.sink, "on_over_budget"):  # staged output full: publish it now, not at the interval
             self.sink.on_over_budget = lambda: coord.request_unless_busy("sink-budget")
+        self.start_phases.mark("query")
         self.metrics.checkpoint_consecutive_failures.set_function(coord.consecutive_failures)
         self.metrics.sink_staged_bytes.set_function(self._staged_bytes)
         coord.start()
@@ -341,7 +367,8 @@ class JobRuntime:
     def _wait_and_drain(self) -> int:
         until = self.opts.until_batch
         proved = False
-        while not self.stop_event.wait(0.2):
+        while not self.stop_event.wait(0.2 if self.start_phases.has("firstBatchCommitted") else 0.05):
+            self._note_first_batch()
             if not self.query.isActive:
                 exc = self.query.exception()
                 log.error("query terminated", extra={"error": str(exc) if exc else None})
@@ -355,6 +382,17 @@ class JobRuntime:
             if until is not None and (self.committed_batch() or -1) >= until:
                 self.request_stop(checkpoint=True)
         return self._drain()
+
+    def _note_first_batch(self) -> None:
+        """The first batch after the restored one, planned and committed: then the start's phases
+        are complete, and logged once."""
+        phases = self.start_phases
+        if phases.has("firstBatchCommitted"):
+            return
+        phases.note_batches(latest_planned_batch(self.hot_dir), self.committed_batch(), self.restore.batch_id)
+        if phases.has("firstBatchCommitted"):
+            log.info("start phases", extra={"job": str(self.job), "attempt": self.attempt,
+                                            "restore": self.restore.source, "phases": phases.to_json()})
 
     def _drain(self) -> int:
         """Finish the running batch, stop the query, take the final checkpoint/savepoint, exit."""

@@ -90,3 +90,19 @@ def build_session(spark: SparkSection, app_name: str, cluster_conf: dict[str, st
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("SPARKPOINT_SPARK_LOG_LEVEL", "ERROR"))
     return session
+
+
+# What spark-submit must know when it launches the driver's JVM (its heap, options and classpath);
+# everything else is read by the SparkContext, which comes later with the full conf.
+_LAUNCH_PREFIXES = ("spark.driver.", "spark.jars")
+
+
+def launch_jvm(spark: SparkSection) -> None:
+    """Start the driver's JVM (the Py4J gateway) now, with the settings it needs at launch, so that it
+    boots while the runtime still claims its attempt and restores; build_session later makes its
+    SparkContext on this JVM (pyspark keeps one gateway per process). docs/design.md §8, startPhases."""
+    from pyspark import SparkConf, SparkContext
+
+    ensure_user_identity()
+    launch = {k: v for k, v in session_conf(spark).items() if k.startswith(_LAUNCH_PREFIXES)}
+    SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(list(launch.items())))

@@ -269,6 +269,11 @@ class RestartSection(SpecModel):
     # An attempt that ran this long was stable: the next failure waits `backoff` again, not a
     # doubled wait (backoff is for crash loops; like Flink's reset-backoff threshold).
     stable_after: Duration = "5m"
+    # A running attempt whose runtime has not answered the operator's GET /status for this long, every
+    # request since the first unanswered one timing out (or its node NotReady), is lost: the next
+    # attempt starts at once, not after Kubernetes' eviction (5 minutes). The store's fence keeps the
+    # old attempt from committing (docs/design.md §11, "Lost attempts").
+    lost_after: duration_at_least("5s") = "15s"
 
     # has(): the API server also checks this rule against the section's `default: {}`, before the
     # fields' own defaults fill it in; a real object always has both by then.

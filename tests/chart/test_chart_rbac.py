@@ -26,9 +26,10 @@ NAMESPACED = {
 CLUSTER_ONLY = {
     ("kopf.dev", "clusterkopfpeerings"): {"get", "list", "watch", "patch", "create"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    ("", "nodes"): {"get"},
 }
 DISCOVERY = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
-             ("", "namespaces"): {"list", "watch"}}
+             ("", "namespaces"): {"list", "watch"}, ("", "nodes"): {"get"}}
 
 
 def operator_objects(objs: Rendered) -> Rendered:
@@ -69,7 +70,7 @@ def test_namespaced_install_writes_only_in_the_watched_namespaces(render, discov
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
         assert binding["subjects"][0]["namespace"] == RELEASE_NS
     assert not objs.of("Role", RELEASE_NS)
-    if discovery:  # cluster scope: read-only list/watch of CRDs and namespaces, nothing else
+    if discovery:  # cluster scope: read-only list/watch of CRDs and namespaces, get of Nodes, nothing else
         assert grants(objs.one("ClusterRole")) == DISCOVERY
     else:
         assert not objs.of("ClusterRole") and not objs.of("ClusterRoleBinding")
@@ -85,6 +86,7 @@ VERBS = {"read": "get", "list": "list", "create": "create", "delete": "delete", 
          "replace": "update"}
 CORE_RESOURCES = {"pod": "pods", "service": "services", "config_map": "configmaps", "secret": "secrets"}
 CORE_CALL = re.compile(r"\b(read|list|create|delete|patch|replace)_namespaced_(pod|service|config_map|secret)\b")
+NODE_CALL = re.compile(r"\b(read|list|patch)_node\b")
 NETWORKING_CALL = re.compile(r"\b(read|list|create|delete|patch|replace)_namespaced_network_policy\b")
 CUSTOM_CALL = re.compile(r"\b(get|list|create|delete|patch|replace)_(namespaced|cluster)_custom_object(_status)?\b")
 
@@ -97,6 +99,8 @@ def test_every_kubernetes_call_of_the_operator_is_granted() -> None:
         text = path.read_text()
         for verb, kind in CORE_CALL.findall(text):
             needed.add(("", CORE_RESOURCES[kind], VERBS[verb]))
+        for verb in NODE_CALL.findall(text):
+            needed.add(("", "nodes", VERBS[verb]))
         for verb in NETWORKING_CALL.findall(text):
             needed.add(("networking.k8s.io", "networkpolicies", VERBS[verb]))
         for verb, scope, status in CUSTOM_CALL.findall(text):
@@ -109,7 +113,7 @@ def test_every_kubernetes_call_of_the_operator_is_granted() -> None:
             else:
                 needed.add(("sparkpoint.dev", "streamingjobs" + status.replace("_", "/"), verb))
     assert ("", "pods", "create") in needed and ("sparkpoint.dev", "streamingjobs/status", "patch") in needed
-    assert ("networking.k8s.io", "networkpolicies", "create") in needed
+    assert ("networking.k8s.io", "networkpolicies", "create") in needed and ("", "nodes", "get") in needed
     granted = NAMESPACED | CLUSTER_ONLY
     missing = sorted(n for n in needed if n[2] not in granted.get(n[:2], set()))
     assert not missing, f"operator calls without an RBAC rule in charts/sparkpoint/templates/rbac.yaml: {missing}"

@@ -187,3 +187,12 @@ FOUND["an executor stuck in Terminating: given up on after CLEANUP_FOR, the next
 FOUND["restoreFrom named while a pod runs: its checkpoint is pinned in the GC at once"] = [
     ("world_goes_quiet", {}), ("world_progresses", {"n": 6}), ("edit_restore_from", {"kind": "checkpoint", "i": 1}),
     ("operator_round", {})]
+
+# Issue 43 (lost attempts): the rule set grew, and the derandomized run met an older gap.
+FOUND["checkpoint.triggerNonce edited after a rollback: answered on the stable spec the job runs"] = [
+    ("world_goes_quiet", {}), ("checkpoint_nonce", {}), ("edit_image", {"image": "sparkpoint:broken"}),
+    ("world_progresses", {"n": 8}), ("checkpoint_nonce", {}), ("world_goes_quiet", {})]
+FOUND["frozen past restart.lostAfter and thawed beside the next attempt: fenced out"] = [
+    ("world_goes_quiet", {}), ("checkpoints_complete", {}), ("runtime_frozen_for", {"i": 0, "seconds": 30.0,
+                                                                                    "thaw": True}),
+    ("world_goes_quiet", {})]

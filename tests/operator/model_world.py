@@ -22,6 +22,7 @@ from model_hot_volume import HOT_VOLUME, HotVolume, ModelViolation, uid_of
 from sparkpoint.operator.decisions import model as m
 from sparkpoint.operator.decisions.checkpoints import iso
 from sparkpoint.operator.decisions.finalize import drain_pods
+from sparkpoint.operator.decisions.liveness import Liveness, answered, of_pod, unanswered
 from sparkpoint.operator.decisions.machine import decide, spec_key
 from sparkpoint.operator.decisions.pod_view import confirm_before_create, needs_direct_read
 from sparkpoint.operator.decisions.status_model import parse_status
@@ -33,6 +34,7 @@ T0 = 1_800_000_000.0
 NAME = "job"
 STORES = ("s3://bucket-a/jobs", "s3://bucket-b/jobs")
 IMAGES = ("sparkpoint:v1", "sparkpoint:v2", "sparkpoint:broken")  # broken: the runtime crashes at start
+GRACE = 60.0  # the job pod's terminationGracePeriodSeconds: then the kubelet kills (frozen processes too)
 NO_WAIT = (m.TriggerCheckpoint, m.CheckpointResult, m.Emit)
 
 
@@ -102,6 +104,9 @@ class Pod:
     deleting_since: float | None = None
     failed_points: tuple[str, ...] | None = None  # exit 3: the termination message's points
     requests: list[dict[str, Any]] = field(default_factory=list)  # GET /status recentCheckpoints
+    frozen = False  # its processes stopped by the cgroup freezer: no answer, no progress, no exit
+    slow = 0  # the next this many requests to its runtime time out although it runs (an overloaded node)
+    unanswered_since: float | None = None  # the truth: the first of the timeouts in a row up to now
     open_requests: list[str] = field(default_factory=list)  # triggered, not completed
 
     def obs(self) -> m.PodObs:
@@ -152,6 +157,9 @@ class World:
         self.last_tag: str | None = None  # restore tag of the newest attempt created
         self.answered, self.doubt = False, None  # reconcile's _answers entry and pod_view doubt
         self.seen: list[Pod] = []  # the pods the last round observed
+        self.liveness: Liveness | None = None
+        self.fenced_commits = 0  # commits the fence refused (zombies)
+        self.spec_of_fence: dict[int, str] = getattr(self, "spec_of_fence", {})  # (outlives the CR, as the fence)  # reconcile's memory of the runtime's answers (liveness.py)
         self.gc_pins: set[str] = set()  # what the GC sidecar of the pods reads (the ConfigMap's gc-pins.json)
 
     @property
@@ -182,10 +190,24 @@ class World:
             return None  # not asked: reconcile keeps its last answer
         doc = self.runtime_doc(pod)
         self.answered = doc is not None
+        self.note_request(pod, doc is not None)
         return doc
 
+    def note_request(self, pod: Pod, answer: bool) -> None:
+        """A request to the runtime (GET /status, a trigger): answered, timed out (frozen, slow) or refused."""
+        timed_out = pod.frozen or pod.slow > 0
+        pod.slow = max(0, pod.slow - 1)
+        if answer:
+            self.liveness, pod.unanswered_since = answered(pod.name), None
+            return
+        self.liveness = unanswered(self.liveness, pod.name, self.now, unreachable=timed_out)
+        if not timed_out:
+            pod.unanswered_since = None  # refused: the pod's network answered
+        elif pod.unanswered_since is None:
+            pod.unanswered_since = self.now
+
     def runtime_doc(self, pod: Pod | None) -> dict[str, Any] | None:
-        if pod is None or pod.deleting or pod.phase != "Running" or not pod.up:
+        if pod is None or pod.deleting or pod.phase != "Running" or not pod.up or pod.frozen or pod.slow:
             return None
         latest = pod.latest and {"id": pod.latest.id, "batchId": pod.latest.num, "completed": iso(pod.latest.at)}
         return {"phase": "running", "latestCheckpoint": latest, "recentCheckpoints": pod.requests[-10:]}
@@ -201,11 +223,14 @@ class World:
         spec = self.spec  # reconcile lists the store of the spec the job runs (after a rollback, the stable one's)
         store = self.stores[effective_spec(spec, parse_status(self.status).tracking).checkpoint.storage.url]
         listed = [c.fact() for c in store.checkpoints[-10:] if c.readable]
+        runtime = self.fetch_runtime()
+        alive = of_pod(self.liveness, (self.current(self.seen) or Pod("", 0, spec, None, "")).name)
         saved = [{k: v for k, v in s.items() if k not in ("lineage", "attempt")} for s in store.savepoints][-20:]
         return m.Observed(spec=spec, generation=self.generation, status=copy.deepcopy(self.status),
                         pods=[p.obs() for p in self.seen], now=self.now, name=NAME,
-                        runtime=self.fetch_runtime(), store_checkpoints=listed,
-                        store_savepoints=saved)
+                        runtime=runtime, store_checkpoints=listed, store_savepoints=saved,
+                        runtime_silent_since=alive.silent_since if alive else None,
+                        runtime_unreachable_since=alive.unreachable_since if alive else None)
 
     # --- world events ---------------------------------------------------------------------------------
     def start(self, pod: Pod) -> None:
@@ -261,7 +286,7 @@ class World:
 
     def crash(self, pod: Pod, code: int, reason: str = "Error") -> None:
         """The runtime exits `code`: restarted in place (pod restartPolicy OnFailure) unless Never."""
-        if not (pod.phase == "Running" and pod.exit_code is None and not pod.deleting):
+        if not (pod.phase == "Running" and pod.exit_code is None and not pod.deleting) or pod.frozen:
             return
         pod.up = pod.ready = False
         pod.draining = None  # the runtime restarted in place knows nothing of a stop request
@@ -280,17 +305,20 @@ class World:
     def become_ready(self, pod: Pod) -> None:
         """A restarted container resumes from the pod's hot dir (local recovery); then Ready."""
         if pod.phase == "Running" and pod.exit_code is None and not pod.deleting and pod.last_exit_code != 3 \
-                and pod.spec.image != IMAGES[2] and not pod.node_lost:
+                and pod.spec.image != IMAGES[2] and not pod.node_lost and not pod.frozen:
             pod.up = pod.ready = True
 
     def exit_zero(self, pod: Pod) -> None:
         """The runtime stops (the GC sidecar keeps the pod Running)."""
-        if pod.up and not pod.deleting:
+        if pod.up and not pod.deleting and not pod.frozen:
             pod.up = pod.ready = False
             pod.exit_code = pod.last_exit_code = 0
 
     def checkpoint(self, pod: Pod, request: str | None = None, savepoint: str | None = None) -> Chk | None:
-        if not pod.up:
+        if not pod.up or pod.frozen:
+            return None
+        if pod.fence < self.fence:  # check_fence before the manifest's put: a newer attempt claimed
+            self.fenced_commits += 1
             return None
         store = self.stores[pod.url]
         chk = Chk(store.next_num, self.now, pod.lineage, pod.fence)
@@ -307,10 +335,12 @@ class World:
 
     def complete_requests(self) -> None:
         for pod in self.pods.values():
-            while pod.open_requests and pod.up:
+            while pod.open_requests and pod.up and not pod.frozen:
                 self.checkpoint(pod, request=pod.open_requests.pop(0))
 
     def finish_drain(self, pod: Pod) -> None:
+        if pod.frozen:
+            return
         if pod.draining and pod.up:
             name = pod.draining.get("savepoint")
             self.checkpoint(pod, savepoint=name)
@@ -327,8 +357,24 @@ class World:
         if pod.attempt not in self.failed_attempts:
             self.lost.setdefault(pod.attempt, how)
 
+    def freeze(self, pod: Pod) -> None:
+        if pod.phase == "Running" and not pod.node_lost:
+            pod.frozen = True
+
+    def thaw(self, pod: Pod) -> None:
+        """The zombie runs on where it stopped: it tries to commit what it had (refused if fenced), and a
+        deleted one then takes its SIGTERM."""
+        if not pod.frozen:
+            return
+        pod.frozen = False
+        if pod.up:
+            self.checkpoint(pod)
+        if pod.deleting:
+            pod.up = False
+
     def finish_terminations(self) -> None:
-        for name in [n for n, p in self.pods.items() if p.deleting and not p.stuck]:
+        for name in [n for n, p in self.pods.items() if p.deleting and not p.stuck and not (
+                p.frozen and self.now - (p.deleting_since or 0) < GRACE)]:  # SIGTERM waits for the thaw
             del self.pods[name]
 
     @property
@@ -404,8 +450,11 @@ class World:
     def trigger(self, pod: Pod | None, status: dict[str, Any]) -> None:
         tracking = status.setdefault("tracking", {})
         if pod is None or self.runtime_doc(pod) is None:
+            if pod is not None and pod.phase == "Running":
+                self.note_request(pod, False)
             tracking.pop("pendingTrigger", None)
             return
+        self.note_request(pod, True)
         rid = f"req-{self.step:06d}"
         pod.open_requests.append(rid)
         tracking["pendingTrigger"] = dict(tracking.get("pendingTrigger") or {}, id=rid)
@@ -448,7 +497,8 @@ class World:
         if force:
             del self.pods[name]
         elif not pod.deleting:
-            pod.deleting, pod.ready, pod.up, pod.deleting_since = True, False, False, self.now
+            # (a frozen runtime gets its SIGTERM when thawed: until then it is up, and may try to commit)
+            pod.deleting, pod.ready, pod.up, pod.deleting_since = True, False, pod.up and pod.frozen, self.now
 
     def create(self, action: m.CreateAttempt) -> None:
         name = f"{NAME}-{action.attempt}"
@@ -470,6 +520,7 @@ class World:
         if self.check_create:
             self.check_create(self, action, spec)
         self.fence += 1
+        self.spec_of_fence[self.fence] = spec_key(spec)  # which spec wrote the checkpoints of this fence
         self.pods[name] = Pod(name, action.attempt, spec, action.restore_from, spec.checkpoint.storage.url,
                               fence=self.fence, incarnation=self.incarnation)
         self.gc_pins = set((self.status.get("tracking") or {}).get("gcPins", []))  # the attempt's ConfigMap

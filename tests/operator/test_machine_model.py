@@ -56,6 +56,8 @@ def check_create(w: World, action, spec) -> None:  # type: ignore[no-untyped-def
     w.failed_points = failed
     point = outcome and outcome[1]
     good = [c for c in store.readable() if f"checkpoint:{c.id}" not in w.failed_points]
+    if action.spec is not None:  # a rollback restores the stable spec's state, never the rejected spec's
+        good = [c for c in good if w.spec_of_fence.get(c.attempt) in (None, spec_key(spec))]
     if isinstance(point, Chk) and f"checkpoint:{point.id}" != user and good and good[-1].num > point.num:
         raise ModelViolation(f"{where}: the runtime restores {point.id}, older than the newest restorable "
                              f"checkpoint {good[-1].id}")
@@ -93,6 +95,14 @@ def check_decision(w: World, obs, d) -> None:  # type: ignore[no-untyped-def]
         if (st.get("lastFailure") or {}).get("reason") == "ContainerRestarted":
             raise ModelViolation(f"attempt {seen.attempt} was OOM-killed; lastFailure {st.get('lastFailure')}, "
                                  f"phase {st.get('phase')}")
+    failure = st.get("lastFailure") or {}
+    if failure.get("reason") == "AttemptLost" and failure != old.get("lastFailure") and seen is not None:
+        silent = seen.unanswered_since  # the world's truth, not the operator's bookkeeping
+        bound = parse_duration(spec.restart.lost_after)
+        if silent is None or w.now - silent < bound:
+            raise ModelViolation(f"attempt {seen.attempt} given up as lost, but its runtime answered "
+                                 f"{'a request since' if silent is None else f'{w.now - silent:g}s ago'} "
+                                 f"(restart.lostAfter {spec.restart.lost_after}): a slow runtime killed")
     pod, listed = w.current(w.seen), obs.store_checkpoints or []
     latest = (st.get("latestCheckpoint") or {}).get("id")
     here = {c.id: c for c in w.stores[store_url(spec)].checkpoints}
@@ -113,7 +123,7 @@ class MachineModel(RuleBasedStateMachine):
         self.nonce = 0
         self.nonce_step = -1
         self.restart_nonce = 0
-        self.checkpoint_nonce = 0
+        self.checkpoint_nonces = 0  # (not checkpoint_nonce: the rule of that name)
         STEPS["examples"] += 1
 
     def pod(self, i: int):  # type: ignore[no-untyped-def]
@@ -180,6 +190,35 @@ class MachineModel(RuleBasedStateMachine):
     def index_relists(self) -> None:
         for pod in self.world.pods.values():
             pod.in_index = True
+
+    @rule(i=PODS)
+    def runtime_freezes(self, i: int) -> None:
+        """The cgroup freezer (or a node that stops answering while its pods' network is up)."""
+        if pod := self.pod(i):
+            self.world.freeze(pod)
+
+    @rule(i=PODS)
+    def runtime_thaws(self, i: int) -> None:
+        if pod := self.pod(i):
+            self.world.thaw(pod)
+
+    @rule(i=PODS, seconds=st.sampled_from([5.0, 14.0, 30.0, 45.0, 120.0]), thaw=st.booleans())
+    def runtime_frozen_for(self, i: int, seconds: float, thaw: bool) -> None:
+        """Frozen while the world goes on for a while (the operator may give the attempt up), then
+        maybe thawed: a zombie beside the next attempt."""
+        if pod := self.pod(i):
+            self.world.freeze(pod)
+            end = self.world.now + seconds
+            while self.world.now < end:
+                self.progress()
+            if thaw:
+                self.world.thaw(pod)
+
+    @rule(i=PODS, n=st.integers(1, 3))
+    def runtime_answers_late(self, i: int, n: int) -> None:
+        """The next n requests to a running runtime time out (an overloaded node), then it answers."""
+        if pod := self.pod(i):
+            pod.slow = n
 
     @rule()
     def terminations_finish(self) -> None:
@@ -254,8 +293,8 @@ class MachineModel(RuleBasedStateMachine):
 
     @rule()
     def checkpoint_nonce(self) -> None:
-        self.checkpoint_nonce += 1
-        self.world.edit(lambda d: d.setdefault("checkpoint", {}).update(triggerNonce=self.checkpoint_nonce))
+        self.checkpoint_nonces += 1
+        self.world.edit(lambda d: d.setdefault("checkpoint", {}).update(triggerNonce=self.checkpoint_nonces))
 
     @rule()
     def restart_nonce_changes(self) -> None:
@@ -352,6 +391,8 @@ class MachineModel(RuleBasedStateMachine):
                 w.crash(pod, 1)  # CrashLoopBackOff
             w.start(pod)
             w.become_ready(pod)
+            if pod.frozen:
+                pod.ready = False  # its readiness probe times out
             if pod.draining:
                 w.finish_drain(pod)
         w.complete_requests()
@@ -365,6 +406,7 @@ class MachineModel(RuleBasedStateMachine):
         w = self.world
         w.refuse_creates, w.fail_writes = False, 0
         for pod in w.pods.values():
+            pod.slow = 0  # frozen pods stay frozen: the job must recover without them
             pod.in_index = True  # stuck pods stay stuck: only a forced delete removes them
         start, why = w.now, None
         for _ in range(QUIET_ROUNDS):
@@ -417,6 +459,7 @@ class MachineModel(RuleBasedStateMachine):
     def world_invariants(self) -> None:
         STEPS["steps"] += 1
         self.never_two_attempts_at_once()
+        self.never_two_attempts_that_can_commit()
         self.refused_creates_are_reported()
 
     def restore_points_are_pinned(self, d) -> None:  # type: ignore[no-untyped-def]
@@ -434,6 +477,17 @@ class MachineModel(RuleBasedStateMachine):
     def never_two_attempts_at_once(self) -> None:
         alive = sorted({p.attempt for p in self.world.pods.values() if p.alive})
         assert len(alive) <= 1, f"pods of attempts {alive} alive (not deleting) at once"
+
+    def never_two_attempts_that_can_commit(self) -> None:
+        """Pods of a lost attempt may outlive the next attempt's start (Terminating, frozen), but the
+        fence leaves at most one able to commit, and every store's checkpoints were written in fence
+        order: a zombie that thaws after a newer attempt started commits nothing."""
+        w = self.world
+        can = [p.attempt for p in w.pods.values() if p.up and not p.frozen and p.fence == w.fence]
+        assert len(can) <= 1, f"pods of attempts {can} can commit at once"
+        for url, store in w.stores.items():
+            fences = [c.attempt for c in store.checkpoints]
+            assert fences == sorted(fences), f"{url}: checkpoints out of fence order {fences} (a zombie committed)"
 
     def refused_creates_are_reported(self) -> None:
         w = self.world
@@ -487,3 +541,48 @@ def test_the_model_restarts_on_a_restart_nonce(before: list[str]) -> None:
     model.world_invariants()
     model.world_goes_quiet()
     assert model.world.current().spec.restart_nonce == 1
+
+
+def running_model() -> MachineModel:
+    model = MachineModel()
+    model.world.step = 1
+    model.world_progresses(n=5)
+    assert model.world.status["phase"] == "Running"
+    return model
+
+
+def test_a_frozen_attempt_is_replaced_within_the_bound_and_its_thawed_zombie_is_fenced_out() -> None:
+    model = running_model()
+    w = model.world
+    old = w.current()
+    model.checkpoints_complete()
+    w.freeze(old)
+    old.stuck = True  # its kubelet waits out the grace period before it kills the frozen processes
+    frozen_at, bound = w.now, parse_duration(w.spec.restart.lost_after)
+    while w.current() is old:
+        model.progress()
+        model.world_invariants()
+        assert w.now - frozen_at < bound + 70, "the frozen attempt was not given up"
+    assert w.status["lastFailure"]["reason"] == "AttemptLost"
+    assert old.name in w.pods and old.deleting and old.frozen  # Terminating beside the next attempt
+    for _ in range(5):
+        model.progress()
+    assert w.current().ready and w.stores[w.spec.checkpoint.storage.url].checkpoints[-1].attempt == w.current().fence
+    before = w.fenced_commits
+    w.thaw(old)
+    model.world_invariants()
+    assert w.fenced_commits == before + 1  # it tried, and the fence refused
+    model.world_goes_quiet()
+
+
+def test_a_slow_runtime_that_answers_within_the_bound_is_not_killed() -> None:
+    model = running_model()
+    w = model.world
+    pod, start = w.current(), w.now
+    while w.now - start < 600:
+        pod.slow = 2  # two requests in a row time out, then one is answered: never silent for the bound
+        for _ in range(3):
+            w.operator_round()
+            w.now += 4.0
+        model.world_invariants()
+    assert w.current() is pod and w.status["phase"] == "Running" and w.status.get("lastFailure") is None
