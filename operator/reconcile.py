@@ -29,6 +29,7 @@ from sparkpoint.runtime.spec import parse_spec
 
 from .actions import Actions, EventFn
 from .decisions.checkpoints import iso, only_trigger_bookkeeping
+from .decisions.liveness import Liveness, NodeObs, answered, of_pod, unanswered
 from .decisions.machine import DRAIN_GRACE, decide
 from .decisions.model import (
     CheckpointResult,
@@ -50,7 +51,6 @@ from .kube.caches import SpecCache, fresher_body
 from .kube.client import Kube
 from .kube.resource import JobMeta, StreamingJob, parse_job
 from .kube.status_writer import StatusWriter
-from .decisions.liveness import Liveness, NodeObs, answered, of_pod, unanswered
 from .metrics import OperatorMetrics
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .store.facts import StoreFacts

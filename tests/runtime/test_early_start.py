@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from sparkpoint.runtime.spec import SparkSection
 from sparkpoint.runtime.service.early_start import EarlyStart
 from sparkpoint.runtime.service.start_phases import StartPhases
+from sparkpoint.runtime.spec import SparkSection
 
 
 def test_the_session_is_built_on_its_own_thread_and_handed_over() -> None:
