@@ -92,9 +92,11 @@ def build_session(spark: SparkSection, app_name: str, cluster_conf: dict[str, st
     return session
 
 
-# What spark-submit must know when it launches the driver's JVM (its heap, options and classpath);
-# everything else is read by the SparkContext, which comes later with the full conf.
-_LAUNCH_PREFIXES = ("spark.driver.", "spark.jars")
+# What spark-submit must know when it launches the driver's JVM (its heap, options and classpath),
+# and what Spark reads from the JVM's system properties rather than the SparkContext's conf: the UI's
+# links read spark.ui.proxyBase there (UIUtils.uiRoot), so a JVM launched without it serves links
+# outside the Ingress path. Everything else is read by the SparkContext, which comes later.
+_LAUNCH_PREFIXES = ("spark.driver.", "spark.jars", "spark.ui.proxyBase")
 
 
 def launch_jvm(spark: SparkSection) -> None:
@@ -104,5 +106,10 @@ def launch_jvm(spark: SparkSection) -> None:
     from pyspark import SparkConf, SparkContext
 
     ensure_user_identity()
-    launch = {k: v for k, v in session_conf(spark).items() if k.startswith(_LAUNCH_PREFIXES)}
+    launch = launch_conf(spark)
     SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(list(launch.items())))
+
+
+def launch_conf(spark: SparkSection) -> dict[str, str]:
+    """The part of the session's conf the JVM must be launched with (_LAUNCH_PREFIXES)."""
+    return {k: v for k, v in session_conf(spark).items() if k.startswith(_LAUNCH_PREFIXES)}

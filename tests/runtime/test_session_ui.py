@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.runtime.spark.session import session_conf
+from sparkpoint.runtime.spark.session import launch_conf, session_conf
 from sparkpoint.runtime.spec import SparkSection
 from sparkpoint.runtime.spec import job as config
 from sparkpoint.runtime.spec.rules import SPARK_UI_PORT_ENV
@@ -51,5 +51,7 @@ def test_behind_the_ingress_the_proxy_base_is_spark_ui_proxy_base(monkeypatch) -
     monkeypatch.setenv(SPARK_UI_PORT_ENV, "4040")
     monkeypatch.setenv(SPARK_UI_PROXY_BASE_ENV, "/sparkpoint/team/clicks")
     assert session_conf(SparkSection())["spark.ui.proxyBase"] == "/sparkpoint/team/clicks"
+    # Spark's UI reads it from the JVM's system properties: the early JVM is launched with it
+    assert launch_conf(SparkSection())["spark.ui.proxyBase"] == "/sparkpoint/team/clicks"
     monkeypatch.delenv(SPARK_UI_PROXY_BASE_ENV)
     assert "spark.ui.proxyBase" not in session_conf(SparkSection())
