@@ -196,14 +196,21 @@ ROWS, KEYS, WINDOW, WATERMARK, TOTAL = 100, 20, 5, 2, 30
 HISTORY_PORT = 18080
 
 
+# Pod Security at its strictest level in both tenant namespaces: what a job may run there is bounded by
+# it, as a Deployment's pods are (issue 41's model); a hostPath volume is refused.
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
+HOT_CLAIM = "hot-shared"
+
+
 @pytest.fixture
 def tenants(core):
-    """Two tenant namespaces beside the operator's own (the `namespace` fixture, its release namespace)."""
+    """Two tenant namespaces beside the operator's own (the `namespace` fixture, its release namespace),
+    each enforcing Pod Security `restricted`."""
     names = []
     for tenant in ("a", "b"):
         name = f"e2e-tenant-{tenant}-{uuid.uuid4().hex[:5]}"
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
-            name=name, labels={"sparkpoint.dev/e2e": "true"})))
+            name=name, labels={"sparkpoint.dev/e2e": "true", **RESTRICTED})))
         names.append(name)
     for name in names:
         wait_for("the default service account", lambda n=name: exists(
@@ -215,6 +222,39 @@ def tenants(core):
         except ApiException as error:
             if error.status != 404:
                 raise
+
+
+@pytest.fixture
+def shared_claims(core, namespace, tenants):
+    """One node directory behind a ReadWriteMany claim in each tenant namespace (a PersistentVolume per
+    claim, both over the same directory: an NFS export handed to two namespaces looks like this). Pod
+    Security admits claims, so this is what a restricted namespace's jobs can share; the isolation of
+    one job's directory from another's is then the operator's sub-path mounts alone."""
+    from test_operator_executors import shared_hot_dir
+
+    hot = shared_hot_dir(namespace)
+    volumes = []
+    for tenant in tenants:
+        pv = f"sparkpoint-e2e-hot-{tenant}"
+        core.create_persistent_volume(client.V1PersistentVolume(
+            metadata=client.V1ObjectMeta(name=pv, labels={"sparkpoint.dev/e2e": "true"}),
+            spec=client.V1PersistentVolumeSpec(
+                capacity={"storage": "1Gi"}, access_modes=["ReadWriteMany"], storage_class_name="",
+                persistent_volume_reclaim_policy="Retain",
+                host_path=client.V1HostPathVolumeSource(path=str(hot), type="Directory"),
+                claim_ref=client.V1ObjectReference(namespace=tenant, name=HOT_CLAIM))))
+        volumes.append(pv)
+        core.create_namespaced_persistent_volume_claim(tenant, client.V1PersistentVolumeClaim(
+            metadata=client.V1ObjectMeta(name=HOT_CLAIM), spec=client.V1PersistentVolumeClaimSpec(
+                access_modes=["ReadWriteMany"], storage_class_name="", volume_name=pv,
+                resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}))))
+    for tenant in tenants:
+        wait_for(f"{tenant}'s claim bound", lambda t=tenant: core.read_namespaced_persistent_volume_claim(
+            HOT_CLAIM, t).status.phase == "Bound", timeout=120, interval=1.0)
+    yield hot
+    for pv in volumes:
+        with contextlib.suppress(ApiException):
+            core.delete_persistent_volume(pv)
 
 
 @pytest.fixture
@@ -250,9 +290,32 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
+def _refused_pod(jobs: Jobs, name: str, over: dict, image: str) -> str:
+    """A job of `over`: refused at admission, or admitted with no pod and a PodCreateFailed Event
+    naming Pod Security; anything else is returned as what happened."""
+    try:
+        jobs.create(name, image=image, **over)
+    except ApiException as error:
+        return f"refused at admission: {error.status} {json.loads(error.body or '{}').get('message', '')[:160]}"
+
+    def said() -> list[str]:
+        return [e.message or "" for e in jobs.core.list_namespaced_event(
+            jobs.namespace, field_selector=f"involvedObject.name={name}").items if e.reason == "PodCreateFailed"]
+    try:
+        messages = wait_for(f"{name}'s PodCreateFailed Event", said, timeout=120, interval=1.0)
+    finally:
+        pods = [p.metadata.name for p in jobs.core.list_namespaced_pod(
+            jobs.namespace, label_selector=f"sparkpoint.dev/job={name}").items]
+        with contextlib.suppress(AssertionError, ApiException):
+            jobs.delete(name, timeout=120)
+    if pods or not any("PodSecurity" in m for m in messages):
+        return f"SUCCEEDED? pods {pods}, events {messages}"[:300]
+    return f"refused by Pod Security: {messages[0][:200]}"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
-def test_a_hostile_job_reaches_nothing_of_another_tenants_job(api_client, core, namespace, tenants,
+def test_a_hostile_job_reaches_nothing_of_another_tenants_job(api_client, core, namespace, tenants, shared_claims,
                                                                tenants_operator, store_env):
     """Issue 41's hostile job on the real node (kube-router enforcing the chart's and the operator's
     NetworkPolicies): job B in tenant b runs code that tries to read and write job A's directory of
@@ -260,12 +323,12 @@ def test_a_hostile_job_reaches_nothing_of_another_tenants_job(api_client, core, 
     control API, and the chart's History Server (A's history), and to find an API token. Every
     attempt fails; from the node (exempt from policy) every target answers, so each refusal is
     the isolation's, not a closed port; B checkpoints; A's output equals its failure-free run and
-    A's directory holds nothing of B's. Pod Security is not enforced in the tenants' namespaces: the
-    shared hot volume here is a hostPath, which `baseline` already refuses (test_security.py covers
-    `restricted`)."""
+    A's directory holds nothing of B's. Both namespaces enforce Pod Security `restricted`; the hot
+    volume both share is a ReadWriteMany claim per namespace over one node directory (shared_claims),
+    and B's specs that would reach the node (a hostPath hot volume, the host's network) get no pod."""
     from kube_helpers import real_node
     from test_history_server import RUNTIME_IMAGE, _history_pod
-    from test_operator_executors import remove_hot_dir, shared_hot_dir
+    from test_operator_executors import remove_hot_dir
 
     from harness.runtime_job import WindowedJob, canonical
     from sparkpoint.runtime.sink.transactional import read_committed
@@ -275,7 +338,7 @@ def test_a_hostile_job_reaches_nothing_of_another_tenants_job(api_client, core, 
         pytest.skip("needs the real node with its NetworkPolicy engine (the node agent's pods share the host's network)")
     tenant_a, tenant_b = tenants
     victim_jobs, hostile_jobs = Jobs(api_client, tenant_a, store_env), Jobs(api_client, tenant_b, store_env)
-    hot = shared_hot_dir(namespace)
+    hot, claim = shared_claims, {"persistentVolumeClaim": {"claimName": HOT_CLAIM}}
     t0 = time.monotonic()
     try:
         victim_jobs.create("victim", image=RUNTIME_IMAGE, **{
@@ -283,7 +346,7 @@ def test_a_hostile_job_reaches_nothing_of_another_tenants_job(api_client, core, 
                          "window": f"{WINDOW} seconds", "watermark": f"{WATERMARK} seconds"},
             "spark.master": "k8s", "spark.executors": {"instances": 1, "cores": 1, "memory": "512Mi"},
             "spark.conf": {"spark.kubernetes.executor.request.cores": "100m"},
-            "checkpoint.hotVolume": {"hostPath": {"path": str(hot)}}})
+            "checkpoint.hotVolume": claim})
         st = victim_jobs.wait_status("victim", "Running with a checkpoint", lambda s: s.get("phase") == "Running"
                                      and s.get("latestCheckpoint"), timeout=600, operator=tenants_operator)
         victim_ip = core.read_namespaced_pod(st["pod"], tenant_a).status.pod_ip
@@ -308,7 +371,7 @@ def test_a_hostile_job_reaches_nothing_of_another_tenants_job(api_client, core, 
                 "containers": [{"name": "runtime", "volumeMounts": [
                     {"name": "hostile-code", "mountPath": "/opt/hostile", "readOnly": True}]}],
                 "volumes": [{"name": "hostile-code", "configMap": {"name": "hostile-code"}}]}},
-            "checkpoint.hotVolume": {"hostPath": {"path": str(hot)}}})
+            "checkpoint.hotVolume": claim})
         hostile_jobs.wait_status("hostile", "Running with a checkpoint of its own", lambda s: s.get("phase") == "Running"
                                  and s.get("latestCheckpoint"), timeout=600, operator=tenants_operator)
         hostile_uid = hostile_jobs.get("hostile")["metadata"]["uid"]
@@ -319,6 +382,15 @@ def test_a_hostile_job_reaches_nothing_of_another_tenants_job(api_client, core, 
         # Still listening, seen from the node: the refusals above were the policies'.
         assert all(_listening(*target) for target in targets.values())
         assert not [p for p in (hot / tenant_a).rglob(f"{marker}*")], "the hostile job wrote into the victim's dir"
+
+        # What Pod Security adds: B's specs that would reach the node are admitted as StreamingJobs
+        # (the operator's host path prefix allows the directory) but get no pod, and B is told why.
+        node_specs = {"hostile-hostpath": {"checkpoint.hotVolume": {"hostPath": {"path": str(hot)}}},
+                      "hostile-hostnet": {"podTemplate": {"spec": {"hostNetwork": True}}}}
+        for name, over in node_specs.items():
+            outcomes.append(f"{name}: " + _refused_pod(hostile_jobs, name, over, RUNTIME_IMAGE))
+        assert all(": refused" in o for o in outcomes[-2:]), "\n".join(outcomes)
+        print("\n".join(outcomes[-2:]))
 
         done = TOTAL + WINDOW + WATERMARK + 3
         victim_jobs.wait_status("victim", f"a checkpoint past batch {done}", lambda s: s.get("attempt") == 1

@@ -9,7 +9,6 @@ Event, and the next round decides again on what it then observes.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +36,7 @@ from .decisions.model import (
 from .decisions.status_model import CreateFailed
 from .kube import builders, control_token, hot_confine, isolation
 from .kube.client import Kube
+from .kube.refusals import refusal_message, refused
 from .kube.resource import JobMeta, StreamingJob
 from .kube.status_writer import StatusWriter
 from .metrics import OperatorMetrics
@@ -50,20 +50,6 @@ log = logging.getLogger("sparkpoint.operator")
 ATTEMPT_CREATES = 16
 EventFn = Callable[[dict[str, Any], str, str, str], None]
 WriterFn = Callable[[str, str], StatusWriter]  # the job's status writer (reconcile.Reconciler owns them)
-
-
-def refused(exc: ApiException) -> bool:
-    """A refusal that retrying the same request will not change (403 quota or admission, 422
-    invalid, 404 a missing ServiceAccount or namespace): not a conflict, throttling or outage."""
-    return exc.status is not None and 400 <= exc.status < 500 and exc.status not in (408, 409, 429)
-
-
-def refusal_message(exc: ApiException) -> str:
-    """The API server's own message (its Status body), else the HTTP reason."""
-    try:
-        return str(json.loads(exc.body or "")["message"])[:500]
-    except (ValueError, TypeError, KeyError):
-        return f"{exc.status} {exc.reason}"
 
 
 class Actions:

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes.client.rest import ApiException
+
 from sparkpoint.runtime.spec import JobSpec
 from sparkpoint.runtime.store import JobRef as StoreJob
 
@@ -22,6 +24,7 @@ from .decisions.status_model import Tracking
 from .kube import builders, hot_cleanup
 from .kube.client import Kube
 from .kube.hot_confine import host_path_refusal
+from .kube.refusals import refusal_message, refused
 from .kube.resource import StreamingJob, parse_job
 from .metrics import OperatorMetrics
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
@@ -118,8 +121,13 @@ class JobDeletion:
         step = hot_cleanup.cleanup_step(executors, phase, since, now, earlier,
                                         hot_cleanup.cleanup_exit_code(pod), host_path)
         if step.next == "create":
-            await self.kube.create(hot_node.pinned(hot_cleanup.build_cleanup_pod(job.meta.ref, spec), spec,
-                                                   job.status.hot_volume_node))
+            try:
+                await self.kube.create(hot_node.pinned(hot_cleanup.build_cleanup_pod(job.meta.ref, spec), spec,
+                                                       job.status.hot_volume_node))
+            except ApiException as exc:  # e.g. Pod Security refuses a hostPath: retrying will not change it
+                if not refused(exc):
+                    raise
+                step = hot_cleanup.CleanupStep("give-up", f"the cleanup pod was refused ({refusal_message(exc)})")
         if step.next == "wait-earlier" and not (pod or {}).get("metadata", {}).get("deletionTimestamp"):
             await self.kube.delete_pod(ns, pod_name)  # its job is gone: the garbage collector's work, sooner
         if step.next in ("create", "wait", "wait-executors", "wait-earlier"):

@@ -7,12 +7,12 @@ import json
 
 from kubernetes.client.rest import ApiException
 
-from sparkpoint.operator.actions import refusal_message, refused
 from sparkpoint.operator.decisions import finalize, pod_view
 from sparkpoint.operator.decisions.model import DeletePod, PodObs, RescaleFailure
 from sparkpoint.operator.decisions.observe import pod_observation
 from sparkpoint.operator.decisions.status_model import parse_status
 from sparkpoint.operator.decisions.step import DRAIN_GRACE, STUCK_TERMINATING
+from sparkpoint.operator.kube.refusals import refusal_message, refused
 
 T0 = 1_800_000_000.0
 

@@ -181,3 +181,38 @@ def test_the_finalizer_posts_a_warning_when_a_host_path_directory_is_not_there()
     assert [(e[1], e[2]) for e in events] == [("Warning", "HotVolumeDirAbsent")]
     assert f"team/scaled/{JOB.uid}" in events[0][3] and "another node" in events[0][3]
     assert kube.deleted == ["scaled-hot-cleanup"]  # and the finalizer finishes
+
+
+class _RefusingKube(_Kube):
+    """An API server that refuses the cleanup pod, as Pod Security `restricted` refuses a hostPath."""
+
+    def __init__(self, status: int):
+        super().__init__(None)
+        self.status = status
+
+    async def create(self, body):
+        from kubernetes.client.rest import ApiException
+
+        error = ApiException(status=self.status, reason="Forbidden")
+        error.body = '{"message": "pods \\"scaled-hot-cleanup\\" is forbidden: violates PodSecurity \\"restricted:latest\\""}'
+        raise error
+
+
+def test_a_refused_cleanup_pod_is_given_up_at_once_with_the_api_servers_words():
+    """Retrying a refusal would only hold the deletion for CLEANUP_FOR (a restricted namespace refuses
+    a hostPath pod every time): the finalizer finishes now and says why the directory stayed."""
+    kube, events = _RefusingKube(403), []
+    deletion = JobDeletion(kube, None, None, None, lambda *a: events.append(a))  # type: ignore[arg-type]
+    body = {"apiVersion": "sparkpoint.dev/v1alpha1", "kind": "StreamingJob",
+            "metadata": {"name": "scaled", "namespace": "team", "uid": JOB.uid, "generation": 1,
+                         "deletionTimestamp": "2026-11-26T10:00:00Z"},
+            "spec": host_path_spec().model_dump(by_alias=True, mode="json", exclude_none=True)}
+    asyncio.run(deletion.clean_hot_volume(parse_job(body), parse_time("2026-11-26T10:00:10Z")))
+    assert [(e[1], e[2]) for e in events] == [("Warning", "HotVolumeNotCleaned")]
+    assert "refused" in events[0][3] and "PodSecurity" in events[0][3] and f"team/scaled/{JOB.uid}" in events[0][3]
+    # An outage is not a refusal: it is raised for the finalizer's retry.
+    from kubernetes.client.rest import ApiException
+
+    with pytest.raises(ApiException):
+        asyncio.run(JobDeletion(_RefusingKube(503), None, None, None, lambda *a: None).clean_hot_volume(  # type: ignore[arg-type]
+            parse_job(body), parse_time("2026-11-26T10:00:10Z")))
