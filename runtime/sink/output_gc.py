@@ -40,18 +40,9 @@ from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, out
 
 from .compaction import apply_records, history_items, record_attempt
 from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
-from .gc_cursor import (
-    INCREMENTAL_AREAS,
-    Diverged,
-    FolderScan,
-    PassContext,
-    cursor_after_full,
-    incremental_pass,
-    parse_cursor,
-    read_cursors,
-    unpublished_keys,
-    write_cursor,
-)
+from .gc_cursor import INCREMENTAL_AREAS, Diverged, PassContext, parse_cursor, read_cursors, write_cursor
+from .gc_cursor_full import FolderScan, cursor_after_full, unpublished_keys
+from .gc_cursor_pass import incremental_pass
 from .history import SEGMENT, SegmentReader
 from .keys import commit_key, file_keys, sink_root, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_checkpoint, head_entry
