@@ -44,7 +44,7 @@ from sparkpoint.runtime.store.layout import CHECKPOINT_ID, outputs_prefix
 log = logging.getLogger("sparkpoint.gc")
 
 VERSION = 1
-INCREMENTAL_AREAS = {"_commits", "_snapshots", "staging", "_gc"}  # a transactional sink's path
+INCREMENTAL_AREAS = {"_commits", "_snapshots", "staging", "_gc", "_delta_log"}  # a transactional or delta sink's path
 _BATCH = re.compile(r"/staging/attempt-(\d+)/batch-(\d+)[-.]")
 
 
@@ -75,6 +75,7 @@ class Cursor:
     bytes: int = 0
     snapshot_objects: int = 0  # the snapshots numbered <= `snapshot` (no pass lists them again)
     snapshot_bytes: int = 0
+    delta: dict[str, Any] | None = None  # a delta sink's path: its Delta log's state (delta_cursor.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,7 +99,8 @@ def parse_cursor(doc: Any) -> Cursor | None:
                                                                      "published": int(v["published"])}
                                                             for k, v in doc["folders"].items()},
                       objects=int(doc["objects"]), bytes=int(doc["bytes"]),
-                      snapshot_objects=int(doc.get("snapshot_objects", 0)), snapshot_bytes=int(doc.get("snapshot_bytes", 0)))
+                      snapshot_objects=int(doc.get("snapshot_objects", 0)), snapshot_bytes=int(doc.get("snapshot_bytes", 0)),
+                      delta=dict(doc["delta"]) if doc.get("delta") is not None else None)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 

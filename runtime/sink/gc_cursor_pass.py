@@ -10,17 +10,25 @@ from sparkpoint.runtime.store import ObjectInfo
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import id_from_json_key
 
+from .delta_cursor import TableLog, parse_log_cursor
 from .gc_cursor import Cursor, Diverged, PassContext, folder_of, number
 from .gc_walk import see, start_of, walk_window
 from .history import snapshots_prefix
-from .keys import commit_key, commits_prefix, file_keys, staging_prefix
+from .keys import commit_key, commits_prefix, file_keys, sink_root, staging_prefix
 from .lineage import continuation_id, head_checkpoint, head_entry
 
 
-def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any) -> Cursor:
+def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any,
+                     delta_retention: float | None = None) -> Cursor:
     """One path's output pass from its cursor; returns the next cursor. Raises Diverged (before
-    deleting anything) when the full pass must decide instead."""
+    deleting anything) when the full pass must decide instead. `delta_retention`: the path holds a
+    Delta table (its log is read from the cursor's version on, delta_cursor.py)."""
     store, job = ctx.store, ctx.job
+    table = None
+    if delta_retention is not None:
+        if (state := parse_log_cursor(cursor.delta)) is None:
+            raise Diverged("the cursor holds no state of the path's Delta log")
+        table = TableLog(store, sink_root(job, path), state, retention=delta_retention, now=ctx.now)
     commits = [o for o in store.list(commits_prefix(job, path)) if o.key.endswith(".json")]
     commit_ids = [id_from_json_key(o.key) for o in commits]
     snapshots = [o for o in _snapshot_listing(ctx, path, cursor.snapshot, [*commit_ids, *(e for e, _ in ctx.manifests)])
@@ -41,6 +49,8 @@ def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any) -
     starts = [head_checkpoint(head), *[start_of(eid, sink, published_ids) for eid, sink in points]]
     window, segments, newest, first = walk_window(store, job, path, cursor, commit_ids,
                                                   {id_from_json_key(o.key) for o in snapshots}, starts, load)
+    if table is not None and table.advance().checkpoint not in window.ids:  # after `_commits/` was listed
+        raise Diverged("the table's newest commit names no checkpoint on a walked chain")
     needed = set(window.ids) | {eid for eid, _ in points}
     if head is not None and head.get("kind") == "continuation":
         needed.add(continuation_id(int(head["attempt"])))
@@ -82,9 +92,14 @@ def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any) -
 
     # Abandoned entries and snapshots: their files first (by name), then themselves
     kept: set[str] = set()
+    for_table: set[str] = set()
     for info, held in docs:
         for key in sorted({k for doc in held for item in doc.get("files", []) for k in file_keys(item)}):
             if key in window.keys or key in manifest_keys:
+                continue
+            if table is not None and table.needs(key):  # the entry stays: a later pass finds the file by it
+                for_table.add(info.key)
+                result.kept_for_table += 1
                 continue
             stat = store.stat(key)
             if stat is None:
@@ -102,6 +117,10 @@ def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any) -
             if passed(key):
                 settled["objects"] -= 1
                 settled["bytes"] -= stat.size
+        if info.key in for_table and info.key not in kept and not ctx.young(info):
+            kept.add(info.key)
+            result.keep(info, committed=True)
+            continue
         if info.key in kept or ctx.young(info):
             kept.add(info.key)
             result.kept_young_or_newest += 1
@@ -137,7 +156,11 @@ def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any) -
     result.committed_bytes += settled["bytes"] + cursor.snapshot_bytes
     result.live_files += settled["objects"]
     result.live_bytes += settled["bytes"]
-    folders = _list_folders(ctx, path, cursor, window.keys, manifest_keys, published, settled, result)
+    folders = _list_folders(ctx, path, cursor, window.keys, manifest_keys, published, settled, result, table)
+    if table is not None:  # the log: what the cursor counted and what this pass listed after it
+        log_objects, log_bytes = table.log_objects
+        result.committed_objects += log_objects
+        result.committed_bytes += log_bytes
     snapshot = max((number(i) for i in window.met if number(i) <= number(newest)), default=cursor.snapshot)
     if undecided := [number(id_from_json_key(k)) for k in kept if "/_snapshots/" in k]:
         snapshot = min(snapshot, min(undecided) - 1)
@@ -148,7 +171,8 @@ def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any) -
                   attempt=max(ctx.newest_attempt, cursor.attempt), folders=folders,
                   objects=settled["objects"], bytes=settled["bytes"],
                   snapshot_objects=cursor.snapshot_objects + len(passed_snapshots),
-                  snapshot_bytes=cursor.snapshot_bytes + sum(o.size for o in passed_snapshots))
+                  snapshot_bytes=cursor.snapshot_bytes + sum(o.size for o in passed_snapshots),
+                  delta=None if table is None or table.next is None else table.next.to_dict())
 
 
 def _snapshot_listing(ctx: PassContext, path: str, settled: int, ids: list[str]) -> Iterator[ObjectInfo]:
@@ -163,9 +187,11 @@ def _snapshot_listing(ctx: PassContext, path: str, settled: int, ids: list[str])
 
 
 def _list_folders(ctx: PassContext, path: str, cursor: Cursor, named: set[str], manifest_keys: set[str],
-                  published: dict[int, int], settled: dict[str, int], result: Any) -> dict[str, dict[str, Any]]:
+                  published: dict[int, int], settled: dict[str, int], result: Any,
+                  table: TableLog | None = None) -> dict[str, dict[str, Any]]:
     """List the open staging folders after their cursors and the new attempts' folders whole;
-    collect uploads no entry names. Returns the folders still open."""
+    collect uploads no entry names (but what a Delta commit removed inside the retention: a
+    superseded history's file whose entry a full pass deleted). Returns the folders still open."""
     store, job = ctx.store, ctx.job
     prefix = staging_prefix(job, path)
     todo = dict(cursor.folders)
@@ -190,6 +216,12 @@ def _list_folders(ctx: PassContext, path: str, cursor: Cursor, named: set[str], 
                     settled["bytes"] += info.size
                 else:  # named only by a manifest: its entry may never come, and then no entry names it
                     blocked = True
+            elif table is not None and table.needs(info.key):
+                blocked = True
+                result.kept_for_table += 1
+                result.live_files += 1
+                result.live_bytes += info.size
+                result.keep(info, committed=True)
             elif f is not None and not ctx.young(info) and attempt < ctx.newest_attempt:
                 if not ctx.dry_run:
                     store.delete(info.key)
