@@ -111,6 +111,14 @@ def child(argv: list[str]) -> int:
     elif what == "read":
         from sparkpoint.runtime.cli import main as cli
         code = cli(["output", "read", "--store", url, "--job", job, "--limit", "10"])
+    elif what == "read-upsert":  # (`output read` is the transactional sink's): the upsert reader's first rows
+        import itertools
+
+        from sparkpoint.runtime.sink.upsert import iter_upserted_rows
+        from sparkpoint.runtime.store import JobRef
+
+        rows = list(itertools.islice(iter_upserted_rows(counting(open_store(url), counts), JobRef(*JOB), "default"), 10))
+        code = 0 if len(rows) == 10 else 1
     else:
         from sparkpoint.runtime.checkpoint import list_checkpoint_ids
         from sparkpoint.runtime.checkpoint.catalog import load_manifest
@@ -210,20 +218,26 @@ def build(root: Path, n: int) -> str:
 
 
 def outside_bytes(root: Path) -> int:
-    """Bytes under the job's output folder that are not data files (entries, snapshots, records)."""
+    """Bytes under the job's output folder that are not data files (entries, snapshots, records; an
+    upsert sink's markers: its data are the part files of its batches and snapshot)."""
     out = root / "/".join(JOB) / "outputs"
     total = 0
     for dirpath, _, names in os.walk(out):
         if "/staging/" in dirpath + "/":
             continue
-        total += sum(os.stat(os.path.join(dirpath, x)).st_size for x in names)
+        total += sum(os.stat(os.path.join(dirpath, x)).st_size for x in names if not x.startswith("part-"))
     return total
 
 
 def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
     root = base / f"n{n}"
     t0 = time.monotonic()
-    url = build(root, n)
+    if sink == "upsert":  # an upsert sink's store, as its runtime and GC leave it (age_stores.py)
+        from age_stores import build_upsert
+
+        url = build_upsert(root, n, JOB)
+    else:
+        url = build(root, n)
     if sink == "delta":  # the same store with the Delta log the delta sink writes beside its entries
         from age_stores import add_delta_log
 
@@ -240,7 +254,7 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
     row.update(gc_rss_mib=rss, gc_seconds=seconds, gc_get=c.get("get", 0), gc_head=c.get("head", 0),
                gc_put=c.get("put", 0), gc_delete=c.get("delete", 0), gc_list_pages=c.get("list_pages", 0),
                gc_keys_listed=c.get("keys_listed", 0))
-    rss, seconds, c = _run(["read", url])
+    rss, seconds, c = _run(["read-upsert" if sink == "upsert" else "read", url])
     row.update(read_rss_mib=rss, read_seconds=seconds, read_get=c.get("get", 0),
                read_keys_listed=c.get("keys_listed", 0), read_list_pages=c.get("list_pages", 0))
     if sink == "transactional":  # (a delta sink's start resumes its entries the same way, then its table)
@@ -250,9 +264,12 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
     else:
         row.update(resume_seconds=0, resume_get=0, resume_head=0, resume_keys_listed=0, resume_put=0)
     row["outside_bytes"] = outside_bytes(root)
-    snapshots = root / "/".join(JOB) / "outputs" / "default" / "_snapshots"
+    snapshots = root / "/".join(JOB) / "outputs" / "default" / "_snapshots"  # (an upsert sink has no entries)
     newest = max((int(x.name[4:-5]) for x in snapshots.iterdir()), default=0) if snapshots.exists() else 0
     row["since_snapshot"] = n - newest  # entries a walk from the head reads one by one
+    upserts = root / "/".join(JOB) / "outputs" / "default" / "upserts" / "_snapshots"
+    if upserts.exists():  # an upsert sink: the batches after its newest snapshot
+        row["since_snapshot"] = n - 1 - max(int(x.name.split("-")[1]) for x in upserts.iterdir())
     shutil.rmtree(root, ignore_errors=True)
     return row
 
@@ -307,7 +324,8 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
     return "\n".join(lines)
 
 
-SKIP = {"delta": ("resume_get", "resume_keys_listed")}  # not measured for a delta sink
+SKIP = {"delta": ("resume_get", "resume_keys_listed"),  # not measured for a delta or upsert sink
+        "upsert": ("resume_get", "resume_keys_listed")}
 PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)"), ("gc_keys_listed", "GC keys listed / 1,000"),
            ("gc_get", "GC GETs / 100"), ("gc_seconds", "GC wall (s)")]
 SCALE = {"gc_keys_listed": 1000, "gc_get": 100}
@@ -343,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="files of the JSON rows earlier runs printed: render those instead of measuring")
     parser.add_argument("--load", default=None, help="with --from: the load averages the runs saw")
     parser.add_argument("--sinks", default="transactional",
-                        help="comma-separated: transactional, delta (the delta sink's store adds its Delta log)")
+                        help="comma-separated: transactional, delta (the delta sink's store adds its Delta log), "
+                             "upsert (its newest hourly snapshot and the batches since)")
     parser.add_argument("--before-tree", default=None,
                         help="a checkout of an earlier commit: each age is measured with its code too, side by side")
     args = parser.parse_args(argv)

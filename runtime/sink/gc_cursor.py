@@ -1,8 +1,10 @@
-"""Output GC of a transactional sink bounded by what changed since the last pass (docs/design.md §7).
+"""The output GC cursor's model: what a pass leaves so the next one costs what changed since, not the
+job's age (docs/design.md §7). The pass from it is gc_cursor_pass.py, its walks gc_walk.py, the
+cursor a full pass leaves gc_cursor_full.py; a delta path's Delta log state is delta_cursor.py.
 
 A transactional sink keeps one data file per batch for the job's life: they are the table. A pass
 that lists `staging/` and walks every history to its first entry grows with the job's age, so after
-one full pass (output_gc.py) the sidecar keeps a cursor per sink path, `outputs/<path>/_gc/cursor.json`:
+one full pass (output_gc.py) the sidecar keeps a cursor per sink path, in `outputs/_gc-cursors.json`:
 
   entry, batch   M and its upToBatch: a commit entry on the chain of every point the pass kept (the
                  head readers see, every checkpoint manifest, every attached savepoint)
@@ -13,6 +15,7 @@ one full pass (output_gc.py) the sidecar keeps a cursor per sink path, `outputs/
                  the highest batch an entry of attempt A covers. Folders of attempts <= `attempt`
                  not named here are settled: every key in them is decided.
   objects, bytes the committed data files the folders' cursors passed (the sidecar's metrics)
+  delta          a delta sink's path (the same, and a Delta table): how far its log was read
 
 Why that is enough. A key named by an entry stays in the store until that entry (or the snapshot
 holding it) is found unneeded, and then goes by name, with its entry, so it never needs listing
@@ -23,7 +26,8 @@ starts a new history: so a pass walks each point's chain back only to M (and M's
 the oldest entry still in `_commits/` and the newest snapshot S), lists `_commits/`, `_snapshots/`
 and each open folder after its cursor. Anything it cannot decide that way (a point whose chain
 misses M: a fresh start or another incarnation's history; an unneeded entry reaching below the
-walked window; entries from before lineage; compaction records, upserts, a delta table) makes
+walked window; entries from before lineage; compaction records, upserts; a Delta log the cursor
+cannot follow, or a table at a checkpoint no walk reached, delta_cursor.py) makes
 the caller run the full pass, which writes a new cursor or removes it.
 Limit: uploads a fenced attempt makes after a pass settled its folder are never listed (a zombie's
 last seconds; a leak, never a loss).
