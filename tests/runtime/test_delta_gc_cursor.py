@@ -7,6 +7,7 @@ the retained versions."""
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +23,7 @@ from sparkpoint.runtime.sink.gc_cursor import read_cursor
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
 from sparkpoint.runtime.sink.reader import read_committed
 from sparkpoint.runtime.store import JobRef, ObjectStore, open_store
+from sparkpoint.runtime.store.base import ObjectNotFoundError
 
 from .test_delta_vacuum import ACTIONS, HOUR, DeltaGcModel, _rows, later, run_steps
 from .test_history_snapshots import CountingStore, aged_store
@@ -140,10 +142,8 @@ def full_would_delete(store: ObjectStore, job: JobRef, retention: float) -> set[
     for name in dry.deleted_entries:
         path, entry_id = name.split(":")
         try:
-            import json
-
             doc = json.loads(store.get_bytes(f"{job.root}/outputs/{path}/_commits/{entry_id}.json"))
-        except Exception:  # noqa: BLE001
+        except ObjectNotFoundError:
             entries.add(name)
             continue
         if not {k for f in doc.get("files", []) for k in f.get("keys", [])} & left:
@@ -189,8 +189,9 @@ KILL = st.tuples(st.just("killed_gc"), st.integers(1, 6))
 @given(st.lists(st.one_of(ACTIONS, KILL), min_size=8, max_size=30))
 def test_delta_passes_from_the_cursor_killed_anywhere_keep_every_version_readers_need(actions):
     """After every pass (also one killed after any delete) every retained point restores to exactly
-    its rows (delta-rs and polars), the table reads its current version, and a full pass with the
-    same retention finds nothing more to collect."""
+    its rows (delta-rs and polars), the table reads its current version, the project's reader reads
+    the committed history, every version inside an hour's retention reads whole after a pass with
+    it, and a full pass with the same retention finds nothing more to collect."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model = KilledDeltaModel(store=open_store(f"file://{root}/store"), job=JobRef("default", "kd"), root=root)
@@ -198,6 +199,7 @@ def test_delta_passes_from_the_cursor_killed_anywhere_keep_every_version_readers
         for action, arg in actions:
             model.step(action, arg)
             assert _rows(model.store, model.job) == (list(range(model.expected_table())),) * 2, (action, arg)
+            assert [r["v"] for r in read_committed(model.store, model.job)] == list(range(model.durable)), (action, arg)
         gc_pass(model.store, model.job, retain=1, grace_seconds=0, clock=later)
         output_gc_pass(model.store, model.job, grace_seconds=0, clock=later, delta_retention_seconds=0)
         assert full_would_delete(model.store, model.job, 0) == set()
