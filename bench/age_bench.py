@@ -288,7 +288,10 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
              "A job of 10 s checkpoints aged N checkpoints (one batch and one Parquet part per checkpoint, one "
              "linear history, 3 checkpoints retained), built directly in a directory store: a transactional sink's, "
              "and a delta sink's (the same, with the Delta log the sink writes: a commit per checkpoint dated when "
-             "it ran, and delta-rs's checkpoint of the table; bench/age_stores.py); each command in its own process (peak RSS from GNU time) with every store request "
+             "it ran, and delta-rs's checkpoint of the table; bench/age_stores.py), and an upsert sink's (100 keys "
+             "updated by every batch, as its runtime and GC leave it: the newest hourly snapshot and the batches since, "
+             "written by the sink itself; its `read` is the upsert reader's first 10 rows); each command in its own "
+             "process (peak RSS from GNU time) with every store request "
              "counted (LIST pages at 1,000 keys a page; delimiter and start-after listings too). GC figures are of a "
              "second `gc --once` pass (the first deletes what the store's age left, and from output GC cursors on "
              "writes the cursor the second starts from: its DELETEs and peak RSS are in the last two columns). Rows marked *before* "
@@ -304,7 +307,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
     for r in ordered:
         lines.append(
             f"| {r.get('sink', 'transactional')}: {'*before*: ' if r.get('before') else ''}"
-            f"{label[r['checkpoints']]} ({r['checkpoints']:,}) | "
+            f"{label[r['checkpoints']]} ({r['checkpoints']:,}){' at ' + r['carried'] if r.get('carried') else ''} | "
             f"{r['gc_rss_mib']} MiB | {r['gc_seconds']} | "
             f"{r['gc_get']:,} | {r['gc_list_pages']:,} / {r['gc_keys_listed']:,} | {r['gc_put']} / {r['gc_delete']} | "
             f"{r['read_seconds']} | {r['read_get']:,} | {r['read_keys_listed']:,} | {r['resume_get']:,} | "
@@ -318,32 +321,35 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
                           f"{label[group[0]['checkpoints']]}: " + ", ".join(
                               f"{m} {ratio(group, m, i)}" for m in METRICS if m not in SKIP.get(sink, ())) + "."]
     if plot is not None:
-        lines += ["", plot([r for r in rows if r.get("sink", "transactional") == "transactional"],
-                           [r for r in before if r.get("sink", "transactional") == "transactional"])]
+        lines += ["", plot(rows, before)]
     lines += ["", meta["conclusion"], END]
     return "\n".join(lines)
 
 
 SKIP = {"delta": ("resume_get", "resume_keys_listed"),  # not measured for a delta or upsert sink
         "upsert": ("resume_get", "resume_keys_listed")}
-PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)"), ("gc_keys_listed", "GC keys listed / 1,000"),
-           ("gc_get", "GC GETs / 100"), ("gc_seconds", "GC wall (s)")]
-SCALE = {"gc_keys_listed": 1000, "gc_get": 100}
+PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)", "o"), ("gc_get", "GC GETs / 100", "s")]
+SCALE = {"gc_get": 100}
 
 
 def draw(rows: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
-    """GC pass costs against age, this code (solid) and the code before (dashed), on a log age axis."""
+    """GC pass costs against age per sink (a color each), this code (solid) and the code before
+    (dashed), both axes logarithmic (a flat line is a cost bounded by age)."""
     def lines(ax: Any) -> None:
-        for i, (metric, label) in enumerate(PLOTTED):
-            for group, style in ((rows, "-"), (before, "--")):
-                if group:
-                    days = [r["checkpoints"] / DAY for r in group]
-                    ax.plot(days, [r[metric] / SCALE.get(metric, 1) for r in group], style, marker="o",
-                            color=f"C{i}", label=f"{label}{' (before)' if style == '--' else ''}")
+        sinks = list(dict.fromkeys(r.get("sink", "transactional") for r in [*rows, *before]))
+        for i, sink in enumerate(sinks):
+            for metric, label, marker in PLOTTED:
+                for group, style in ((rows, "-"), (before, "--")):
+                    mine = [r for r in group if r.get("sink", "transactional") == sink]
+                    if mine:
+                        ax.plot([r["checkpoints"] / DAY for r in mine],
+                                [r[metric] / SCALE.get(metric, 1) for r in mine], style, marker=marker,
+                                color=f"C{i}", label=f"{sink}: {label}{' (before)' if style == '--' else ''}")
         ax.set_xscale("log")
+        ax.set_yscale("log")
         ax.set_xlabel("job age (days of 10 s checkpoints)")
-        ax.legend(fontsize=7, ncol=2)
-    return report.plot("age-gc", "Output GC pass against the job's age", lines, size=(7, 3.6))
+        ax.legend(fontsize=6, ncol=2)
+    return report.plot("age-gc", "Output GC pass against the job's age", lines, size=(7, 4.2))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,7 @@ from typing import Any
 from sparkpoint.runtime.checkpoint.fence import claim_incarnation, read_fence
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
-from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, outputs_prefix, pending_prefix
+from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pending_prefix
 
 from .compaction import apply_records, history_items, record_attempt
 from .delta_cursor import log_cursor_after_full
@@ -45,6 +45,7 @@ from .gc_cursor import (
     INCREMENTAL_AREAS,
     Diverged,
     PassContext,
+    number,
     parse_cursor,
     read_cursors,
     write_cursor,
@@ -205,7 +206,7 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
         for info in areas.get("_commits", []):
             entry_id = id_from_json_key(info.key)
             # an entry a snapshot holds, older than every point a walk starts from: no walk reads it
-            snapshotted = entry_id in snapshots.covered and _number(entry_id) < floor
+            snapshotted = entry_id in snapshots.covered and number(entry_id) < floor
             if not info.key.endswith(".json") or (entry_id in needed_entries and not snapshotted):
                 result.keep(info, committed=True)
             elif collectable(info):
@@ -345,7 +346,7 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
             if cid is None:
                 return 0
             if cid in segments.ids:
-                return _number(cid)
+                return number(cid)
             doc = load(cid)
             if doc is None or "previous" not in doc:
                 return 0
@@ -391,11 +392,6 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
     # Entries a snapshot holds below the first snapshot every walk meets are never read one by one
     floor = min((first_snapshot(s) for s in starts if s is not None), default=0) if segments.covered else 0
     return entries, files, used, floor
-
-
-def _number(entry_id: str) -> int:
-    m = CHECKPOINT_ID.match(entry_id)
-    return int(m.group(1)) if m else -1
 
 
 def _held(segments: SegmentReader, entry_id: str) -> dict[str, Any]:
