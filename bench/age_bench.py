@@ -348,8 +348,8 @@ def draw(rows: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("job age (days of 10 s checkpoints)")
-        ax.legend(fontsize=6, ncol=2)
-    return report.plot("age-gc", "Output GC pass against the job's age", lines, size=(7, 4.2))
+        ax.legend(fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    return report.plot("age-gc", "Output GC pass against the job's age", lines, size=(7, 5.2))
 
 
 def main(argv: list[str] | None = None) -> int:
