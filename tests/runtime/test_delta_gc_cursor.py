@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sparkpoint.runtime.checkpoint import gc_pass
 from sparkpoint.runtime.sink import delta_vacuum
 from sparkpoint.runtime.sink.delta_vacuum import removed_paths
-from sparkpoint.runtime.sink.gc_cursor import read_cursor
+from sparkpoint.runtime.sink.gc_cursor import cursor_key, read_cursor
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
 from sparkpoint.runtime.sink.reader import read_committed
 from sparkpoint.runtime.store import JobRef, ObjectStore, open_store
@@ -204,3 +204,21 @@ def test_delta_passes_from_the_cursor_killed_anywhere_keep_every_version_readers
         output_gc_pass(model.store, model.job, grace_seconds=0, clock=later, delta_retention_seconds=0)
         assert full_would_delete(model.store, model.job, 0) == set()
         model.check_every_restore()
+
+
+def test_a_cursor_without_the_logs_state_means_one_full_pass_then_a_delta_cursor(tmp_path):
+    """A cursor written for the path when it held no Delta log (or by an earlier sidecar) has no
+    `delta`: the pass is full, and writes one that has it."""
+    store = open_store(f"file://{tmp_path}/store")
+    job = JobRef("default", "old")
+    model = DeltaGcModel(store=store, job=job, root=tmp_path)
+    run_steps(model, [("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0)])
+    output_gc_pass(store, job, grace_seconds=0, clock=later)
+    doc = json.loads(store.get_bytes(cursor_key(job)))
+    del doc["paths"]["default"]["delta"]
+    store.put_bytes(cursor_key(job), json.dumps(doc).encode())
+    run_steps(model, [("batch", 1), ("checkpoint", 2)])  # an upload no entry names, of a dead attempt
+    result = output_gc_pass(store, job, grace_seconds=0, clock=later)
+    assert result.deleted_files == 1 and read_cursor(store, job, "default").delta is not None
+    assert full_would_delete(store, job, 0) == set()
+    assert _rows(store, job) == (list(range(model.durable)),) * 2
