@@ -111,6 +111,14 @@ def child(argv: list[str]) -> int:
     elif what == "read":
         from sparkpoint.runtime.cli import main as cli
         code = cli(["output", "read", "--store", url, "--job", job, "--limit", "10"])
+    elif what == "read-upsert":  # (`output read` is the transactional sink's): the upsert reader's first rows
+        import itertools
+
+        from sparkpoint.runtime.sink.upsert import iter_upserted_rows
+        from sparkpoint.runtime.store import JobRef
+
+        rows = list(itertools.islice(iter_upserted_rows(counting(open_store(url), counts), JobRef(*JOB), "default"), 10))
+        code = 0 if len(rows) == 10 else 1
     else:
         from sparkpoint.runtime.checkpoint import list_checkpoint_ids
         from sparkpoint.runtime.checkpoint.catalog import load_manifest
@@ -210,20 +218,26 @@ def build(root: Path, n: int) -> str:
 
 
 def outside_bytes(root: Path) -> int:
-    """Bytes under the job's output folder that are not data files (entries, snapshots, records)."""
+    """Bytes under the job's output folder that are not data files (entries, snapshots, records; an
+    upsert sink's markers: its data are the part files of its batches and snapshot)."""
     out = root / "/".join(JOB) / "outputs"
     total = 0
     for dirpath, _, names in os.walk(out):
         if "/staging/" in dirpath + "/":
             continue
-        total += sum(os.stat(os.path.join(dirpath, x)).st_size for x in names)
+        total += sum(os.stat(os.path.join(dirpath, x)).st_size for x in names if not x.startswith("part-"))
     return total
 
 
 def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
     root = base / f"n{n}"
     t0 = time.monotonic()
-    url = build(root, n)
+    if sink == "upsert":  # an upsert sink's store, as its runtime and GC leave it (age_stores.py)
+        from age_stores import build_upsert
+
+        url = build_upsert(root, n, JOB)
+    else:
+        url = build(root, n)
     if sink == "delta":  # the same store with the Delta log the delta sink writes beside its entries
         from age_stores import add_delta_log
 
@@ -240,7 +254,7 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
     row.update(gc_rss_mib=rss, gc_seconds=seconds, gc_get=c.get("get", 0), gc_head=c.get("head", 0),
                gc_put=c.get("put", 0), gc_delete=c.get("delete", 0), gc_list_pages=c.get("list_pages", 0),
                gc_keys_listed=c.get("keys_listed", 0))
-    rss, seconds, c = _run(["read", url])
+    rss, seconds, c = _run(["read-upsert" if sink == "upsert" else "read", url])
     row.update(read_rss_mib=rss, read_seconds=seconds, read_get=c.get("get", 0),
                read_keys_listed=c.get("keys_listed", 0), read_list_pages=c.get("list_pages", 0))
     if sink == "transactional":  # (a delta sink's start resumes its entries the same way, then its table)
@@ -250,9 +264,12 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
     else:
         row.update(resume_seconds=0, resume_get=0, resume_head=0, resume_keys_listed=0, resume_put=0)
     row["outside_bytes"] = outside_bytes(root)
-    snapshots = root / "/".join(JOB) / "outputs" / "default" / "_snapshots"
+    snapshots = root / "/".join(JOB) / "outputs" / "default" / "_snapshots"  # (an upsert sink has no entries)
     newest = max((int(x.name[4:-5]) for x in snapshots.iterdir()), default=0) if snapshots.exists() else 0
     row["since_snapshot"] = n - newest  # entries a walk from the head reads one by one
+    upserts = root / "/".join(JOB) / "outputs" / "default" / "upserts" / "_snapshots"
+    if upserts.exists():  # an upsert sink: the batches after its newest snapshot
+        row["since_snapshot"] = n - 1 - max(int(x.name.split("-")[1]) for x in upserts.iterdir())
     shutil.rmtree(root, ignore_errors=True)
     return row
 
@@ -271,7 +288,10 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
              "A job of 10 s checkpoints aged N checkpoints (one batch and one Parquet part per checkpoint, one "
              "linear history, 3 checkpoints retained), built directly in a directory store: a transactional sink's, "
              "and a delta sink's (the same, with the Delta log the sink writes: a commit per checkpoint dated when "
-             "it ran, and delta-rs's checkpoint of the table; bench/age_stores.py); each command in its own process (peak RSS from GNU time) with every store request "
+             "it ran, and delta-rs's checkpoint of the table; bench/age_stores.py), and an upsert sink's (100 keys "
+             "updated by every batch, as its runtime and GC leave it: the newest hourly snapshot and the batches since, "
+             "written by the sink itself; its `read` is the upsert reader's first 10 rows); each command in its own "
+             "process (peak RSS from GNU time) with every store request "
              "counted (LIST pages at 1,000 keys a page; delimiter and start-after listings too). GC figures are of a "
              "second `gc --once` pass (the first deletes what the store's age left, and from output GC cursors on "
              "writes the cursor the second starts from: its DELETEs and peak RSS are in the last two columns). Rows marked *before* "
@@ -287,7 +307,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
     for r in ordered:
         lines.append(
             f"| {r.get('sink', 'transactional')}: {'*before*: ' if r.get('before') else ''}"
-            f"{label[r['checkpoints']]} ({r['checkpoints']:,}) | "
+            f"{label[r['checkpoints']]} ({r['checkpoints']:,}){' at ' + r['carried'] if r.get('carried') else ''} | "
             f"{r['gc_rss_mib']} MiB | {r['gc_seconds']} | "
             f"{r['gc_get']:,} | {r['gc_list_pages']:,} / {r['gc_keys_listed']:,} | {r['gc_put']} / {r['gc_delete']} | "
             f"{r['read_seconds']} | {r['read_get']:,} | {r['read_keys_listed']:,} | {r['resume_get']:,} | "
@@ -301,31 +321,35 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
                           f"{label[group[0]['checkpoints']]}: " + ", ".join(
                               f"{m} {ratio(group, m, i)}" for m in METRICS if m not in SKIP.get(sink, ())) + "."]
     if plot is not None:
-        lines += ["", plot([r for r in rows if r.get("sink", "transactional") == "transactional"],
-                           [r for r in before if r.get("sink", "transactional") == "transactional"])]
+        lines += ["", plot(rows, before)]
     lines += ["", meta["conclusion"], END]
     return "\n".join(lines)
 
 
-SKIP = {"delta": ("resume_get", "resume_keys_listed")}  # not measured for a delta sink
-PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)"), ("gc_keys_listed", "GC keys listed / 1,000"),
-           ("gc_get", "GC GETs / 100"), ("gc_seconds", "GC wall (s)")]
-SCALE = {"gc_keys_listed": 1000, "gc_get": 100}
+SKIP = {"delta": ("resume_get", "resume_keys_listed"),  # not measured for a delta or upsert sink
+        "upsert": ("resume_get", "resume_keys_listed")}
+PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)", "o"), ("gc_get", "GC GETs / 100", "s")]
+SCALE = {"gc_get": 100}
 
 
 def draw(rows: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
-    """GC pass costs against age, this code (solid) and the code before (dashed), on a log age axis."""
+    """GC pass costs against age per sink (a color each), this code (solid) and the code before
+    (dashed), both axes logarithmic (a flat line is a cost bounded by age)."""
     def lines(ax: Any) -> None:
-        for i, (metric, label) in enumerate(PLOTTED):
-            for group, style in ((rows, "-"), (before, "--")):
-                if group:
-                    days = [r["checkpoints"] / DAY for r in group]
-                    ax.plot(days, [r[metric] / SCALE.get(metric, 1) for r in group], style, marker="o",
-                            color=f"C{i}", label=f"{label}{' (before)' if style == '--' else ''}")
+        sinks = list(dict.fromkeys(r.get("sink", "transactional") for r in [*rows, *before]))
+        for i, sink in enumerate(sinks):
+            for metric, label, marker in PLOTTED:
+                for group, style in ((rows, "-"), (before, "--")):
+                    mine = [r for r in group if r.get("sink", "transactional") == sink]
+                    if mine:
+                        ax.plot([r["checkpoints"] / DAY for r in mine],
+                                [r[metric] / SCALE.get(metric, 1) for r in mine], style, marker=marker,
+                                color=f"C{i}", label=f"{sink}: {label}{' (before)' if style == '--' else ''}")
         ax.set_xscale("log")
+        ax.set_yscale("log")
         ax.set_xlabel("job age (days of 10 s checkpoints)")
-        ax.legend(fontsize=7, ncol=2)
-    return report.plot("age-gc", "Output GC pass against the job's age", lines, size=(7, 3.6))
+        ax.legend(fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    return report.plot("age-gc", "Output GC pass against the job's age", lines, size=(7, 5.2))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="files of the JSON rows earlier runs printed: render those instead of measuring")
     parser.add_argument("--load", default=None, help="with --from: the load averages the runs saw")
     parser.add_argument("--sinks", default="transactional",
-                        help="comma-separated: transactional, delta (the delta sink's store adds its Delta log)")
+                        help="comma-separated: transactional, delta (the delta sink's store adds its Delta log), "
+                             "upsert (its newest hourly snapshot and the batches since)")
     parser.add_argument("--before-tree", default=None,
                         help="a checkout of an earlier commit: each age is measured with its code too, side by side")
     args = parser.parse_args(argv)

@@ -52,3 +52,65 @@ def add_delta_log(table_root: Path, keys: list[str], job_root: str, incarnation:
     from deltalake import DeltaTable
 
     DeltaTable(f"file://{table_root}").create_checkpoint()
+
+
+HOUR = 360  # 10 s batches: an upsert sink snapshots hourly (job.sink.compaction.interval 1h)
+
+
+class _Rows:
+    """A batch as UpsertSink.write_batch takes it: rows and their columns."""
+
+    def __init__(self, rows: list[dict[str, int]]):
+        self.rows, self.columns = rows, ["k", "v"]
+
+
+def _write_parquet(df: _Rows, directory: Path, fmt: str) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(df.rows), directory / "part-00000.parquet")
+    return len(df.rows)
+
+
+def build_upsert(root: Path, n: int, job_ref: tuple[str, str], keys: int = 100) -> str:
+    """A directory store of an upsert sink aged `n` batches of 10 s (a checkpoint each, the last 3
+    retained, `keys` keys updated by every batch) as its runtime and GC leave it: the newest hourly
+    snapshot and the batches since. Only that last hour is written, by the sink itself (the snapshot
+    folds four batches: the key set is constant, so a fold of every earlier batch holds the same rows);
+    the GC passes between collect what the snapshot holds."""
+    from sparkpoint.runtime.checkpoint import gc_pass, write_fence
+    from sparkpoint.runtime.sink.compaction import CompactionSettings
+    from sparkpoint.runtime.sink.output_gc import output_gc_pass
+    from sparkpoint.runtime.sink.upsert import UpsertSink
+    from sparkpoint.runtime.store import JobRef, Manifest, open_store
+    from sparkpoint.runtime.store.layout import checkpoint_key
+    from sparkpoint.runtime.store.manifest import Totals, utcnow
+
+    store, job = open_store(f"file://{root}"), JobRef(*job_ref)
+    sink = UpsertSink(store, job, path="default", key_columns=["k"], staging_dir=root / "upsert-staging",
+                      attempt=write_fence(store, job, "uid"), incarnation="uid", write_files=_write_parquet,
+                      compaction=CompactionSettings(interval_seconds=0, min_files=2))
+    sink.resume(None, None, batch=None)
+    snapshot_at = max(3, ((n - 1) // HOUR) * HOUR - 1)  # the newest hourly snapshot's batch
+
+    def checkpoint(batch: int) -> None:
+        now = utcnow()
+        m = Manifest(id=f"chk-{batch + 1:06d}", namespace=job.namespace, job=job.name, job_uid="uid",
+                     attempt=sink.attempt, batch_id=batch, trigger_time=now, completion_time=now,
+                     base_checkpoint=None, spark_version=None, state_provider=None, files=[],
+                     totals=Totals(files=0, bytes=0, new_bytes=0, reused_bytes=0))
+        store.put_bytes(checkpoint_key(job, m.id), m.to_json())
+        gc_pass(store, job, retain=3, grace_seconds=0, clock=lambda: time.time() + 5)
+
+    for batch in range(snapshot_at - 3, n):
+        sink.write_batch(_Rows([{"k": k, "v": batch} for k in range(keys)]), batch)
+        checkpoint(batch)
+        if batch == snapshot_at + 2:  # a snapshot folds up to the oldest retained point's batch
+            assert sink.compact() is not None
+            output_gc_pass(store, job, grace_seconds=0, clock=lambda: time.time() + 5)
+    past = time.time() - 3600  # older than any grace
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            os.utime(os.path.join(dirpath, name), (past, past))
+    return f"file://{root}"

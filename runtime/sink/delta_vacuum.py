@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from urllib.parse import unquote
 
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
@@ -72,8 +73,20 @@ def recent_commits(log: Iterable[ObjectInfo], cutoff: float) -> list[ObjectInfo]
     return [o for o in log if COMMIT_FILE.search(o.key) and o.last_modified >= cutoff - _LISTING_MARGIN_SECONDS]
 
 
+@dataclass
+class TableNeeds:
+    keys: set[str]  # store keys of the data files the table still needs
+    listed: list[ObjectInfo]  # the whole log as listed
+    read: dict[int, list[tuple[str, int | None]]]  # version -> removals, of the commits inside the retention
+
+
 def table_needs(store: ObjectStore, job: JobRef, path: str, *, retention_seconds: float, now: float) -> set[str]:
     """Store keys of the data files the delta table at `outputs/<path>/` still needs (see above)."""
+    return read_table(store, job, path, retention_seconds=retention_seconds, now=now).keys
+
+
+def read_table(store: ObjectStore, job: JobRef, path: str, *, retention_seconds: float, now: float) -> TableNeeds:
+    """table_needs, with the log as listed and the removals read (a cursor's log state, delta_cursor.py)."""
     root = sink_root(job, path)
     try:
         table = open_table(delta_location(store, root))
@@ -82,7 +95,9 @@ def table_needs(store: ObjectStore, job: JobRef, path: str, *, retention_seconds
         raise TableUnreadableError(f"the delta table at {root}/ cannot be read: {type(exc).__name__}: {exc}") from exc
     needed = set(current)
     cutoff = now - retention_seconds
-    listed = recent_commits(store.list(f"{root}/_delta_log/"), cutoff)
+    log = list(store.list(f"{root}/_delta_log/"))
+    listed = recent_commits(log, cutoff)
+    read: dict[int, list[tuple[str, int | None]]] = {}
     for info in listed:
         cache_key = _cache_key(store, info)
         if cache_key not in _REMOVALS:
@@ -90,9 +105,10 @@ def table_needs(store: ObjectStore, job: JobRef, path: str, *, retention_seconds
                 _REMOVALS[cache_key] = removals(store.get_bytes(info.key))
             except ObjectNotFoundError:
                 continue  # removed by delta-rs's log cleanup (older than the log retention) meanwhile
+        read[int(info.key.rsplit("/", 1)[1][:20])] = _REMOVALS[cache_key]
         needed |= _recent(_REMOVALS[cache_key], int(cutoff * 1000))
     _forget_all_but(f"{store.url}\n{root}/_delta_log/", {_cache_key(store, o) for o in listed})
-    return {f"{root}/{p}" for p in needed}
+    return TableNeeds({f"{root}/{p}" for p in needed}, log, read)
 
 
 # Commit files never change once written (a job deleted and created again under the same name writes

@@ -30,28 +30,28 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from sparkpoint.runtime.checkpoint.fence import claim_incarnation, read_fence
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
-from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key, outputs_prefix, pending_prefix
+from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pending_prefix
 
 from .compaction import apply_records, history_items, record_attempt
-from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, table_needs
+from .delta_cursor import log_cursor_after_full
+from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, read_table
 from .gc_cursor import (
     INCREMENTAL_AREAS,
     Diverged,
-    FolderScan,
     PassContext,
-    cursor_after_full,
-    incremental_pass,
+    number,
     parse_cursor,
     read_cursors,
-    unpublished_keys,
     write_cursor,
 )
+from .gc_cursor_full import FolderScan, cursor_after_full, unpublished_keys
+from .gc_cursor_pass import incremental_pass
 from .history import SEGMENT, SegmentReader
 from .keys import commit_key, file_keys, sink_root, staged_attempt
 from .lineage import OutputLineageError, continuation_id, follow_chain, head_checkpoint, head_entry
@@ -77,8 +77,9 @@ class OutputGcResult:
     kept_for_table: int = 0  # needed by no checkpoint or reader, only by a delta table's retention
     skipped_paths: list[str] = field(default_factory=list)  # a broken chain: nothing deleted there
     dry_run: bool = False
-    # Every object under outputs/ after the pass, for the sidecar's metrics: committed (entries, files
-    # and logs that readers, a kept checkpoint or a delta table need, and all of a skipped path), or
+    # Every object under outputs/ after the pass but GC's own cursors, for the sidecar's metrics:
+    # committed (entries, files and logs that readers, a kept checkpoint or a delta table need, and
+    # all of a skipped path), or
     # staged (needed by nothing yet: the newest attempt's uploads ahead of their publish, garbage
     # inside the grace). `counted` is False when the pass looked at nothing (a savepoint copy).
     committed_objects: int = 0
@@ -123,11 +124,13 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
     ctx = PassContext(store, job, now, grace_seconds, dry_run, newest_attempt, manifests, read_cursors(store, job))
     root = outputs_prefix(job)
     for path, names in sorted(sink_paths(store, job).items()):
-        # A transactional sink's path with a cursor: only what changed since the last pass (gc_cursor.py)
+        # A transactional or delta sink's path with a cursor: only what changed since the last pass
+        # (gc_cursor.py; a Delta log's commits since the last pass, delta_cursor.py)
         transactional = names <= INCREMENTAL_AREAS
+        retention = delta_retention_seconds if "_delta_log" in names else None
         if transactional and incremental and (cursor := parse_cursor(ctx.cursors.get(path))) is not None:
             try:
-                write_cursor(ctx, path, incremental_pass(ctx, path, cursor, result))
+                write_cursor(ctx, path, incremental_pass(ctx, path, cursor, result, retention))
                 continue
             except (Diverged, OutputLineageError) as exc:  # raised before anything was deleted
                 log.info("output gc pass of a path is full", extra={"job": str(job), "path": path,
@@ -141,8 +144,9 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
             snapshots = SegmentReader(store, job, path, {id_from_json_key(o.key) for o in areas.get("_snapshots", [])})
             needed_entries, needed_files, used_records, floor = _needed(store, job, path, areas.get("_commits", []),
                                                                         manifests, records, snapshots)
-            table_files = (table_needs(store, job, path, retention_seconds=delta_retention_seconds, now=now)
-                           if "_delta_log" in areas else set())
+            table = (read_table(store, job, path, retention_seconds=delta_retention_seconds, now=now)
+                     if "_delta_log" in areas else None)
+            table_files = table.keys if table is not None else set()
         except (OutputLineageError, TableUnreadableError, ValueError) as exc:
             log.error("output gc skipped a path: its history or its delta table cannot be read",
                       extra={"job": str(job), "path": path, "error": str(exc)})
@@ -202,7 +206,7 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
         for info in areas.get("_commits", []):
             entry_id = id_from_json_key(info.key)
             # an entry a snapshot holds, older than every point a walk starts from: no walk reads it
-            snapshotted = entry_id in snapshots.covered and _number(entry_id) < floor
+            snapshotted = entry_id in snapshots.covered and number(entry_id) < floor
             if not info.key.endswith(".json") or (entry_id in needed_entries and not snapshotted):
                 result.keep(info, committed=True)
             elif collectable(info):
@@ -234,7 +238,12 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
             elif scan:
                 scan.see(info, "kept")
         if scan:
-            write_cursor(ctx, path, cursor_after_full(ctx, path, needed_entries, scan))
+            after = cursor_after_full(ctx, path, needed_entries, scan)
+            if after is not None and table is not None:  # and where the table's log was read to
+                log_state = log_cursor_after_full(store, sink_root(job, path), table.listed, table.read,
+                                                  delta_retention_seconds, int((now - delta_retention_seconds) * 1000))
+                after = None if log_state is None else replace(after, delta=log_state.to_dict())
+            write_cursor(ctx, path, after)
     log.info("output gc pass", extra={"job": str(job), "deleted_entries": len(result.deleted_entries),
                                       "deleted_files": result.deleted_files, "deleted_bytes": result.deleted_bytes,
                                       "dry_run": dry_run})
@@ -337,7 +346,7 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
             if cid is None:
                 return 0
             if cid in segments.ids:
-                return _number(cid)
+                return number(cid)
             doc = load(cid)
             if doc is None or "previous" not in doc:
                 return 0
@@ -383,11 +392,6 @@ def _needed(store: ObjectStore, job: JobRef, path: str, commits: list[ObjectInfo
     # Entries a snapshot holds below the first snapshot every walk meets are never read one by one
     floor = min((first_snapshot(s) for s in starts if s is not None), default=0) if segments.covered else 0
     return entries, files, used, floor
-
-
-def _number(entry_id: str) -> int:
-    m = CHECKPOINT_ID.match(entry_id)
-    return int(m.group(1)) if m else -1
 
 
 def _held(segments: SegmentReader, entry_id: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.minio_server import free_port
 from sparkpoint.runtime.checkpoint import gc_pass
+from sparkpoint.runtime.sink.gc_cursor import cursor_key
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
 from sparkpoint.runtime.store import JobRef
 from sparkpoint.runtime.store.layout import outputs_prefix
@@ -29,7 +30,8 @@ HISTORY = [("batch", 2), ("checkpoint", 0), ("batch", 2), ("checkpoint", 0), ("r
 
 
 def _outputs(store, job: JobRef) -> tuple[int, int]:  # type: ignore[no-untyped-def]
-    infos = list(store.list(outputs_prefix(job)))
+    """Objects and bytes under outputs/, but the GC cursors (GC's own state, which a pass rewrites)."""
+    infos = [o for o in store.list(outputs_prefix(job)) if o.key != cursor_key(job)]
     return len(infos), sum(o.size for o in infos)
 
 
