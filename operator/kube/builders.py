@@ -237,18 +237,18 @@ def _with_ui(container: dict[str, Any], job: JobRef, ui_path_prefix: str | None)
                                  "value": ui_proxy_base(ui_path_prefix, job.namespace, job.name)})
 
 
-# The GC sidecar's memory limit. Its output pass holds the readers' whole chain of commit entries (one
-# per checkpoint since the job began, not bounded by retention) and, for a delta sink, the table as
-# delta-rs loads it. bench/gc_memory_bench.py (docs/benchmarks.md, "GC sidecar memory"): a delta
-# sink's pass peaked at 144 MiB with 10,000 entries and files and 219 MiB with 30,000 (delta-rs alone:
-# 96 and 105 MiB), about 3.7 MiB per 1,000 more; the old 256Mi limit was reached near 40,000, under
-# five days of 10 s checkpoints. 768Mi holds about 170,000 (four weeks). The other kinds' passes hold
-# the chain (or the upsert markers) without delta-rs: 512Mi by the same slope, not measured on its own.
+# The GC sidecar's memory limit unless spec.gc.memory names one. A steady pass, from the output GC
+# cursors (docs/design.md §7), peaks at ~45 MiB at any age (bench/age_bench.py, docs/benchmarks.md
+# "A job that runs for a year"); these defaults are for the first, full pass over a store written
+# before the cursors, which grows with that store's age (a month: 559 MiB transactional, 846 MiB delta,
+# so they cover stores up to about three weeks; an older one's job sets spec.gc.memory for it).
 GC_MEMORY_LIMIT = "512Mi"
 GC_MEMORY_LIMIT_DELTA = "768Mi"
 
 
 def gc_memory_limit(spec: JobSpec) -> str:
+    if spec.gc.memory is not None:
+        return spec.gc.memory
     return GC_MEMORY_LIMIT_DELTA if spec.job.sink.kind == "delta" else GC_MEMORY_LIMIT
 
 

@@ -324,6 +324,10 @@ class GcSection(SpecModel):
     # deletedFileRetentionDuration, default a week): time travel and readers of an older version
     # still find them. Files a retained checkpoint needs are kept regardless (docs/design.md §7).
     delta_retention: Duration = "168h"
+    # The GC sidecar's memory limit (request and limit), when the default does not fit: a steady pass
+    # holds ~45 MiB at any age, but the first pass over a store written before the output GC cursors
+    # (docs/design.md §7) grows with that store's age (a month: 559 MiB transactional, 846 MiB delta).
+    memory: Annotated[str, StringConstraints(pattern=MEMORY_PATTERN), *quantity_at_least("128Mi")] | None = None
     # What happens to checkpoints when the StreamingJob is deleted (savepoints are always kept).
     on_delete: Literal["retain", "delete"] = "retain"
     # A second Secret (same keys as checkpoint.storage.secretRef) for whatever deletes checkpoint

@@ -164,3 +164,17 @@ def test_the_gc_sidecar_of_a_delta_sink_gets_room_for_its_table() -> None:
         return gc["resources"]["limits"]["memory"]
     assert gc_limit(SPEC) == builders.GC_MEMORY_LIMIT == "512Mi"
     assert gc_limit(delta) == builders.GC_MEMORY_LIMIT_DELTA == "768Mi"
+    # spec.gc.memory: the first pass over an old store (docs/design.md §7) gets room when asked for
+    for spec in (SPEC, delta):
+        raised = spec.model_copy(update={"gc": spec.gc.model_copy(update={"memory": "1Gi"})})
+        assert gc_limit(raised) == "1Gi"
+
+
+def test_gc_memory_below_the_sidecars_request_is_refused_naming_the_field() -> None:
+    import pytest
+
+    body = {"image": "sparkpoint:dev", "job": {"entrypoint": "examples.windowed_aggregation:build"}}
+    assert config.parse_spec({**body, "gc": {"memory": "2Gi"}}).gc.memory == "2Gi"
+    for bad in ("64Mi", "lots", "1.5"):
+        with pytest.raises(config.SpecError, match=r"gc\.memory"):
+            config.parse_spec({**body, "gc": {"memory": bad}})
