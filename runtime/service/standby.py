@@ -203,17 +203,20 @@ class Standby:
                 return
             manifest = load_manifest(self.store, self.job, self.newest)
             self.requests["get"] += 1
+            objects = size = 0
             for entry in plan_fetch(manifest.files, self.cache.shas()):
                 if self.promote.is_set() or self.stop.is_set():
                     return  # the promotion's restore fetches the rest
                 self.cache.fetch(self.store, object_key(self.job, entry.sha256), entry)
                 self.requests["get"] += 1
-                self.fetched_objects += 1
-                self.fetched_bytes += entry.size
+                objects, size = objects + 1, size + entry.size
+                self.fetched_objects, self.fetched_bytes = self.fetched_objects + 1, self.fetched_bytes + entry.size
             self.cache.prune(plan_prune(manifest.files, self.cache.shas()))
             self.held, self.held_batch = manifest.id, manifest.batch_id
             self.behind = checkpoints_behind(ids, self.held)
             self.last_error = None
+            log.info("standby holds a checkpoint", extra={"checkpoint": manifest.id, "batch": manifest.batch_id,
+                                                          "fetchedObjects": objects, "fetchedBytes": size})
         except StoreError as exc:  # e.g. an object GC removed with its checkpoint: the next round's newer one
             self.last_error = str(exc)[:500]
             log.warning("standby: following failed; retrying", extra={"error": self.last_error})
