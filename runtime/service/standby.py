@@ -187,6 +187,12 @@ class Standby:
             deadline = self.clock() + self.interval
             while self.clock() < deadline and not self.stop.is_set() and not self.promote.is_set():
                 self.promote.wait(0.1)
+        # Stopped unpromoted: its session's event log stays on local disk (the runner would upload it).
+        runtime.early.join()
+        if runtime.spark is not None:
+            runtime.spark.stop()
+        runtime.event_log = None
+        log.info("standby stopped before a promotion", extra={"job": str(self.job), "held": self.held})
         return False
 
     def follow_once(self) -> None:

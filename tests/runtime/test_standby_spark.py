@@ -33,9 +33,9 @@ def new_job(minio_server, tmp_path: Path, name: str) -> tuple[WindowedJob, Path,
     return job, job.write(tmp_path / "job.yaml", url), env, open_store(url, env=env), JobRef("default", name)
 
 
-def start_standby(job_file: Path, tmp_path: Path, env: dict) -> tuple[RuntimeProcess, int]:  # type: ignore[type-arg]
-    pod = tmp_path / "standby"
-    p = RuntimeProcess(job_file, pod, tmp_path / "standby.log", until_batch=None, env=env,
+def start_standby(job_file: Path, tmp_path: Path, env: dict, name: str = "standby") -> tuple[RuntimeProcess, int]:  # type: ignore[type-arg]
+    pod = tmp_path / name
+    p = RuntimeProcess(job_file, pod, tmp_path / f"{name}.log", until_batch=None, env=env,
                        extra_args=("--standby", "--standby-interval", "500ms")).start()
     wait_until(lambda: (pod / "standby.json").exists(), 300, "the standby's API", p)
     return p, json.loads((pod / "standby.json").read_text())["port"]
@@ -68,17 +68,25 @@ def test_standby_writes_nothing_follows_new_objects_only_and_takes_over_after_a_
     first = RuntimeProcess(job_file, tmp_path / "pod1", tmp_path / "first.log", until_batch=8, env=env).start()
     assert first.wait(600) == 0, (tmp_path / "first.log").read_text()[-3000:]
     before = listing(store, ref)
-    standby, port = start_standby(job_file, tmp_path, env)
-    active = None
+    # A standby that starts, follows and is stopped before any promotion writes nothing at all.
+    idle, port = start_standby(job_file, tmp_path, env, "idle")
     try:
         newest = list_checkpoint_ids(store, ref)[-1]
         wait_until(lambda: standby_doc(port)["checkpoint"] == newest and standby_doc(port)["rounds"] >= 4, 300,
-                   "the standby to hold the newest checkpoint", standby)
-        wait_until(lambda: "session" in _get(port, "/status")[1]["startPhases"], 300, "the standby's session", standby)
+                   "the standby to hold the newest checkpoint", idle)
+        wait_until(lambda: "session" in _get(port, "/status")[1]["startPhases"], 300, "the standby's session", idle)
         assert _get(port, "/readyz")[0] == 503 and _get(port, "/healthz")[0] == 200
-        assert listing(store, ref) == before  # a standby (its JVM, session and following) wrote nothing
-        # The job runs again beside it: each checkpoint the standby takes costs only its new objects.
-        active = RuntimeProcess(job_file, tmp_path / "pod2", tmp_path / "active.log", until_batch=None, env=env).start()
+        idle.proc.send_signal(signal.SIGTERM)
+        assert idle.wait(120) == 0
+    finally:
+        idle.kill()
+    assert listing(store, ref) == before  # its JVM, session (event log), following and stop wrote nothing
+    # The job runs again with a standby beside it: each checkpoint it takes costs only its new objects.
+    active = RuntimeProcess(job_file, tmp_path / "pod2", tmp_path / "active.log", until_batch=None, env=env).start()
+    standby = None
+    try:
+        wait_until(lambda: committed(tmp_path / "pod2") >= 10, 600, "batch 10", active)
+        standby, port = start_standby(job_file, tmp_path, env)
         wait_until(lambda: committed(tmp_path / "pod2") >= 20, 600, "batch 20", active)
         wait_until(lambda: len([e for e in log_lines(tmp_path / "standby.log")
                                 if e.get("msg") == "standby holds a checkpoint"]) >= 4, 300, "followed checkpoints")
@@ -99,9 +107,9 @@ def test_standby_writes_nothing_follows_new_objects_only_and_takes_over_after_a_
         killed_attempt = read_fence(store, ref)
         status = promote_and_finish(standby, port, job)
     finally:
-        standby.kill()
-        if active is not None:
-            active.kill()
+        active.kill()
+        if standby is not None:
+            standby.kill()
     assert status["attempt"] == killed_attempt + 1
     assert (status["restore"]["source"], status["restore"]["checkpoint"]) == ("remote", last)
     promotion = status["standby"]["promotion"]
