@@ -10,8 +10,9 @@ def status_of(rt: Any) -> dict[str, Any]:
     """`rt`: a runner.JobRuntime."""
     coord = rt.coordinator
     r = rt.restore
+    following = rt.standby is not None and not rt.standby.promoted  # claims no attempt (yet)
     return {
-        "job": str(rt.job), "attempt": rt.attempt, "phase": rt.phase,
+        "job": str(rt.job), "attempt": None if following else rt.attempt, "phase": rt.phase,
         "restore": r and {"source": r.source, "batchId": r.batch_id, "seconds": round(r.seconds, 3),
                           "checkpoint": r.manifest.id if r.manifest else None, "reason": r.reason,
                           "fallbacks": [f.to_json() for f in r.fallbacks]},

@@ -154,3 +154,29 @@ def test_promotion_requests():
     assert s.promote.is_set() and s.request_promotion(6, 6, "standby")[0] == 202  # repeated: same answer
     s.promoted = True
     assert s.request_promotion(None, 6, "restoring")[0] == 200
+
+
+def test_the_cli_reads_the_operators_env_and_a_supervised_child_stays_a_standby(monkeypatch, tmp_path):
+    from sparkpoint.runtime.cli import build_parser
+    from sparkpoint.runtime.cli.run import child_command
+
+    monkeypatch.delenv("SPARKPOINT_STANDBY", raising=False)
+    monkeypatch.delenv("SPARKPOINT_STANDBY_INTERVAL", raising=False)
+    args = build_parser().parse_args(["run", "job.yaml"])
+    assert (args.standby, args.standby_interval) == (False, 2.0)
+    monkeypatch.setenv("SPARKPOINT_STANDBY", "true")
+    monkeypatch.setenv("SPARKPOINT_STANDBY_INTERVAL", "500ms")
+    args = build_parser().parse_args(["run", "job.yaml"])
+    assert (args.standby, args.standby_interval) == (True, 0.5)
+    args.host, args.token_file = "127.0.0.1", None
+    cmd = child_command(args, tmp_path)
+    assert cmd[cmd.index("--standby-interval") + 1] == "0.5" and "--standby" in cmd
+
+
+def test_a_work_dir_whose_hot_dir_an_attempt_claimed_was_promoted_already(tmp_path):
+    from sparkpoint.runtime.service.hotdir import claim
+    from sparkpoint.runtime.store import JobRef
+
+    assert not Standby.already_promoted(tmp_path)
+    claim(tmp_path, JobRef("default", "j"), "file:///s", attempt=3, checkpoint=None)
+    assert Standby.already_promoted(tmp_path)

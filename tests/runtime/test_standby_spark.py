@@ -128,6 +128,7 @@ def test_promotion_beside_a_running_attempt_fences_it_out(minio_server, tmp_path
         wait_until(lambda: standby_doc(port)["checkpoint"] is not None and
                    "session" in _get(port, "/status")[1]["startPhases"], 300, "a held checkpoint", standby)
         old_attempt = read_fence(store, ref)
+        assert _get(port, "/status")[1]["attempt"] is None  # a standby claims none until promoted
         assert _get(port, "/promote", {"attempt": 3})[0] == 409  # not the attempt this pod would start
         assert _get(port, "/promote", {})[0] == 202
         wait_until(lambda: _get(port, "/readyz")[0] == 200, 300, "the promoted standby's query", standby)
