@@ -36,6 +36,7 @@ from sparkpoint.runtime.store.digests import Digests
 from sparkpoint.runtime.store.layout import checkpoint_number, object_key
 
 from . import hotdir
+from .names import launch
 
 log = logging.getLogger("sparkpoint.standby")
 
@@ -169,8 +170,6 @@ class Standby:
                                                                "pid": os.getpid()}))
         # The session's name and event log carry the attempt it will most likely claim (the operator's
         # attempt of the pod when it sets one); claimed() corrects the event log's start number.
-        from .names import launch
-
         runtime.launch, runtime.attempt = launch(), read_fence(store, self.job) + 1
         shutil.rmtree(self.work_dir / "event-log", ignore_errors=True)  # an earlier standby's: no query ran
         if not self.stop.is_set():
