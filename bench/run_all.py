@@ -26,11 +26,12 @@ HERE = Path(__file__).resolve().parent
 # age_bench.py: GC pass, `output read` and a start's sink resume on stores aged 1 day, 1 week and 1 month of 10 s
 # checkpoints (no Spark; --small: 1 day and 1 week of 10 s checkpoints, without the month).
 # cold_start_bench.py: where a runtime start's seconds go, process start to first new batch (issue 43; local MinIO).
+# standby_bench.py: kill -> first new batch, a cold start beside a promoted standby, and the standby's cost (issue 43).
 # executor_bench.py: one stateful job at local[2] vs 1 and 2 executors at the same two task slots on the local
 # cluster (brought up if down, as operator_bench.py does; skipped with a message when no cluster can be had).
 BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py", "rescale_bench.py",
            "gc_memory_bench.py", "age_bench.py", "upsert_snapshot_bench.py", "kafka_bench.py",
-           "ui_bench.py", "cold_start_bench.py", "executor_bench.py"]
+           "ui_bench.py", "cold_start_bench.py", "standby_bench.py", "executor_bench.py"]
 EXTRA = {"rescale_bench.py": ["--flink"]}
 
 

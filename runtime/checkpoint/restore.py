@@ -28,6 +28,9 @@ from .savepoint import load_savepoint
 
 log = logging.getLogger("sparkpoint.checkpoint")
 Progress = Callable[[int], None]
+# A verified local copy of an entry put at the path (True), or nothing done (False: download it).
+# A standby's objects (service/standby.py): the restore's plan and checks stay the store's.
+LocalCopy = Callable[[FileEntry, Path], bool]
 
 
 class RestoreError(StoreError):
@@ -164,6 +167,7 @@ def restore(
     savepoint: str | None = None,
     workers: int = 8,
     progress: Progress | None = None,
+    local: LocalCopy | None = None,
 ) -> RestoreResult:
     started = time.perf_counter()
     target = Path(target_dir).absolute()
@@ -185,7 +189,8 @@ def restore(
 
         def fetch(item: tuple[FileEntry, PurePosixPath]) -> None:
             entry, rel = item
-            fetch_verified(store, key_of(entry.sha256), entry, staging / rel)
+            if entry.inline or local is None or not local(entry, staging / rel):
+                fetch_verified(store, key_of(entry.sha256), entry, staging / rel)
             if progress:
                 progress(entry.size)
         with ThreadPoolExecutor(max(1, workers)) as pool:

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from sparkpoint.runtime.spec import SpecError, load_job_file
+from sparkpoint.runtime.spec import STANDBY_ENV, STANDBY_INTERVAL_ENV, SpecError, load_job_file
 
 from ..service.control_token import TokenError, check_bind, resolve_token
 from .common import duration
@@ -44,6 +44,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--serial-start", action="store_true",
                    help="start the JVM after the restore, not beside it: the benchmarks' baseline of the "
                         "cold path (bench/cold_start_bench.py), not for jobs")
+    p.add_argument("--standby", action="store_true",
+                   default=os.environ.get(STANDBY_ENV, "").lower() in ("1", "true"),
+                   help="start as a standby: JVM and SparkSession up, the newest checkpoint's objects "
+                        "fetched as checkpoints complete, no attempt claimed and nothing written until "
+                        f"POST /promote (default ${STANDBY_ENV})")
+    p.add_argument("--standby-interval", type=duration, default=os.environ.get(STANDBY_INTERVAL_ENV, "2s"),
+                   help=f"a standby's time between two looks at the store (default ${STANDBY_INTERVAL_ENV}, "
+                        "else 2s)")
     p.add_argument("--name", default=None, help="override the job name (default metadata.name or file stem)")
     p.add_argument("--namespace", default=None, help="override the namespace")
     p.set_defaults(handler=cmd_run)
@@ -99,6 +107,8 @@ def child_command(args: argparse.Namespace, work_dir: Path) -> list[str]:
         cmd.append("--full-upload")
     if args.serial_start:
         cmd.append("--serial-start")
+    if args.standby:  # a restart after the promotion starts as the attempt (standby.py)
+        cmd += ["--standby", "--standby-interval", str(args.standby_interval)]
     if args.name:
         cmd += ["--name", args.name]
     if args.namespace:
@@ -157,7 +167,8 @@ def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # t
                                                  token=args.token, metrics_port=args.metrics_port,
                                                  until_batch=args.until_batch, grace_seconds=args.grace,
                                                  external_triggers=args.external_triggers,
-                                                 full_upload=args.full_upload, serial_start=args.serial_start))
+                                                 full_upload=args.full_upload, serial_start=args.serial_start,
+                                                 standby=args.standby, standby_interval=args.standby_interval))
     log = logging.getLogger("sparkpoint.runtime")
     try:
         return runtime.run()

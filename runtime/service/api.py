@@ -8,6 +8,7 @@ thread and event loop so the Spark driver thread is never blocked by HTTP.
   GET  /checkpoints/<id>   a request by checkpoint id (chk-NNNNNN) or request id (req-NNNNNN)
   POST /savepoints         body {"name": optional, "wait": ...}
   POST /stop               body {"savepoint": bool|name, "checkpoint": bool}: drain and exit 0
+  POST /promote            a standby (standby.py) starts as the next attempt; body {"attempt": n} optional
   GET  /metrics            Prometheus text format (also alone on the metrics port, 9091 in a pod)
 
 Everything but /healthz, /readyz and /metrics needs the job's bearer token when the runtime has one;
@@ -28,7 +29,15 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from sparkpoint.runtime.checkpoint.coordinator import FINAL, CheckpointRequest
 
-from .api_guard import MAX_BODY_BYTES, CheckpointBody, SavepointBody, StopBody, auth_middleware, read_body
+from .api_guard import (
+    MAX_BODY_BYTES,
+    CheckpointBody,
+    PromoteBody,
+    SavepointBody,
+    StopBody,
+    auth_middleware,
+    read_body,
+)
 
 log = logging.getLogger("sparkpoint.api")
 
@@ -103,6 +112,15 @@ def build_app(runtime: Any, token: str | None = None) -> web.Application:
         body = await read_body(request, StopBody)
         runtime.request_stop(savepoint=body.savepoint, checkpoint=body.checkpoint)
         return web.json_response({"stopping": True}, status=202)
+
+    @routes.post("/promote")
+    async def promote(request: web.Request) -> web.Response:
+        body = await read_body(request, PromoteBody)
+        standby = getattr(runtime, "standby", None)
+        if standby is None:
+            return web.json_response({"error": "not a standby (started as an attempt)"}, status=409)
+        code, doc = standby.request_promotion(body.attempt, runtime.launch, runtime.phase)
+        return web.json_response(doc, status=code)
 
     @routes.get("/metrics")
     async def metrics(_: web.Request) -> web.Response:

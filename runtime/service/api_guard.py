@@ -4,7 +4,7 @@ request bodies (issue 11). Kept apart from api.py so the rules are readable in o
   - Every path except /healthz, /readyz and /metrics needs `Authorization: Bearer <token>` when the
     runtime has a token: 401 without one, 403 with a wrong one (constant-time comparison).
   - A body is a JSON object of at most MAX_BODY_BYTES, read within BODY_TIMEOUT seconds, that its
-    endpoint's pydantic model (CheckpointBody, SavepointBody, StopBody) accepts; anything else is a
+    endpoint's pydantic model (CheckpointBody, SavepointBody, StopBody, PromoteBody) accepts; anything else is a
     4xx that names the problem. The handlers never see a malformed request, so none can disturb the job.
 """
 
@@ -94,6 +94,12 @@ class SavepointBody(CheckpointBody):
 class StopBody(_Body):
     savepoint: StrictBool | Name | None = Field(None, description="a boolean or a savepoint name")
     checkpoint: StrictBool = Field(True, description="a boolean")
+
+
+class PromoteBody(_Body):
+    # The operator's attempt number it promotes this standby as: refused (409) unless it is the
+    # pod's own (SPARKPOINT_ATTEMPT), so a promotion never reaches a standby meant for another attempt.
+    attempt: int | None = Field(None, ge=1, description="a positive integer")
 
 
 def validate(doc: Any, model: type[B]) -> B:

@@ -51,8 +51,9 @@ class EarlyStart:
         self._jvm.start()
 
     def start_session(self, build: Callable[[], Any]) -> None:
-        """`build()` (the SparkSession) on a thread of its own, after the JVM's boot."""
-        if not self.enabled:
+        """`build()` (the SparkSession) on a thread of its own, after the JVM's boot. Once only: a
+        standby started it before its promotion (standby.py)."""
+        if not self.enabled or self._session is not None:
             return
 
         def start() -> None:

@@ -32,7 +32,7 @@ from typing import Any, TypeGuard
 
 from sparkpoint.runtime.checkpoint import restore
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
-from sparkpoint.runtime.checkpoint.restore import RestoreError, choose_manifest
+from sparkpoint.runtime.checkpoint.restore import LocalCopy, RestoreError, choose_manifest
 from sparkpoint.runtime.spec import RestoreFrom
 from sparkpoint.runtime.store import JobRef, Manifest, ObjectStore, StoreError
 from sparkpoint.runtime.store.layout import (
@@ -311,9 +311,10 @@ def record_applied(store: ObjectStore, job: JobRef, attempt: int, tag: str, inca
 
 def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_dir: Path, hot_dir: Path,
                      restore_from: RestoreFrom | None, local_recovery: bool, attempt: int,
-                     incarnation: str | None = None) -> RestoreOutcome:
+                     incarnation: str | None = None, local_copy: LocalCopy | None = None) -> RestoreOutcome:
     """Prepare the hot dir; raises RestoreError (loudly) when no usable restore point is left, and
-    LineageUnknownError (hot dir untouched) when whether restoreFrom was applied cannot be read."""
+    LineageUnknownError (hot dir untouched) when whether restoreFrom was applied cannot be read.
+    `local_copy`: a promoted standby's verified objects, used instead of downloads (same plan)."""
     started = time.perf_counter()
     ids = list_checkpoint_ids(store, job)
     latest, latest_problem = _latest(store, job, ids)
@@ -355,7 +356,7 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
     fallbacks = list(plan.skipped)
     for point in plan.candidates:
         try:
-            manifest = _restore_point(store, job, hot_dir, point, plan)
+            manifest = _restore_point(store, job, hot_dir, point, plan, local_copy)
         except RestoreError as exc:
             if plan.explicit:
                 raise RestoreError(f"restoreFrom {point.tag} failed: {exc}; not falling back to another point "
@@ -383,7 +384,7 @@ def restore_on_start(*, store: ObjectStore, job: JobRef, store_url: str, work_di
 
 
 def _restore_point(store: ObjectStore, job: JobRef, hot_dir: Path, point: RestorePoint,
-                   plan: RestorePlan) -> Manifest | None:
+                   plan: RestorePlan, local_copy: LocalCopy | None = None) -> Manifest | None:
     """Restore `point` into the hot dir; None when it predates the applied restoreFrom."""
     checkpoint_id = point.id if point.kind == "checkpoint" else None
     savepoint = point.id if point.kind == "savepoint" else None
@@ -394,4 +395,4 @@ def _restore_point(store: ObjectStore, job: JobRef, hot_dir: Path, point: Restor
             log.info("restore point predates restoreFrom; skipped",
                      extra={"point": point.tag, "restoreFrom": plan.lineage_tag, "earlierRun": earlier_run})
             return None
-    return restore(store, job, hot_dir, checkpoint_id=checkpoint_id, savepoint=savepoint).manifest
+    return restore(store, job, hot_dir, checkpoint_id=checkpoint_id, savepoint=savepoint, local=local_copy).manifest

@@ -38,7 +38,9 @@ from .metrics import RuntimeMetrics
 from .names import app_name, history_attempt, job_uid, latest_planned_batch, launch
 from .recovery import RestoreOutcome, restore_on_start
 from .sink_setup import make_sink
+from .standby import Standby
 from .start_phases import StartPhases
+from .status import status_of
 from .store_wait import wait_for_store
 
 log = logging.getLogger("sparkpoint.runtime")
@@ -60,6 +62,8 @@ class RunOptions:
     external_triggers: bool = False  # an operator triggers checkpoints; the own timer is a fallback
     full_upload: bool = False  # benchmarks' baseline: every checkpoint uploads every file (CheckpointWriter)
     serial_start: bool = False  # benchmarks' baseline: the JVM starts after the restore, not beside it
+    standby: bool = False  # follow the checkpoints without an attempt until POST /promote (standby.py)
+    standby_interval: float = 2.0
 
 
 def default_store_url(work_dir: Path) -> str:
@@ -97,6 +101,8 @@ class JobRuntime:
         # the JVM and the SparkSession started beside the fence and the restore (early_start.py)
         self.early = EarlyStart(spec.spark, spec.spark.master != "k8s" and not options.serial_start,
                                 self.start_phases)
+        self.standby = Standby(self.job, self.work_dir, options.standby_interval, self.stop_event) \
+            if options.standby and not Standby.already_promoted(self.work_dir) else None
 
     # --- status (read by the control API from another thread) ----------------------------------
     def committed_batch(self) -> int | None:
@@ -106,26 +112,11 @@ class JobRuntime:
         return self.phase == "running" and self.query is not None and self.query.isActive
 
     def healthy(self) -> bool:
-        return self.phase in ("waiting_for_store", "starting", "restoring", "rescaling", "running", "draining")
+        return self.phase in ("waiting_for_store", "standby", "starting", "restoring", "rescaling", "running",
+                              "draining")
 
     def status(self) -> dict[str, Any]:
-        coord = self.coordinator
-        r = self.restore
-        return {
-            "job": str(self.job), "attempt": self.attempt, "phase": self.phase,
-            "restore": r and {"source": r.source, "batchId": r.batch_id, "seconds": round(r.seconds, 3),
-                              "checkpoint": r.manifest.id if r.manifest else None, "reason": r.reason,
-                              "fallbacks": [f.to_json() for f in r.fallbacks]},
-            "rescale": self.rescale.to_json() if self.rescale else None,
-            "latestCommittedBatch": self.committed_batch(),
-            "lastProgress": self.last_progress,
-            "latestCheckpoint": self.pipeline.latest if self.pipeline else None,
-            "checkpointsInFlight": coord.in_flight() if coord else 0,
-            "consecutiveCheckpointFailures": coord.consecutive_failures() if coord else 0,
-            "stagedOutputBytes": self._staged_bytes(),
-            "recentCheckpoints": [c.to_json() for c in coord.recent(10)] if coord else [],
-            "startPhases": self.start_phases.to_json(),
-        }
+        return status_of(self)
 
     def _staged_bytes(self) -> int:
         staged = getattr(self.sink, "staged_bytes", None)
@@ -166,9 +157,11 @@ class JobRuntime:
         self.start_phases.mark("api")
         try:
             self.phase = "waiting_for_store"
-            if not wait_for_store(store, self.stop_event):
+            if not wait_for_store(store, self.stop_event, writes=self.standby is None):
                 log.info("stopped while waiting for the checkpoint store")
                 return EXIT_OK
+            if self.standby is not None and not self.standby.wait_for_promotion(self, server):
+                return EXIT_OK  # stopped before a promotion: nothing claimed, nothing written
             self.phase = "starting"
             # fence first: older attempts can no longer commit (and an older pod does not start)
             incarnation, self.launch = self.opts.job_uid or job_uid(self.job), launch()
@@ -187,6 +180,8 @@ class JobRuntime:
             self.metrics.checkpoint_interval.set(parse_duration(spec.checkpoint.interval))
             log.info("attempt started", extra={"job": str(self.job), "attempt": self.attempt})
             self.start_phases.mark("fence")
+            if self.standby is not None:
+                self.standby.claimed(self)
             if not self.stop_event.is_set():
                 self.early.start_session(self._build_session)
             self.phase = "restoring"
@@ -194,9 +189,11 @@ class JobRuntime:
                 store=store, job=self.job, store_url=self.store_url, work_dir=self.work_dir,
                 hot_dir=self.hot_dir, restore_from=spec.restore_from,
                 local_recovery=self._earlier_executors_gone() and spec.checkpoint.local_recovery,
-                attempt=self.attempt,
-                incarnation=self.opts.job_uid or job_uid(self.job))
+                attempt=self.attempt, incarnation=self.opts.job_uid or job_uid(self.job),
+                local_copy=self.standby.cache.place if self.standby else None)
             self.start_phases.mark("restored")
+            if self.standby is not None:
+                self.standby.restored(self.restore)
             self.metrics.restore_duration.labels(self.restore.source).set(self.restore.seconds)
             for fallback in self.restore.fallbacks:
                 self.metrics.restore_fallbacks.labels(fallback.reason).inc()

@@ -5,6 +5,8 @@ structured log line `start phases` once the first new batch has committed (docs/
   imports     the runtime's code is imported and the spec read (Python's start and the CLI's imports)
   entrypoint  the job's own module imported (pyspark with it, for most jobs)
   api         the store client made and the control API listening
+  promoted    a standby (standby.py) was asked to start as the next attempt (POST /promote); the
+              phases before it (jvm, session) happened while it followed the store
   fence       the store answered and this start claimed its attempt (§5)
   jvm         the driver's JVM (the Py4J gateway) is up; it boots from the start, beside everything above
   restored    the state is in the hot dir (local, remote or fresh)
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ORDER = ("imports", "entrypoint", "api", "fence", "jvm", "restored", "session", "query", "firstBatchPlanned",
+ORDER = ("imports", "entrypoint", "api", "promoted", "fence", "jvm", "restored", "session", "query", "firstBatchPlanned",
          "firstBatchCommitted")
 
 

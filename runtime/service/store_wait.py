@@ -21,13 +21,14 @@ FIRST_DELAY, MAX_DELAY = 1.0, 30.0
 
 
 def wait_for_store(store: ObjectStore, stop: threading.Event, max_wait: float | None = None,
-                   clock=time.monotonic) -> bool:  # type: ignore[no-untyped-def]
-    """True once the store answers the write check; False if a stop was requested meanwhile.
+                   clock=time.monotonic, writes: bool = True) -> bool:  # type: ignore[no-untyped-def]
+    """True once the store answers the write check (`writes` False: a read, for a standby, which
+    writes nothing); False if a stop was requested meanwhile.
     After `max_wait` seconds (None: no limit) the last StoreUnreachableError is raised."""
     started, delay = clock(), FIRST_DELAY
     while True:
         try:
-            store.check(writes=True)
+            store.check(writes=writes)
             if clock() - started > FIRST_DELAY:
                 log.info("checkpoint store reachable", extra={"waitedSeconds": round(clock() - started, 1)})
             return True

@@ -148,6 +148,11 @@ SPARK_UI_PORT_ENV = "SPARKPOINT_SPARK_UI_PORT"
 # The UI's path behind the chart's Ingress (uiIngress): `<prefix>/<namespace>/<job>`, Spark's
 # spark.ui.proxyBase; the operator sets it in every pod when it runs with --ui-path-prefix.
 SPARK_UI_PROXY_BASE_ENV = "SPARKPOINT_SPARK_UI_PROXY_BASE"
+# A standby pod (issue 43; runtime/service/standby.py): "true" starts `sparkpoint run` as a standby
+# that follows the store's checkpoints (every STANDBY_INTERVAL_ENV seconds, default 2) until
+# POST /promote; the operator sets both on the standby's pod.
+STANDBY_ENV = "SPARKPOINT_STANDBY"
+STANDBY_INTERVAL_ENV = "SPARKPOINT_STANDBY_INTERVAL"
 _UI_PATH_PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
 
 

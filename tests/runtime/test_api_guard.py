@@ -25,6 +25,8 @@ class Recorder:
 
     phase = "stopped"
     coordinator = None
+    standby = None  # started as an attempt: POST /promote answers 409
+    launch = None
 
     def __init__(self) -> None:
         self.stops: list[dict[str, Any]] = []
@@ -70,7 +72,8 @@ BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 # --- authentication -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("method,path", [("GET", "/status"), ("POST", "/checkpoints"), ("POST", "/savepoints"),
-                                         ("POST", "/stop"), ("GET", "/checkpoints/chk-000001")])
+                                         ("POST", "/stop"), ("GET", "/checkpoints/chk-000001"),
+                                         ("POST", "/promote")])
 def test_protected_endpoints_answer_401_without_and_403_with_a_wrong_token(served, method, path):
     rt, server = served
     code, text = call(server.port, method, path)
@@ -88,6 +91,8 @@ def test_the_right_token_reaches_the_handlers(served):
     assert call(server.port, "POST", "/checkpoints", b'{"wait": "none"}', BEARER)[0] == 409
     code, _ = call(server.port, "POST", "/stop", b'{"savepoint": "sp-1", "checkpoint": false}', BEARER)
     assert code == 202 and rt.stops[-1] == {"savepoint": "sp-1", "checkpoint": False}
+    code, text = call(server.port, "POST", "/promote", b"{}", BEARER)
+    assert code == 409 and "not a standby" in json.loads(text)["error"]
     rt.stops.clear()
     rt.status_calls = 0
 
@@ -116,6 +121,8 @@ def test_probes_and_metrics_stay_open_and_the_metrics_port_serves_only_metrics(s
     ("/stop", b'{"checkpoint": "yes"}', "'checkpoint'"),
     ("/stop", b'{"savepoint": 3}', "'savepoint'"),
     ("/stop", b'{"drain": true}', "unknown field 'drain'"),
+    ("/promote", b'{"attempt": "3"}', "'attempt'"),
+    ("/promote", b'{"attempt": 0}', "'attempt'"),
 ])
 def test_malformed_bodies_get_a_400_naming_the_problem(served, path, body, needle):
     rt, server = served
@@ -150,7 +157,8 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(path=st.sampled_from(["/checkpoints", "/savepoints", "/stop", "/status", "/checkpoints/x", "/nope"]),
+@given(path=st.sampled_from(["/checkpoints", "/savepoints", "/stop", "/promote", "/status", "/checkpoints/x",
+                             "/nope"]),
        method=st.sampled_from(["GET", "POST", "PUT", "DELETE"]),
        body=st.one_of(st.none(), st.binary(max_size=200), _json.map(lambda v: json.dumps(v).encode())),
        auth=st.sampled_from([None, "Bearer wrong", "Basic abc", "Bearer " + "x" * 40]))
