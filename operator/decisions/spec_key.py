@@ -33,8 +33,9 @@ _LEGACY_HASHED = ("upgradeMode",)
 _ADDED_TO_FULL_KEYS: tuple[tuple[str, ...], ...] = (("spark", "ui"), ("spark", "eventLog"), ("gc", "deltaRetention"),
                                                    ("job", "sink", "compaction"), ("podTemplate",))
 
-# Fields added after keys stopped hashing defaults (issue 40's serviceAccountName): null unless set.
-_ADDED_AFTER_FULL_KEYS = ("serviceAccountName",)
+# Fields added after keys stopped hashing defaults (issue 40's serviceAccountName, issue 39's
+# gc.memory): null unless set.
+_ADDED_AFTER_FULL_KEYS: tuple[tuple[str, ...], ...] = (("serviceAccountName",), ("gc", "memory"))
 
 # Keys per live JobSpec object: a job's loop decides on the same parsed spec round after round
 # (reconcile parses it again only when it changes), and dumping it each time cost CPU at 1,000 jobs.
@@ -64,9 +65,9 @@ def is_spec(stored: str | None, spec: JobSpec) -> bool:
 
 def _legacy_keys(spec: JobSpec) -> frozenset[str]:
     full = spec.model_dump(by_alias=True, mode="json")
-    for name in _ADDED_AFTER_FULL_KEYS:  # no full key knew them: unset, they were not there
-        if full.get(name) is None:
-            full.pop(name, None)
+    for path in _ADDED_AFTER_FULL_KEYS:  # no full key knew them: unset, they were not there
+        if _get(full, path) is None:
+            (_get(full, path[:-1]) or {}).pop(path[-1], None)
     defaults = JobSpec.model_validate({"job": {"entrypoint": "m:f"}}).model_dump(by_alias=True, mode="json")
     added = [path for path in _ADDED_TO_FULL_KEYS if _get(full, path) == _get(defaults, path)]
     keys = set()
