@@ -48,7 +48,7 @@ def history_applications(store_url: str, env: dict[str, str], job: JobRef, work:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/applications", timeout=10) as r:
                     apps = json.loads(r.read())
-            except OSError:
+            except (OSError, ValueError):  # ValueError: a page, not the API's JSON, while the server starts
                 return None
             return {a["name"]: a["attempts"][0]["completed"] for a in apps} if len(apps) >= expected else None
 
