@@ -50,9 +50,6 @@ CLAIMS_WITH_EVIDENCE: dict[tuple[str, str], str] = {
         "describes Spark's trigger semantics, not whether a test ran",
     ("docs/benchmarks.md", "Deleting the downloaded tree is not timed"):
         "the restore benchmark times the download and verification only",
-    ("e2e/README.md", "about 18 min; it has not run yet"):
-        "the slow STS expiry test (e2e/test_store_web_identity.py) was written on 2026-11-28 and not run: "
-        "18 minutes of the shared cluster did not fit that session; its fast sibling ran",
     ("e2e/README.md", "it has not run on a cluster yet"):
         "the freeze e2e (e2e/test_operator_freeze.py) was written without cluster access on 2026-11-28; "
         "the session's cluster time went to the CI tier on the final tree; its freezer has unit tests",
