@@ -106,6 +106,18 @@ def _mismatch(entry: FileEntry, found: dict[str, str], audit: bool) -> tuple[str
     return None
 
 
+def local_copy_matches(path: Path, entry: FileEntry, chunk: int = 1 << 20) -> bool:
+    """A file already on disk (a standby's held object) has the entry's size and digests
+    (wanted_digests, as a download is checked)."""
+    if path.stat().st_size != entry.size:
+        return False
+    digest = Digests(wanted_digests(entry))
+    with open(path, "rb") as f:
+        while data := f.read(chunk):
+            digest.update(data)
+    return _mismatch(entry, digest.hexdigests(), audit=False) is None
+
+
 def write_inline(entry: FileEntry, dest: Path) -> None:
     """An inline file (carried in its manifest) written out, after the same checks as an object's.
     Inline files are small: every digest the entry has is checked."""

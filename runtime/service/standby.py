@@ -30,9 +30,8 @@ from typing import Any
 
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.checkpoint.fence import read_fence
-from sparkpoint.runtime.checkpoint.restore import fetch_verified, wanted_digests
+from sparkpoint.runtime.checkpoint.restore import fetch_verified, local_copy_matches
 from sparkpoint.runtime.store import FileEntry, JobRef, ObjectStore, StoreError
-from sparkpoint.runtime.store.digests import Digests
 from sparkpoint.runtime.store.layout import checkpoint_number, object_key
 
 from . import hotdir
@@ -43,7 +42,6 @@ log = logging.getLogger("sparkpoint.standby")
 DEFAULT_INTERVAL = 2.0  # seconds between two looks at the store (STANDBY_INTERVAL_ENV)
 OBJECTS_DIR = "standby-objects"
 ENDPOINT_FILE = "standby.json"  # where the standby's API listens (api.json is written after a restore)
-_CHUNK = 1 << 20
 
 
 # --- pure: what to fetch and what to drop ----------------------------------------------------------
@@ -103,7 +101,7 @@ class ObjectCache:
         when not held or when it does not match (then deleted: the restore downloads it)."""
         src = self.root / entry.sha256
         try:
-            ok = src.stat().st_size == entry.size and _digests_match(src, entry)
+            ok = local_copy_matches(src, entry)
         except FileNotFoundError:
             return False
         if not ok:
@@ -123,16 +121,6 @@ class ObjectCache:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _digests_match(path: Path, entry: FileEntry) -> bool:
-    kinds = wanted_digests(entry)
-    digest = Digests(kinds)
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    found = digest.hexdigests()
-    return all(found[k] == getattr(entry, k) for k in kinds)
 
 
 # --- the standby -------------------------------------------------------------------------------------
