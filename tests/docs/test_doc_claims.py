@@ -50,9 +50,6 @@ CLAIMS_WITH_EVIDENCE: dict[tuple[str, str], str] = {
         "describes Spark's trigger semantics, not whether a test ran",
     ("docs/benchmarks.md", "Deleting the downloaded tree is not timed"):
         "the restore benchmark times the download and verification only",
-    ("e2e/README.md", "it has not run on a cluster yet"):
-        "the freeze e2e (e2e/test_operator_freeze.py) was written without cluster access on 2026-11-28; "
-        "the session's cluster time went to the CI tier on the final tree; its freezer has unit tests",
     ("e2e/kind/README.md", "An uninterrupted `make e2e-kind` has not been timed"):
         "the next paragraph: the one uninterrupted try (2026-11-26, load 35-49) was stopped after failures",
     ("e2e/kind/README.md", "A full run on a quiet machine is still owed"):
