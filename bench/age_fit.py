@@ -1,45 +1,53 @@
 """The growth law of each age bench metric, and a year extrapolated from it (bench/age_bench.py).
 
-A metric measured at ages N1 < N2 < ... (checkpoints) is fitted as y = a * N^b by least squares on
-log y against log N: b is the growth exponent (0: bounded by age, 1: linear in age). A year's figure
-is then a * N_year^b, written as extrapolated. The issue accepts a year extrapolated only where the
-law is flat, so `flat` says which are: |b| <= FLAT (a tenth of linear) and no measured figure more
-than 1.2x the first (GET counts follow the 1,000-entry snapshot segment's phase, not the age: they
-may fall, which the fit shows as b < 0 and is bounded).
+A metric measured at ages N1 < N2 < ... (checkpoints) is fitted as y = p(N) + c + d * N by least
+squares: c is what every pass or read pays, d what each checkpoint of the job's age adds (shown per
+1,000 checkpoints). p is the phase part of the request counts: the entries past the newest history
+snapshot, which a walk from the head reads (GET) or a listing of `_commits/` shows one by one, N mod
+SEGMENT in the bench's stores (640, 480 and 200 at a day, a week and a month; at most SEGMENT at any
+age). Fitted raw, those counts fall with age and would hide the part that grows (a snapshot per
+SEGMENT entries). A year's figure is p(N_year) + c + d * N_year, written as extrapolated. The issue
+accepts a year extrapolated only where the law is flat, so `flat` says which are: d <= 0, or the
+year's c + d * N within 1.2x of the youngest age's. Seconds depend on the machine's load, which
+differs between the runs: their laws are shown, not trusted.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-FLAT = 0.1
+SEGMENT = 1000  # runtime/sink/history.py: entries per history snapshot
+YEAR = 365 * 8_640
+PHASED = {"gc_get", "gc_keys_listed", "read_get", "read_keys_listed", "resume_get", "resume_keys_listed"}
+
+
+def phase(metric: str, n: int) -> int:
+    """The part of `metric` at age n that the entries past the newest snapshot make."""
+    return n % SEGMENT if metric in PHASED else 0
 
 
 def fit(ages: list[int], values: list[float]) -> tuple[float, float] | None:
-    """(a, b) of y = a * N^b over the points with y > 0; None with fewer than two such points."""
-    points = [(math.log(n), math.log(v)) for n, v in zip(ages, values, strict=True) if v and v > 0]
-    if len(points) < 2:
+    """(c, d) of y = c + d * N by least squares; None with fewer than two points."""
+    if len(ages) < 2:
         return None
-    mx = sum(x for x, _ in points) / len(points)
-    my = sum(y for _, y in points) / len(points)
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
-    return math.exp(my - b * mx), b
-
-
-def flat(values: list[float], b: float) -> bool:
-    return abs(b) <= FLAT or (b < 0 and max(values) <= 1.2 * values[0])
+    mx, my = sum(ages) / len(ages), sum(values) / len(values)
+    sxx = sum((x - mx) ** 2 for x in ages)
+    d = sum((x - mx) * (y - my) for x, y in zip(ages, values, strict=True)) / sxx if sxx else 0.0
+    return my - d * mx, d
 
 
 def laws(rows: list[dict[str, Any]], metrics: list[str]) -> dict[str, tuple[float, float, bool]]:
-    """metric -> (a, b, flat) over one sink's rows (youngest first)."""
+    """metric -> (c, d, flat) over one sink's rows (youngest first), the phase part taken off."""
     out = {}
     ages = [r["checkpoints"] for r in rows]
     for m in metrics:
-        values = [float(r.get(m) or 0) for r in rows]
-        if (ab := fit(ages, values)) is not None:
-            out[m] = (ab[0], ab[1], flat(values, ab[1]))
+        if any(r.get(m) is None for r in rows):
+            continue
+        values = [float(r[m]) - phase(m, r["checkpoints"]) for r in rows]
+        if (cd := fit(ages, values)) is not None:
+            c, d = cd
+            young = c + d * ages[0]
+            out[m] = (c, d, d <= 0 or (young > 0 and c + d * YEAR <= 1.2 * young))
     return out
 
 
@@ -48,17 +56,21 @@ def extrapolated(rows: list[dict[str, Any]], n: int, metrics: list[str]) -> dict
     row: dict[str, Any] = {**rows[-1], "checkpoints": n, "extrapolated": True, "first_gc_delete": 0}
     for measured_only in ("bytes", "data_bytes", "build_seconds", "first_gc_rss_mib", "carried"):
         row.pop(measured_only, None)
-    for m, (a, b, _) in laws(rows, metrics).items():
-        value = a * n ** b
+    for m, (c, d, _) in laws(rows, metrics).items():
+        value = max(0.0, phase(m, n) + c + d * n)
         row[m] = round(value, 2) if isinstance(rows[-1].get(m), float) else int(round(value))
     return row
 
 
 def law_text(sink: str, rows: list[dict[str, Any]], metrics: list[str]) -> str:
-    """One line: each metric's exponent b, flat ones and growing ones apart."""
+    """One line: each metric's growth per 1,000 checkpoints, flat ones and growing ones apart."""
     found = laws(rows, metrics)
-    flats = [f"{m} {b:+.2f}" for m, (_, b, ok) in found.items() if ok]
-    growing = [f"{m} {b:+.2f}" for m, (_, b, ok) in found.items() if not ok]
+
+    def say(m: str, c: float, d: float) -> str:
+        return f"{m} {c:,.4g} {'+' if d >= 0 else '-'} {abs(d) * 1000:,.3g}/1k"
+    flats = [say(m, c, d) for m, (c, d, ok) in found.items() if ok]
+    growing = [say(m, c, d) for m, (c, d, ok) in found.items() if not ok]
     ages = ", ".join(f"{r['checkpoints']:,}" for r in rows)
-    return (f"{sink}: growth law y = a * N^b fitted over N = {ages} checkpoints; flat (|b| <= {FLAT}, or falling "
-            f"within 1.2x): {', '.join(flats) or 'none'}; growing: {', '.join(growing) or 'none'}.")
+    return (f"{sink}: law y = p(N) + c + d * N (p: the entries past the newest snapshot, request counts only) "
+            f"fitted over N = {ages} checkpoints, as c +/- d per 1,000 checkpoints; flat (a year within 1.2x of "
+            f"a day): {', '.join(flats) or 'none'}; growing: {', '.join(growing) or 'none'}.")
