@@ -22,7 +22,7 @@ def test_flat_laws_and_a_year_extrapolated_from_them():
     # as measured: GC GETs are the entries past the newest snapshot (N mod 1,000) and 12 more; a read's
     # are those and a snapshot per 1,000 entries, which the raw counts (658, 550, 469) hide
     metrics = ["gc_rss_mib", "gc_get", "read_get", "outside_bytes"]
-    rows = [{"checkpoints": n, "sink": "delta", "gc_rss_mib": 45.0, "gc_get": n % 1000 + 12,
+    rows = [{"checkpoints": n, "sink": "delta", "since_snapshot": n % 1000, "gc_rss_mib": 45.0, "gc_get": n % 1000 + 12,
              "read_get": n % 1000 + n // 1000 + 10, "outside_bytes": 770 * n, "bytes": {"data": 1}} for n in AGES]
     laws = age_fit.laws(rows, metrics)
     assert laws["gc_rss_mib"][2] and laws["gc_get"][2] and abs(laws["gc_get"][1]) < 1e-12
