@@ -39,7 +39,10 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
              "second `gc --once` pass (the first deletes what the store's age left, and from output GC cursors on "
              "writes the cursor the second starts from: its DELETEs and peak RSS are in the last two columns). Rows marked *before* "
              f"ran {meta.get('before', 'the code before history snapshots')}. Commit {meta['commit']}, {meta['date']}, load average "
-             f"{meta['load']} on 2 shared cores (seconds depend on the load; requests and RSS do not).", "",
+             f"{meta['load']} on 2 shared cores (seconds depend on the load; requests and RSS do not). The second table "
+             "breaks the bytes outside data down by prefix, beside the data a retained point reads (part files); under "
+             "it, each metric's law fitted over the measured ages (bench/age_fit.py), from which the rows marked "
+             "*extrapolated* are computed, not measured.", "",
              "| sink: age | gc peak RSS | gc s | gc GET | gc LIST pages / keys | gc PUT / DELETE | read --limit 10: "
              "peak RSS | s | GET | keys listed | resume: GET | keys listed | bytes outside data | entries past the newest "
              "snapshot | first pass: DELETEs | peak RSS |",
