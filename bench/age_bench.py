@@ -35,15 +35,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import report  # bench/report.py; bench/ is on sys.path when this runs as a script
+import age_fit  # bench/age_fit.py; bench/ is on sys.path when this runs as a script
+import report  # bench/report.py
+from age_report import DAY, END, METRICS, SKIP, START, draw, render
 
-START = "<!-- age:start -->"
-END = "<!-- age:end -->"
 JOB = ("default", "aged")
-DAY = 8_640  # 10 s checkpoints
-AGES = {DAY: "1 day", 7 * DAY: "1 week", 30 * DAY: "1 month", 365 * DAY: "1 year"}
-METRICS = ["gc_rss_mib", "gc_seconds", "gc_get", "gc_list_pages", "gc_keys_listed", "read_seconds", "read_get",
-           "read_keys_listed", "resume_get", "resume_keys_listed", "outside_bytes"]
+YEAR = 365 * DAY
 
 
 # --- the counted child: runs one command with the store wrapped --------------------------------------
@@ -217,18 +214,6 @@ def build(root: Path, n: int) -> str:
     return f"file://{root}"
 
 
-def outside_bytes(root: Path) -> int:
-    """Bytes under the job's output folder that are not data files (entries, snapshots, records; an
-    upsert sink's markers: its data are the part files of its batches and snapshot)."""
-    out = root / "/".join(JOB) / "outputs"
-    total = 0
-    for dirpath, _, names in os.walk(out):
-        if "/staging/" in dirpath + "/":
-            continue
-        total += sum(os.stat(os.path.join(dirpath, x)).st_size for x in names if not x.startswith("part-"))
-    return total
-
-
 def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
     root = base / f"n{n}"
     t0 = time.monotonic()
@@ -263,7 +248,12 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
                    resume_keys_listed=c.get("keys_listed", 0), resume_put=c.get("put", 0))
     else:
         row.update(resume_seconds=0, resume_get=0, resume_head=0, resume_keys_listed=0, resume_put=0)
-    row["outside_bytes"] = outside_bytes(root)
+    from age_stores import store_bytes
+
+    row["bytes"] = store_bytes(root, "/".join(JOB))
+    row["data_bytes"] = row["bytes"].get("data", 0)
+    row["outside_bytes"] = sum(v for k, v in row["bytes"].items() if k != "data")
+    row["outside_per_data"] = round(row["outside_bytes"] / row["data_bytes"], 3) if row["data_bytes"] else 0
     snapshots = root / "/".join(JOB) / "outputs" / "default" / "_snapshots"  # (an upsert sink has no entries)
     newest = max((int(x.name[4:-5]) for x in snapshots.iterdir()), default=0) if snapshots.exists() else 0
     row["since_snapshot"] = n - newest  # entries a walk from the head reads one by one
@@ -274,84 +264,6 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
     return row
 
 
-def ratio(rows: list[dict[str, Any]], metric: str, i: int = -1) -> str:
-    """The figure of row i (default: the oldest store) over the youngest one's."""
-    first, last = rows[0][metric], rows[i][metric]
-    return "n/a" if not first else f"{last / first:.2f}"
-
-
-def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[str, Any]] | None = None,
-           plot: Any = None) -> str:
-    before = before or []
-    label = {r["checkpoints"]: AGES.get(r["checkpoints"], f"{r['checkpoints']:,} checkpoints") for r in rows + before}
-    lines = [START, "## Costs against a job's age (bench/age_bench.py)", "",
-             "A job of 10 s checkpoints aged N checkpoints (one batch and one Parquet part per checkpoint, one "
-             "linear history, 3 checkpoints retained), built directly in a directory store: a transactional sink's, "
-             "and a delta sink's (the same, with the Delta log the sink writes: a commit per checkpoint dated when "
-             "it ran, and delta-rs's checkpoint of the table; bench/age_stores.py), and an upsert sink's (100 keys "
-             "updated by every batch, as its runtime and GC leave it: the newest hourly snapshot and the batches since, "
-             "written by the sink itself; its `read` is the upsert reader's first 10 rows); each command in its own "
-             "process (peak RSS from GNU time) with every store request "
-             "counted (LIST pages at 1,000 keys a page; delimiter and start-after listings too). GC figures are of a "
-             "second `gc --once` pass (the first deletes what the store's age left, and from output GC cursors on "
-             "writes the cursor the second starts from: its DELETEs and peak RSS are in the last two columns). Rows marked *before* "
-             f"ran {meta.get('before', 'the code before history snapshots')}. Commit {meta['commit']}, {meta['date']}, load average "
-             f"{meta['load']} on 2 shared cores (seconds depend on the load; requests and RSS do not).", "",
-             "| sink: age | gc peak RSS | gc s | gc GET | gc LIST pages / keys | gc PUT / DELETE | read --limit 10: s | "
-             "GET | keys listed | resume: GET | keys listed | bytes outside data | entries past the newest "
-             "snapshot | first pass: DELETEs | peak RSS |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    sinks = list(dict.fromkeys(r.get("sink", "transactional") for r in [*rows, *before]))
-    ordered = [r for sink in sinks for r in [*[{**b, "before": True} for b in before], *rows]
-               if r.get("sink", "transactional") == sink]
-    for r in ordered:
-        lines.append(
-            f"| {r.get('sink', 'transactional')}: {'*before*: ' if r.get('before') else ''}"
-            f"{label[r['checkpoints']]} ({r['checkpoints']:,}){' at ' + r['carried'] if r.get('carried') else ''} | "
-            f"{r['gc_rss_mib']} MiB | {r['gc_seconds']} | "
-            f"{r['gc_get']:,} | {r['gc_list_pages']:,} / {r['gc_keys_listed']:,} | {r['gc_put']} / {r['gc_delete']} | "
-            f"{r['read_seconds']} | {r['read_get']:,} | {r['read_keys_listed']:,} | {r['resume_get']:,} | "
-            f"{r['resume_keys_listed']:,} | {r['outside_bytes']:,} | {r.get('since_snapshot', r['checkpoints']):,} | "
-            f"{r.get('first_gc_delete', 0):,} | {r.get('first_gc_rss_mib', 'n/a')} |")
-    for sink in sinks:
-        for name, everything in [("before", before), ("now", rows)]:
-            group = [r for r in everything if r.get("sink", "transactional") == sink]
-            for i in range(1, len(group)):
-                lines += ["", f"{sink}, {name}: ratio of {label[group[i]['checkpoints']]} to "
-                          f"{label[group[0]['checkpoints']]}: " + ", ".join(
-                              f"{m} {ratio(group, m, i)}" for m in METRICS if m not in SKIP.get(sink, ())) + "."]
-    if plot is not None:
-        lines += ["", plot(rows, before)]
-    lines += ["", meta["conclusion"], END]
-    return "\n".join(lines)
-
-
-SKIP = {"delta": ("resume_get", "resume_keys_listed"),  # not measured for a delta or upsert sink
-        "upsert": ("resume_get", "resume_keys_listed")}
-PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)", "o"), ("gc_get", "GC GETs / 100", "s")]
-SCALE = {"gc_get": 100}
-
-
-def draw(rows: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
-    """GC pass costs against age per sink (a color each), this code (solid) and the code before
-    (dashed), both axes logarithmic (a flat line is a cost bounded by age)."""
-    def lines(ax: Any) -> None:
-        sinks = list(dict.fromkeys(r.get("sink", "transactional") for r in [*rows, *before]))
-        for i, sink in enumerate(sinks):
-            for metric, label, marker in PLOTTED:
-                for group, style in ((rows, "-"), (before, "--")):
-                    mine = [r for r in group if r.get("sink", "transactional") == sink]
-                    if mine:
-                        ax.plot([r["checkpoints"] / DAY for r in mine],
-                                [r[metric] / SCALE.get(metric, 1) for r in mine], style, marker=marker,
-                                color=f"C{i}", label=f"{sink}: {label}{' (before)' if style == '--' else ''}")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("job age (days of 10 s checkpoints)")
-        ax.legend(fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
-    return report.plot("age-gc", "Output GC pass against the job's age", lines, size=(7, 5.2))
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
@@ -359,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--small", action="store_true", help="N = 8,640 (1 day), 60,480 (1 week)")
     parser.add_argument("--sizes", default=None, help="comma-separated N (default 8640,60480)")
+    parser.add_argument("--no-year", action="store_true", help="no year row extrapolated from the fitted laws")
     parser.add_argument("--no-write", action="store_true", help="print, do not update docs/benchmarks.md")
     parser.add_argument("--conclusion", default="", help="the sentence under the table")
     parser.add_argument("--before", default=None,
@@ -396,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    for sink in dict.fromkeys(r.get("sink", "transactional") for r in rows):  # a year, from the fitted law
+        mine = [r for r in rows if r.get("sink", "transactional") == sink]
+        if len(mine) >= 2 and YEAR not in [r["checkpoints"] for r in mine] and not args.no_year:
+            rows.append(age_fit.extrapolated(mine, YEAR, [m for m in METRICS if m not in SKIP.get(sink, ())]))
     meta = {"commit": report.commit(), "date": time.strftime("%Y-%m-%d"),
             "load": " ".join(f"{x:.1f}" for x in os.getloadavg()), "conclusion": args.conclusion}
     if args.before_tree or side:

@@ -114,3 +114,24 @@ def build_upsert(root: Path, n: int, job_ref: tuple[str, str], keys: int = 100) 
         for name in names:
             os.utime(os.path.join(dirpath, name), (past, past))
     return f"file://{root}"
+
+
+def store_bytes(root: Path, job_root: str) -> dict[str, int]:
+    """Bytes under the job's output folder by kind: "data" (the part files of batches, compactions and
+    upsert snapshots: what a retained point reads) and, outside data, per prefix of a sink path:
+    "_commits", "_snapshots", "_delta_log", "_compactions", "_restores", "upserts" (an upsert sink's
+    markers) and "other" (e.g. the GC cursors)."""
+    out = root / job_root / "outputs"
+    sizes: dict[str, int] = {}
+    for dirpath, _, names in os.walk(out):
+        rel = Path(dirpath).relative_to(out).parts
+        for name in names:
+            size = os.stat(os.path.join(dirpath, name)).st_size
+            if name.startswith("part-"):
+                kind = "data"
+            else:
+                kind = next((p for p in rel[1:] if p in ("_commits", "_snapshots", "_delta_log", "_compactions",
+                                                          "_restores")), None) or (
+                    "upserts" if "upserts" in rel else "other")
+            sizes[kind] = sizes.get(kind, 0) + size
+    return sizes

@@ -13,8 +13,9 @@ import itertools
 import json
 from typing import Any
 
+from sparkpoint.runtime.sink.history_stream import HistoryStream
 from sparkpoint.runtime.sink.lineage import head_checkpoint
-from sparkpoint.runtime.sink.reader import committed_files, committed_history, iter_committed
+from sparkpoint.runtime.sink.reader import as_file, committed_files, committed_history, iter_committed
 
 from .common import add_common, emit, open_from_args
 
@@ -41,17 +42,17 @@ def _summary(store, job, path: str) -> dict[str, Any]:  # type: ignore[no-untype
 
 def cmd_read(args: argparse.Namespace) -> int:
     store, job = open_from_args(args)
-    summary = _summary(store, job, args.path)
-    rows = itertools.islice(iter_committed(store, job, args.path, summary["batches"]), args.limit)
-    if args.json:
+    if args.json:  # the document lists every batch: it holds them
+        summary = _summary(store, job, args.path)
+        rows = itertools.islice(iter_committed(store, job, args.path, summary["batches"]), args.limit)
         print(json.dumps({**summary, "rows": list(rows)}))
         return 0
-    batches = summary["batches"]
-    span = f"batches {batches[0]['batch']}..{batches[-1].get('lastBatch', batches[-1]['batch'])}" if batches else "no batches"
-    count = sum(int(b.get("batches", 1)) for b in batches)  # a compacted file holds several
-    print(f"# {job} output {args.path!r}: {count} committed ({span}), {summary['rows_committed']} rows, "
-          f"head {summary['head']}", flush=True)
-    for row in rows:
+    history = HistoryStream(store, job, args.path)  # the rows streamed: memory of a segment, not the history
+    s = history.summary
+    span = f"batches {s.first}..{s.last}" if s.batches else "no batches"
+    print(f"# {job} output {args.path!r}: {s.batches} committed ({span}), {s.rows} rows, head {s.head}", flush=True)
+    files = (as_file(item) for item in history.items())
+    for row in itertools.islice(iter_committed(store, job, args.path, files), args.limit):
         print(json.dumps(row, sort_keys=True))
     return 0
 

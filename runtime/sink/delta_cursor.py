@@ -14,6 +14,8 @@ A cursor's `delta` is {version, size, modified, checkpoint, retention, removing,
                            for the commits <= V that removed a file inside the retention (a remove
                            without a timestamp counts as recent forever)
   objects, bytes           the log's objects sorting before V's (no later listing shows them; metrics)
+  cleaned_at, log_start    when the pass last collected the expired log and the oldest version it
+                           kept (delta_log_gc.py; absent in cursors written before: due now, from 0)
 
 What the table needs then, without loading it. Its current version: the newest commit names checkpoint
 X and holds exactly X's history (delta.py's invariant); when X is on a chain the pass walked, no file of
@@ -50,6 +52,8 @@ class LogCursor:
     removing: dict[str, int] = field(default_factory=dict)
     objects: int = 0
     bytes: int = 0
+    cleaned_at: float = 0.0  # when the expired log was last collected (delta_log_gc.py; 0: never)
+    log_start: int = 0  # the oldest version that collection kept (its listing starts there)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,7 +66,8 @@ def parse_log_cursor(doc: Any) -> LogCursor | None:
                          checkpoint=None if checkpoint is None else str(checkpoint),
                          retention=float(doc["retention"]),
                          removing={str(int(k)): int(v) for k, v in doc["removing"].items()},
-                         objects=int(doc["objects"]), bytes=int(doc["bytes"]))
+                         objects=int(doc["objects"]), bytes=int(doc["bytes"]),
+                         cleaned_at=float(doc.get("cleaned_at", 0.0)), log_start=int(doc.get("log_start", 0)))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -95,7 +100,7 @@ def newest_stamp(removed: list[tuple[str, int | None]]) -> int | None:
 
 
 def log_cursor_after_full(store: ObjectStore, root: str, listed: list[ObjectInfo], read: dict[int, list[Any]],
-                          retention: float, cutoff_ms: int) -> LogCursor | None:
+                          retention: float, cutoff_ms: int, cleaned: tuple[float, int] = (0.0, 0)) -> LogCursor | None:
     """The log's state a full pass leaves: `listed` is the whole log it listed, `read` the removals of
     the commits it read (version -> removals; the others hold none inside the retention)."""
     commits = {v: o for o in listed if (v := version_of(o.key)) is not None}
@@ -111,7 +116,8 @@ def log_cursor_after_full(store: ObjectStore, root: str, listed: list[ObjectInfo
     before = [o for o in listed if o.key < _before(log_prefix(root), version)]
     return LogCursor(version=version, size=commits[version].size, modified=commits[version].last_modified,
                      checkpoint=checkpoint, retention=retention, removing=removing,
-                     objects=len(before), bytes=sum(o.size for o in before))
+                     objects=len(before), bytes=sum(o.size for o in before),
+                     cleaned_at=cleaned[0], log_start=cleaned[1])
 
 
 class TableLog:
@@ -151,7 +157,8 @@ class TableLog:
         before = [o for o in self.listed if o.key < _before(prefix, version)]
         self.next = LogCursor(version=version, size=commits[version].size, modified=commits[version].last_modified,
                               checkpoint=checkpoint, retention=self.retention, removing=removing,
-                              objects=cursor.objects + len(before), bytes=cursor.bytes + sum(o.size for o in before))
+                              objects=cursor.objects + len(before), bytes=cursor.bytes + sum(o.size for o in before),
+                              cleaned_at=cursor.cleaned_at, log_start=cursor.log_start)
         return self.next
 
     def needs(self, key: str) -> bool:

@@ -132,6 +132,7 @@ class PassContext:
     manifests: list[tuple[str, dict[str, Any]]]  # (entry id, extra.sink) of every kept point
     cursors: dict[str, Any] = field(default_factory=dict)  # path -> cursor, as read at the pass's start
     refused: bool = False  # the store refused the cursor's put (a GC policy from before cursors)
+    log_cleaned: dict[str, tuple[float, int]] = field(default_factory=dict)  # path -> (when, log start): delta_log_gc
 
     def young(self, info: ObjectInfo) -> bool:
         return info.last_modified >= self.now - self.grace_seconds

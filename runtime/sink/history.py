@@ -29,7 +29,7 @@ from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key
 
-from .keys import sink_root
+from .keys import commit_key, commits_prefix, sink_root
 from .lineage import OutputLineageError
 
 log = logging.getLogger("sparkpoint.sink")
@@ -42,6 +42,21 @@ _HOLDING_TRIES = 3  # snapshots of other histories may end between an entry and 
 def _number(entry_id: str) -> int:
     m = CHECKPOINT_ID.match(entry_id)
     return int(m.group(1)) if m else -1
+
+
+def entry_ids(store: ObjectStore, job: JobRef, path: str) -> list[str]:
+    """The ids of the entries in `_commits/` (one listing)."""
+    return [id_from_json_key(o.key) for o in store.list(commits_prefix(job, path)) if o.key.endswith(".json")]
+
+
+def entry_loader(store: ObjectStore, job: JobRef, path: str) -> Callable[[str], dict[str, Any] | None]:
+    """Reads one entry of `_commits/` by id; None when it is not there."""
+    def load(entry_id: str) -> dict[str, Any] | None:
+        try:
+            return json.loads(store.get_bytes(commit_key(job, path, entry_id)))
+        except ObjectNotFoundError:
+            return None
+    return load
 
 
 def snapshots_prefix(job: JobRef, path: str) -> str:
@@ -60,10 +75,12 @@ class SegmentReader:
     """`segments` for lineage.follow_chain: the snapshot of an entry id, or None when it has none.
     `covered` collects the ids of the entries the walks took from snapshots, not from `_commits/`."""
 
-    def __init__(self, store: ObjectStore, job: JobRef, path: str, ids: set[str] | None = None):
+    def __init__(self, store: ObjectStore, job: JobRef, path: str, ids: set[str] | None = None,
+                 track: bool = True):
         self.store, self.job, self.path = store, job, path
         self.ids = snapshot_ids(store, job, path) if ids is None else ids
         self.covered: set[str] = set()
+        self._track = track  # False: a reader that needs no `covered` (it would hold every entry's id)
 
     def __call__(self, checkpoint_id: str) -> list[dict[str, Any]] | None:
         if checkpoint_id not in self.ids:
@@ -75,7 +92,8 @@ class SegmentReader:
         entries = doc.get("entries") or []
         if not entries or entries[-1].get("checkpoint") != checkpoint_id:
             raise OutputLineageError(f"history snapshot {checkpoint_id} does not end at its own entry")
-        self.covered.update(str(e["checkpoint"]) for e in entries)
+        if self._track:
+            self.covered.update(str(e["checkpoint"]) for e in entries)
         return list(entries)
 
     def holding(self, checkpoint_id: str) -> list[dict[str, Any]] | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID
@@ -64,25 +64,49 @@ def head_entry(entry_ids: list[str], load: Callable[[str], dict[str, Any] | None
     return newest
 
 
-def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
-                 load: Callable[[str], dict[str, Any] | None],
-                 segments: Callable[[str], list[dict[str, Any]] | None] | None = None) -> list[dict[str, Any]]:
-    """The checkpoint entries of the history that ends at `head`, oldest first. `segments` (history.py)
-    gives the entries of a snapshotted history up to an id in one read, oldest first, ending at that id."""
+# A piece of a history as walk_back meets it, re-readable by its id: ("entry", id) one entry of
+# `_commits/`, ("snapshot", id) the whole snapshot of entry id, ("held", id) the entries up to id of
+# the snapshot that holds it (an entry GC deleted because a snapshot holds it: SegmentReader.holding).
+Piece = tuple[str, str]
+
+
+def walk_back(head: dict[str, Any] | None, entry_ids: list[str],
+              load: Callable[[str], dict[str, Any] | None],
+              segments: Callable[[str], list[dict[str, Any]] | None] | None = None,
+              ) -> Iterator[tuple[Piece, list[dict[str, Any]]]]:
+    """The checkpoint entries of the history that ends at `head`, newest piece first, each piece's
+    entries oldest first: a caller that keeps only the pieces holds the history in O(pieces), not
+    O(entries). `segments` (history.py) gives the entries of a snapshotted history up to an id in one
+    read, oldest first, ending at that id. Raises OutputLineageError where the chain breaks."""
     checkpoints = split_ids(entry_ids)[0]
     numbers = [n for n, _ in checkpoints]
     by_number = dict(checkpoints)
-    chain: list[dict[str, Any]] = []
+    # The walk is a function of each `prev` it looks up, so a cycle repeats one: `seen` holds those
+    # only (one per piece), not every entry a snapshot gave, so memory stays O(pieces).
     seen: set[str] = set()
+    newer: dict[str, Any] | None = None  # the oldest entry yielded so far: its predecessor comes next
+
+    def checked(piece: Piece, entries: list[dict[str, Any]]) -> tuple[Piece, list[dict[str, Any]]]:
+        nonlocal newer
+        for before, after in zip(entries, [*entries[1:], newer], strict=False):
+            if after is not None and "previous" in after and int(after["afterBatch"]) != int(before["upToBatch"]):
+                raise OutputLineageError(
+                    f"commit entry {after['checkpoint']} starts after batch {after['afterBatch']} but its "
+                    f"predecessor {before['checkpoint']} ends at batch {before['upToBatch']}")
+        newer = entries[0]
+        return piece, entries
+
     doc = head
     if (doc is not None and doc.get("kind") != "continuation" and segments is not None
             and (segment := segments(doc["checkpoint"]))):  # the head itself snapshotted: start from it
-        chain.extend(reversed(segment[1:]))
-        seen.update(d["checkpoint"] for d in segment)
-        doc = segment[0]
+        yield checked(("snapshot", doc["checkpoint"]), segment)
+        doc, skip_first = segment[0], True
+    else:
+        skip_first = False
     while doc is not None:
-        if doc.get("kind") != "continuation":
-            chain.append(doc)
+        if doc.get("kind") != "continuation" and not skip_first:
+            yield checked(("entry", doc["checkpoint"]), [doc])
+        skip_first = False
         if "previous" in doc:
             prev = doc["previous"]
         else:  # an entry from before lineage: the next older checkpoint entry
@@ -96,26 +120,27 @@ def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
             raise OutputLineageError(f"commit entries form a cycle at {prev}")
         seen.add(prev)
         if segments is not None and (segment := segments(prev)):
-            for earlier in reversed(segment[1:]):
-                chain.append(earlier)
-                seen.add(earlier["checkpoint"])
-            doc = segment[0]
-            seen.add(doc["checkpoint"])
+            yield checked(("snapshot", prev), segment)
+            doc, skip_first = segment[0], True
             continue
         doc = load(prev)
         held = getattr(segments, "holding", None) if doc is None else None
         if held is not None and (segment := held(prev)):  # deleted because a snapshot holds it
-            chain.extend(reversed(segment[1:]))
-            seen.update(d["checkpoint"] for d in segment)
-            doc = segment[0]
+            yield checked(("held", prev), segment)
+            doc, skip_first = segment[0], True
+            continue
         if doc is None:
             raise OutputLineageError(f"commit entry {prev} named as a predecessor is missing")
+
+
+def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
+                 load: Callable[[str], dict[str, Any] | None],
+                 segments: Callable[[str], list[dict[str, Any]] | None] | None = None) -> list[dict[str, Any]]:
+    """The checkpoint entries of the history that ends at `head`, oldest first (walk_back, all held)."""
+    chain: list[dict[str, Any]] = []
+    for _, entries in walk_back(head, entry_ids, load, segments):
+        chain.extend(reversed(entries))
     chain.reverse()
-    for before, after in zip(chain, chain[1:], strict=False):
-        if "previous" in after and int(after["afterBatch"]) != int(before["upToBatch"]):
-            raise OutputLineageError(
-                f"commit entry {after['checkpoint']} starts after batch {after['afterBatch']} but its "
-                f"predecessor {before['checkpoint']} ends at batch {before['upToBatch']}")
     return chain
 
 

@@ -14,7 +14,8 @@ files a newer attempt superseded. What must stay, under the rules checkpoint obj
 - everything at all while a savepoint is being copied (its source checkpoint may leave retention
   during the copy, while the savepoint manifest, which names the same files, is not written yet);
 - for a delta sink, what its table still needs: its current version's files and the files a commit
-  removed within the Delta retention (delta_vacuum.py); `_delta_log/` itself is never deleted.
+  removed within the Delta retention (delta_vacuum.py); of `_delta_log/`, only the files older than
+  the log retention and than its newest checkpoint older than that go (delta_log_gc.py).
 
 Entries are deleted before files, so a crash in between leaves plain orphans for the next pass.
 Deleting an entry that no needed chain contains never changes the head readers pick: the head is the
@@ -40,6 +41,7 @@ from sparkpoint.runtime.store.layout import id_from_json_key, outputs_prefix, pe
 
 from .compaction import apply_records, history_items, record_attempt
 from .delta_cursor import log_cursor_after_full
+from .delta_log_gc import collect_expired_log
 from .delta_vacuum import DEFAULT_RETENTION_SECONDS, TableUnreadableError, read_table
 from .gc_cursor import (
     INCREMENTAL_AREAS,
@@ -88,6 +90,8 @@ class OutputGcResult:
     staged_bytes: int = 0
     deleted_entry_bytes: int = 0
     deleted_folded_files: int = 0  # upsert files a snapshot holds, and superseded snapshots (of deleted_files)
+    deleted_log_files: int = 0  # a Delta log's files older than its retention and its checkpoint (delta_log_gc.py)
+    deleted_log_bytes: int = 0
     counted: bool = True
 
     def keep(self, info: ObjectInfo, *, committed: bool) -> None:
@@ -128,6 +132,8 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
         # (gc_cursor.py; a Delta log's commits since the last pass, delta_cursor.py)
         transactional = names <= INCREMENTAL_AREAS
         retention = delta_retention_seconds if "_delta_log" in names else None
+        if retention is not None:  # the expired Delta log first: the pass below lists what is left
+            collect_expired_log(ctx, path, result, retention)
         if transactional and incremental and (cursor := parse_cursor(ctx.cursors.get(path))) is not None:
             try:
                 write_cursor(ctx, path, incremental_pass(ctx, path, cursor, result, retention))
@@ -241,7 +247,8 @@ def output_gc_pass(store: ObjectStore, job: JobRef, *, grace_seconds: float, dry
             after = cursor_after_full(ctx, path, needed_entries, scan)
             if after is not None and table is not None:  # and where the table's log was read to
                 log_state = log_cursor_after_full(store, sink_root(job, path), table.listed, table.read,
-                                                  delta_retention_seconds, int((now - delta_retention_seconds) * 1000))
+                                                  delta_retention_seconds, int((now - delta_retention_seconds) * 1000),
+                                                  ctx.log_cleaned.get(path, (0.0, 0)))
                 after = None if log_state is None else replace(after, delta=log_state.to_dict())
             write_cursor(ctx, path, after)
     log.info("output gc pass", extra={"job": str(job), "deleted_entries": len(result.deleted_entries),

@@ -13,33 +13,20 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
 from sparkpoint.runtime.store import JobRef, ObjectStore
-from sparkpoint.runtime.store.base import ObjectNotFoundError
-from sparkpoint.runtime.store.layout import id_from_json_key
 
 from .compaction import apply_records, history_items, load_records
 from .history import SegmentReader
-from .keys import LEGACY_FORMAT, commit_key, commits_prefix, file_format, file_keys
+from .history import entry_ids as _entry_ids
+from .history import entry_loader as _loader
+from .keys import LEGACY_FORMAT, file_format, file_keys
 from .lineage import follow_chain, head_entry
 from .rows import decode_rows
-
-
-def _entry_ids(store: ObjectStore, job: JobRef, path: str) -> list[str]:
-    return [id_from_json_key(o.key) for o in store.list(commits_prefix(job, path)) if o.key.endswith(".json")]
-
-
-def _loader(store: ObjectStore, job: JobRef, path: str):  # type: ignore[no-untyped-def]
-    def load(entry_id: str) -> dict[str, Any] | None:
-        try:
-            return json.loads(store.get_bytes(commit_key(job, path, entry_id)))
-        except ObjectNotFoundError:
-            return None
-    return load
 
 
 def current_head(store: ObjectStore, job: JobRef, path: str) -> dict[str, Any] | None:
@@ -68,20 +55,27 @@ def committed_files(store: ObjectStore, job: JobRef, path: str = "default",
     many; compaction.py). `entries`: the history's entries if already read (committed_history)."""
     entries = committed_entries(store, job, path) if entries is None else entries
     items = apply_records(history_items(entries), load_records(store, job, path))
-    out = []
-    for f in items:
-        item = {"batch": f["batch"], "rows": f.get("rows"), "format": file_format(f), "keys": file_keys(f)}
-        if "lastBatch" in f:
-            item.update(lastBatch=f["lastBatch"], batches=f["batches"])
-        out.append(item)
+    return [as_file(f) for f in items]
+
+
+def as_file(item: dict[str, Any]) -> dict[str, Any]:
+    """A history's batch item (records applied) as committed_files gives it."""
+    out = {"batch": item["batch"], "rows": item.get("rows"), "format": file_format(item), "keys": file_keys(item)}
+    if "lastBatch" in item:
+        out.update(lastBatch=item["lastBatch"], batches=item["batches"])
     return out
 
 
 def iter_committed(store: ObjectStore, job: JobRef, path: str = "default",
-                   files: list[dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
+                   files: Iterable[dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
     """Every committed output row, in batch order (within a batch, in part-file order). `files`:
-    committed_files' answer if already read."""
-    for f in committed_files(store, job, path) if files is None else files:
+    committed_files' answer if already read; without it the history is streamed (history_stream.py:
+    memory of one snapshot segment, not of the job's whole history)."""
+    if files is None:
+        from .history_stream import HistoryStream
+
+        files = (as_file(item) for item in HistoryStream(store, job, path).items())
+    for f in files:
         for key in f["keys"]:
             yield from decode_file(store.get_bytes(key), f["format"])
 
