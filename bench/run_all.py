@@ -29,10 +29,12 @@ HERE = Path(__file__).resolve().parent
 # standby_bench.py: kill -> first new batch, a cold start beside a promoted standby, and the standby's cost (issue 43).
 # executor_bench.py: one stateful job at local[2] vs 1 and 2 executors at the same two task slots on the local
 # cluster (brought up if down, as operator_bench.py does; skipped with a message when no cluster can be had).
+# recovery_bench.py: a pod deleted, its runtime killed, its processes frozen -> the first new batch, through the
+# operator on the local cluster's real node, cold and with a standby, Flink's restart beside (issue 43).
 BENCHES = ["store_bench.py", "runtime_bench.py", "peer_bench.py", "operator_bench.py", "rescale_bench.py",
            "gc_memory_bench.py", "age_bench.py", "upsert_snapshot_bench.py", "kafka_bench.py",
-           "ui_bench.py", "cold_start_bench.py", "standby_bench.py", "executor_bench.py"]
-EXTRA = {"rescale_bench.py": ["--flink"]}
+           "ui_bench.py", "cold_start_bench.py", "standby_bench.py", "executor_bench.py", "recovery_bench.py"]
+EXTRA = {"rescale_bench.py": ["--flink"], "recovery_bench.py": ["--flink"]}
 
 
 def main(argv: list[str]) -> int:
