@@ -237,8 +237,8 @@ def summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render(results: list[dict[str, Any]], args: argparse.Namespace, load: str, flink: dict[str, Any] | None) -> str:
-    def cell(v: tuple[float, float, float] | None) -> str:
-        return f"{v[0]:.1f} ({v[1]:.1f}-{v[2]:.1f})" if v else "n/a"
+    def cell(v: tuple[float, float, float] | None, what: str = "n/a") -> str:
+        return f"{v[0]:.1f} ({v[1]:.1f}-{v[2]:.1f})" if v else what
     lines = [START,
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit `{report.commit()}` through the "
              f"operator (a host process) on the local cluster's real node: the windowed example with {args.keys} keys "
@@ -249,7 +249,7 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, load: str, f
              "| fault | variant | faults | next attempt noticed | restored | first new batch committed |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     for row in summary(results):
-        lines.append(f"| {row['fault']} | {row['variant']} | {row['n']} | {cell(row['noticed'])} | "
+        lines.append(f"| {row['fault']} | {row['variant']} | {row['n']} | {cell(row['noticed'], 'in place' if row['fault'] == 'kill' else 'n/a')} | "
                      f"{cell(row['restored'])} | {cell(row['first_batch'])} |")
     if flink:
         first = [r["first_new_batch_s"] for r in flink.get("restarts", [])]
