@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "e2e"), str(REPO / "e2e" / "local")]
+sys.path.insert(0, str(REPO / "e2e"))  # the e2e suite's helpers (kube_helpers, operator_jobs, local.freezer)
 
 import report  # noqa: E402  (bench/ is on sys.path when this runs as a script)
 
