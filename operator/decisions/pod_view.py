@@ -11,6 +11,7 @@ runtime that does not answer).
 from __future__ import annotations
 
 from .model import PodObs
+from .runtime_pod import STANDBY_SUFFIX
 from .status_model import JobStatus
 
 CONFIRM_AFTER = 30.0
@@ -22,7 +23,18 @@ def owned_pods(pods: list[PodObs], job: str, uid: str) -> list[PodObs]:
     that copies the job's labels and attempt annotation, nor a same-named job's before it was
     re-created) and named as the operator names the attempt's pod. Only these are watched, drained,
     deleted or sent the job's control token."""
-    return [p for p in pods if p.owner_uid == uid and uid and p.name == f"{job}-{p.attempt}"]
+    return [p for p in pods if p.owner_uid == uid and uid and (
+        p.name == f"{job}-{p.attempt}" or (p.standby and p.name == f"{job}-{p.attempt}{STANDBY_SUFFIX}"))]
+
+
+def split_standbys(pods: list[PodObs], status: JobStatus) -> tuple[list[PodObs], list[PodObs]]:
+    """(the attempts' pods, the standbys). A pod started as a standby is one while its attempt is ahead of
+    status.attempt (or equal to it under another name than status.pod: a cold pod was started instead);
+    once status names it (promoted), or the job has moved past its number, it is an attempt's pod like
+    any other: rules about attempts (never two at once, wait for the old pods to go) then see it."""
+    def standby(p: PodObs) -> bool:
+        return p.standby and (p.attempt > status.attempt or (p.attempt == status.attempt and p.name != status.pod))
+    return [p for p in pods if not standby(p)], [p for p in pods if standby(p)]
 
 
 def confirm_before_create(status: JobStatus, creates: bool, read_directly: bool) -> bool:
