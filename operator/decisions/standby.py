@@ -25,8 +25,9 @@ from sparkpoint.runtime.spec import RestoreFrom, parse_duration
 from .model import CreateAttempt, CreateStandby, DeletePod, PodObs, PromoteStandby
 from .spec_key import is_spec, spec_key
 from .status_model import StandbyRecord, StandbyTrack
-from .step import Step, point_tag
+from .step import POLL, Step, point_tag, stuck_terminating
 
+SEEN_WITHIN = 30.0  # a standby created this long ago and not among the job's pods is gone
 PROMOTION_FAILED = "PromotionFailed"  # in step.DISRUPTIONS: the next attempt starts at once, no restart budget
 
 
@@ -173,7 +174,9 @@ def _hung(run: Step, pod: PodObs) -> str | None:
 def tend(run: Step) -> None:
     track = run.tr.standby
     names = {p.name for p in run.obs.standbys} | {p.name for p in run.obs.pods}
-    if track is not None and track.pod and track.pod not in names:
+    # gone without the operator deleting it (after a grace: a pod just created may not be indexed yet,
+    # and a refused create never appears)
+    if track is not None and track.pod and track.pod not in names and run.now - (track.created_at or 0) > SEEN_WITHIN:
         _died(run, track)
         run.d.emit("Warning", "StandbyFailed", f"standby {track.pod} is gone; a new one in "
                                                f"{max(0.0, (track.next_at or run.now) - run.now):g}s")
@@ -183,7 +186,7 @@ def tend(run: Step) -> None:
         if pod.name == run.st.pod:
             continue  # promoted this round: the attempt's pod now
         if pod.deleting:
-            if pod.node_lost or run.now - (pod.deleting_since or run.now) > 120.0:
+            if pod.node_lost or stuck_terminating(pod, run.now):
                 run.d.actions.append(DeletePod(pod.name, force=True))
             continue
         why = None if _keepable(run) else "the job no longer wants a standby"
@@ -202,16 +205,20 @@ def tend(run: Step) -> None:
         run.d.actions.append(DeletePod(pod.name))
         if run.tr.standby is not None and run.tr.standby.pod == pod.name:
             run.tr.standby.clear("pod", "created_at")
-    want = run.attempt + 1
-    if keep is None and _may_create(run) and (run.tr.standby is None or (run.tr.standby.next_at or 0) <= run.now) \
-            and f"{run.obs_name()}-{want}-standby" not in names:
-        track = _track(run)
-        track.pod, track.created_at = f"{run.obs_name()}-{want}-standby", run.now
-        track.clear("next_at")
-        run.d.actions.append(CreateStandby(want, key, point, run.spec if run.rolled_back else None))
-        run.d.emit("Normal", "StandbyCreated", f"standby {track.pod} for attempt {want}")
-    elif keep is None and _may_create(run) and run.tr.standby is not None and run.tr.standby.next_at:
-        run.requeue(max(0.5, run.tr.standby.next_at - run.now))
+    want, track = run.attempt + 1, run.tr.standby
+    if keep is None and _may_create(run):
+        wait = (track.next_at or 0) - run.now if track is not None else 0
+        name = f"{run.obs_name()}-{want}-standby"
+        if wait > 0:
+            run.requeue(wait)  # backing off after standbys that died
+        elif name in names:
+            run.requeue(POLL)  # the name's earlier pod is still terminating
+        else:
+            track = _track(run)
+            track.pod, track.created_at = name, run.now
+            track.clear("next_at", "unhealthy_since")
+            run.d.actions.append(CreateStandby(want, key, point, run.spec if run.rolled_back else None))
+            run.d.emit("Normal", "StandbyCreated", f"standby {name} for attempt {want}")
     _report(run, keep)
 
 

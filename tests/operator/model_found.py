@@ -196,3 +196,8 @@ FOUND["frozen past restart.lostAfter and thawed beside the next attempt: fenced 
     ("world_goes_quiet", {}), ("checkpoints_complete", {}), ("runtime_frozen_for", {"i": 0, "seconds": 30.0,
                                                                                     "thaw": True}),
     ("world_goes_quiet", {})]
+
+# Issue 43 (standby attempts): found by the long random run.
+FOUND["a frozen standby stuck in Terminating: its name is free again once it is force-deleted"] = [
+    ("job_with_a_standby", {"on": True}), ("world_progresses", {"n": 6}), ("runtime_freezes", {"i": 0}),
+    ("pod_sticks_in_terminating", {"i": 0}), ("world_goes_quiet", {})]

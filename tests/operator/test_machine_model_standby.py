@@ -68,6 +68,7 @@ def test_a_standby_that_dies_is_replaced_and_costs_no_restart():
     model = standby_model()
     w = model.world
     standby, restarts = the_standby(model), w.status.get("restarts", 0)
+    w.now += 60.0
     w.lose(standby, "deleted")
     settle(model, 12)
     assert "StandbyFailed" in events(model) and w.status.get("restarts", 0) == restarts

@@ -127,8 +127,11 @@ def test_a_standby_that_dies_is_replaced_after_its_own_backoff_without_spending_
 
 
 def test_a_standby_deleted_behind_the_operators_back_counts_as_died():
-    d = decide(observe(running(standby={"pod": "job-2-standby", "createdAt": T0 - 30}), [pod()], []))
+    d = decide(observe(running(standby={"pod": "job-2-standby", "createdAt": T0 - 60}), [pod()], []))
     assert d.status["tracking"]["standby"]["failures"] == 1 and not d.of(CreateStandby)
+    # one just created and not indexed yet (or refused) is not taken for dead within SEEN_WITHIN
+    d = decide(observe(running(standby={"pod": "job-2-standby", "createdAt": T0 - 5}), [pod()], []))
+    assert d.status["tracking"]["standby"].get("failures", 0) == 0
 
 
 # --- the promotion --------------------------------------------------------------------------------------
