@@ -37,6 +37,7 @@ from .decisions.model import (
     Emit,
     Observed,
     PodObs,
+    PromoteStandby,
     TriggerCheckpoint,
 )
 from .decisions.observe import node_observation, pod_observation
@@ -180,7 +181,7 @@ class Reconciler:
                        runtime_unreachable_since=alive.unreachable_since if alive else None, node=node,
                        standbys=standbys, standby_runtime=standby_runtime)
         decision = decide(obs)
-        if confirm_before_create(own, bool(decision.of(CreateAttempt)), direct):
+        if confirm_before_create(own, bool(decision.of(CreateAttempt) or decision.of(PromoteStandby)), direct):
             listed, listed_standbys = split_standbys(await self._listed_pods(namespace, name, job.meta.uid), own)
             if {p.name for p in listed + listed_standbys} != {p.name for p in pods + standbys}:
                 decision = decide(dataclasses.replace(obs, pods=listed, standbys=listed_standbys))

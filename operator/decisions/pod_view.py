@@ -38,7 +38,7 @@ def split_standbys(pods: list[PodObs], status: JobStatus) -> tuple[list[PodObs],
 
 
 def confirm_before_create(status: JobStatus, creates: bool, read_directly: bool) -> bool:
-    """A round about to create the next attempt on the index's word that no pod is left reads the
+    """A round about to create the next attempt (or promote a standby as it) on the index's word that no pod is left reads the
     pods from the API first (an index that lost a draining pod would start a second attempt beside
     it). A job's first attempt has no pod to lose: the 1,000-job ramp pays nothing for this."""
     return creates and not read_directly and bool(status.attempt)

@@ -436,7 +436,8 @@ class World:
             return None
         self.seen = self.seen_pods()
         d = decide(obs := self.observe())
-        if confirm_before_create(parse_status(self.status), bool(d.of(m.CreateAttempt)), self.seen == list(self.pods.values())):
+        creates = bool(d.of(m.CreateAttempt) or d.of(m.PromoteStandby))  # (a promotion starts an attempt too)
+        if confirm_before_create(parse_status(self.status), creates, self.seen == list(self.pods.values())):
             self.seen = list(self.pods.values())  # reconcile reads the API before creating on the index's word
             d = decide(obs := self.observe())
         current = self.current(self.seen)
