@@ -143,7 +143,7 @@ class CreateStandby:
     """A standby pod (builders.build_standby_pod) that would be promoted as `attempt`."""
 
     attempt: int
-    spec_key: str
+    spec_key: str  # what it is started for: the spec key and restartNonce (standby.started_for)
     point: str | None  # the restore point (tag) of the job file it reads (the current attempt's)
     spec: JobSpec | None = None  # as CreateAttempt's: the stable spec after a rollback
 

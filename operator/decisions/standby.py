@@ -20,7 +20,7 @@ and give the attempt up (PromotionFailed: a disruption, the next attempt is a co
 
 from __future__ import annotations
 
-from sparkpoint.runtime.spec import RestoreFrom, parse_duration
+from sparkpoint.runtime.spec import JobSpec, RestoreFrom, parse_duration
 
 from .model import CreateAttempt, CreateStandby, DeletePod, PodObs, PromoteStandby
 from .spec_key import is_spec, spec_key
@@ -29,6 +29,13 @@ from .step import POLL, Step, point_tag, stuck_terminating
 
 SEEN_WITHIN = 30.0  # a standby created this long ago and not among the job's pods is gone
 PROMOTION_FAILED = "PromotionFailed"  # in step.DISRUPTIONS: the next attempt starts at once, no restart budget
+
+
+def started_for(spec: JobSpec) -> str:
+    """What a standby was started for (its annotation): the spec key, and the restartNonce, which asks for
+    new processes (a changed Secret or ConfigMap is read at start) as much as a spec change does."""
+    key = spec_key(spec)
+    return key if spec.restart_nonce is None else f"{key}.{spec.restart_nonce}"
 
 
 def enabled(run: Step) -> bool:
@@ -72,7 +79,7 @@ def _unfit(pod: PodObs, attempt: int, key: str, point: str | None) -> str | None
     if pod.attempt != attempt:
         return f"it was started for attempt {pod.attempt}, the next attempt is {attempt}"
     if pod.standby_spec != key:
-        return "it runs the spec it was started with, not the job's current one"
+        return "it runs the spec (and restartNonce) it was started with, not the job's current one"
     if pod.standby_point != point:
         return (f"it was started to restore from {pod.standby_point or 'the newest checkpoint'}, the next "
                 f"attempt restores from {point or 'the newest checkpoint'}")
@@ -98,7 +105,7 @@ def promotion(run: Step, passed: RestoreFrom | None) -> PodObs | None:
     pod = candidates[0] if candidates else None
     if not enabled(run):
         return None  # (tend deletes standbys that are no longer wanted)
-    why = health(run, pod) or (pod is not None and _unfit(pod, run.attempt, spec_key(run.spec), point_tag(passed))) \
+    why = health(run, pod) or (pod is not None and _unfit(pod, run.attempt, started_for(run.spec), point_tag(passed))) \
         or None
     if why is None and pod is not None:
         track = _track(run)
@@ -180,7 +187,7 @@ def tend(run: Step) -> None:
         _died(run, track)
         run.d.emit("Warning", "StandbyFailed", f"standby {track.pod} is gone; a new one in "
                                                f"{max(0.0, (track.next_at or run.now) - run.now):g}s")
-    key, point = spec_key(run.spec), point_tag(run.tr.attempt_point.restore_from() if run.tr.attempt_point else None)
+    key, point = started_for(run.spec), point_tag(run.tr.attempt_point.restore_from() if run.tr.attempt_point else None)
     keep = None
     for pod in run.obs.standbys:
         if pod.name == run.st.pod:

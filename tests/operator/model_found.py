@@ -201,3 +201,6 @@ FOUND["frozen past restart.lostAfter and thawed beside the next attempt: fenced 
 FOUND["a frozen standby stuck in Terminating: its name is free again once it is force-deleted"] = [
     ("job_with_a_standby", {"on": True}), ("world_progresses", {"n": 6}), ("runtime_freezes", {"i": 0}),
     ("pod_sticks_in_terminating", {"i": 0}), ("world_goes_quiet", {})]
+FOUND["restartNonce with a standby: new processes, not the standby started before the nonce"] = [
+    ("job_with_a_standby", {"on": True}), ("world_goes_quiet", {}), ("restart_nonce_changes", {}),
+    ("operator_round", {}), ("world_goes_quiet", {})]

@@ -179,7 +179,7 @@ def test_without_a_healthy_standby_the_next_attempt_is_a_cold_pod_and_the_event_
         "last look at the store failed: store unreachable": (
             [standby()], {"job-2-standby": following(error="store unreachable")}),
         "does not answer": ([standby()], {}),
-        "runs the spec it was started with": ([standby(key="0123456789abcdef")], None),
+        "runs the spec (and restartNonce) it was started with": ([standby(key="0123456789abcdef")], None),
         "has not looked at the store yet": ([standby()], {"job-2-standby": following(lag=None)}),
         "is not running (pod Pending)": ([standby(phase="Pending", ip=None)], None),
     }
@@ -240,3 +240,15 @@ def test_a_standby_that_stays_unpromotable_is_replaced():
                                                                              "unhealthySince": T0 - 100}}},
                              [pod()], [standby()]))
     assert not healthy.of(DeletePod) and "unhealthySince" not in healthy.status["tracking"]["standby"]
+
+
+def test_a_restart_nonce_restarts_into_new_processes_not_the_standby():
+    """restartNonce asks for new processes (a changed Secret is read at start): a standby started
+    before it is no new process. It is replaced, and the restart is a cold pod."""
+    edited = make_spec(restartNonce=1)
+    d = decide(observe(running(standby={"pod": "job-2-standby"}), [pod()], [standby()], spec=edited, generation=2))
+    assert d.status["phase"] == "Recovering" and DeletePod("job-2-standby") in d.actions
+    later = recovering_with([standby()], spec=edited)
+    assert later.of(CreateAttempt) and not later.of(PromoteStandby)
+    fresh = recovering_with([standby(key=f"{KEY}.1")], spec=edited)  # one started since: promoted
+    assert fresh.of(PromoteStandby)
