@@ -97,6 +97,8 @@ def promote_instead(run: Step) -> None:
     if pod is not None:
         run.d.actions = [PromoteStandby(pod.name, run.attempt, pod.ip) if a is create else a for a in run.d.actions]
         run.st.pod = pod.name
+        # Its container's restarts as a standby are not the attempt's (no local recovery, no restart budget).
+        run.tr.container_restarts = pod.restart_count or None
 
 
 def promotion(run: Step, passed: RestoreFrom | None) -> PodObs | None:

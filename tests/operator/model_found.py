@@ -204,3 +204,6 @@ FOUND["a frozen standby stuck in Terminating: its name is free again once it is 
 FOUND["restartNonce with a standby: new processes, not the standby started before the nonce"] = [
     ("job_with_a_standby", {"on": True}), ("world_goes_quiet", {}), ("restart_nonce_changes", {}),
     ("operator_round", {}), ("world_goes_quiet", {})]
+FOUND["a standby restarted in place before its promotion: those restarts are not the attempt's failures"] = [
+    ("job_with_a_standby", {"on": True}), ("world_goes_quiet", {}), *[("runtime_crashes", {"i": 0, "code": 1})] * 4,
+    ("pod_deleted_externally", {"i": 1}), ("world_goes_quiet", {})]

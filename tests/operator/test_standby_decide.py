@@ -252,3 +252,10 @@ def test_a_restart_nonce_restarts_into_new_processes_not_the_standby():
     assert later.of(CreateAttempt) and not later.of(PromoteStandby)
     fresh = recovering_with([standby(key=f"{KEY}.1")], spec=edited)  # one started since: promoted
     assert fresh.of(PromoteStandby)
+
+
+def test_a_standbys_restarts_before_its_promotion_are_not_the_attempts():
+    d = recovering_with([standby(restart_count=4, last_exit_code=1)])
+    assert d.of(PromoteStandby) and d.status["tracking"]["containerRestarts"] == 4
+    promoted = decide(observe(d.status, [standby(restart_count=4, last_exit_code=1)], [], runtime=None))
+    assert promoted.status.get("localRecoveries", 0) == 0 and promoted.status["restarts"] == d.status["restarts"]
