@@ -60,8 +60,9 @@ def test_a_deleted_pod_is_replaced_by_its_promoted_standby(api_client, namespace
     running_after = time.monotonic() - deleted_at
     assert st["pod"] == f"{NAME}-2-standby" and f"{NAME}-2" not in names, names  # no cold pod for attempt 2
     assert st["restarts"] == 1 and st["lastFailure"]["reason"] == "PodDeleted"
-    reasons = [r for r, _ in events(jobs, NAME)]
-    assert "StandbyPromoted" in reasons and "StandbyNotPromoted" not in reasons, events(jobs, NAME)
+    found = events(jobs, NAME)
+    assert any(r == "StandbyPromoted" and f"attempt 2: standby {NAME}-2-standby" in m for r, m in found), found
+    assert not any(r == "StandbyNotPromoted" for r, _ in found), found
     assert number(st["restore"]["checkpoint"]) >= number(held)
     restored = st["restore"]["checkpoint"]
     st = jobs.wait_status(NAME, "a checkpoint of attempt 2",

@@ -116,7 +116,8 @@ def promotion(run: Step, passed: RestoreFrom | None) -> PodObs | None:
         run.d.emit("Normal", "StandbyPromoted", f"attempt {run.attempt}: standby {pod.name} promoted "
                                                 "instead of starting a new pod")
         return pod
-    run.d.emit("Warning", "StandbyNotPromoted", f"attempt {run.attempt} starts as a new pod: {why}")
+    if pod is not None or (run.tr.standby is not None and run.tr.standby.pod):  # (a first attempt had none to promote)
+        run.d.emit("Warning", "StandbyNotPromoted", f"attempt {run.attempt} starts as a new pod: {why}")
     if pod is not None:
         run.d.actions.append(DeletePod(pod.name))
         _track(run).clear("pod", "created_at")

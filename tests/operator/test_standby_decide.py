@@ -70,6 +70,12 @@ def events(d) -> dict[str, str]:
 
 
 # --- keeping one --------------------------------------------------------------------------------------
+def test_no_event_about_a_standby_when_there_never_was_one():
+    """A job's first attempt (or one after an upgrade deleted the standby) had no standby to promote."""
+    d = decide(observe({}, [], []))
+    assert [a.attempt for a in d.of(CreateAttempt)] == [1] and "StandbyNotPromoted" not in events(d)
+
+
 def test_a_running_attempt_gets_a_standby_for_the_next_attempt():
     d = decide(observe(running(), [pod()]))
     [create] = d.of(CreateStandby)
