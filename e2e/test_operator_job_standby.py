@@ -33,6 +33,7 @@ def number(cid: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.ci_sample  # 146 s on the local cluster's real node (load 4 on 2 cores)
 def test_a_deleted_pod_is_replaced_by_its_promoted_standby(api_client, namespace, operator_process, store_env):
     operator = operator_process
     jobs = Jobs(api_client, namespace, store_env)
