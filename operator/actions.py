@@ -23,17 +23,19 @@ from .decisions import hot_node
 from .decisions.model import (
     CheckpointResult,
     CreateAttempt,
+    CreateStandby,
     Decision,
     DeletePod,
     DeleteSavepoint,
     Emit,
     PinCheckpoints,
     PodObs,
+    PromoteStandby,
     StopRuntime,
     TriggerCheckpoint,
     TriggerSavepoint,
 )
-from .decisions.status_model import CreateFailed
+from .decisions.status_model import CreateFailed, StandbyTrack
 from .kube import builders, control_token, hot_confine, isolation
 from .kube.client import Kube
 from .kube.refusals import refusal_message, refused
@@ -79,6 +81,10 @@ class Actions:
                         if not refused(exc):
                             raise
                         await self._record_refusal(job, decision, attempt, exc)
+            case CreateStandby(attempt=attempt, spec_key=key, point=point, spec=override):
+                await self._create_standby(job, override or spec, attempt, key, point, decision)
+            case PromoteStandby(pod=pod_name, attempt=attempt, ip=ip):
+                await self._promote(job, decision, pod_name, attempt, ip)
             case DeletePod(name=pod_name, force=force):
                 await self.kube.delete_pod(ns, pod_name, force)
             case PinCheckpoints(ids=ids):
@@ -113,6 +119,47 @@ class Actions:
             isolation.with_spark_auth(pod, job)
         # node: status.hotVolumeNode, where a hostPath hot volume holds the job's directory
         await self.kube.create(hot_node.pinned(hot_confine.confine_hot_mounts(pod, job), run_spec, node))
+
+    async def _create_standby(self, job: StreamingJob, run_spec: JobSpec, attempt: int, key: str,
+                              point: str | None, decision: Decision) -> None:
+        """The standby pod (builders.build_standby_pod), placed as the attempt's pod is (hostPath node, the
+        hot volume's confined mounts). A refusal is an Event; the machine sees no pod and the standby's
+        backoff decides when to try again."""
+        ref = job.meta.ref
+        pod = builders.build_standby_pod(ref, run_spec, attempt, key, point, self.job_service_account,
+                                         self.driver_service_account, self.ui_path_prefix)
+        if run_spec.spark.master == "k8s":
+            isolation.with_spark_auth(pod, ref)
+        try:
+            await self.kube.create(hot_node.pinned(hot_confine.confine_hot_mounts(pod, ref), run_spec,
+                                                   decision.state.hot_volume_node))
+        except ApiException as exc:
+            if not refused(exc):
+                raise
+            self.post_event(job.body, "Warning", "StandbyCreateFailed", f"standby for attempt {attempt}: "
+                                                                         f"{refusal_message(exc)}")
+
+    async def _promote(self, job: StreamingJob, decision: Decision, pod_name: str, attempt: int,
+                       ip: str | None) -> None:
+        """POST /promote {"attempt": n} to the standby pod (its IP from the pods the round saw). A 409 is
+        written to status.tracking.standby.promoteRefused (the machine gives the attempt up for a cold
+        pod); no answer is left to the next round, which asks the runtime again (decisions/standby.py)."""
+        ns, name = job.meta.namespace, job.meta.name
+        try:
+            if not ip:
+                raise RuntimeApiError(f"standby pod {pod_name} has no IP")
+            await self.client.promote(base_url(ip, builders.CONTROL_PORT, ns, name), attempt)
+            log.info("standby promoted", extra={"job": job.meta.label, "pod": pod_name, "attempt": attempt})
+        except RuntimeApiError as exc:
+            log.warning("standby promotion failed", extra={"job": job.meta.label, "pod": pod_name,
+                                                           "status": exc.status, "error": str(exc)})
+            if exc.status == 409:
+                track = (decision.state.tracking.standby or StandbyTrack()).model_copy(deep=True)
+                track.promote_refused = CreateFailed(attempt=attempt, reason="Conflict",
+                                                     message=str(exc.body.get("error") or exc)[:300])
+                await self.amend_tracking(job.meta, decision, standby=track).flush()
+            else:
+                self.post_event(job.body, "Warning", "PromoteFailed", f"attempt {attempt}: {exc}")
 
     def amend_tracking(self, meta: JobMeta, decision: Decision, **changes: Any) -> StatusWriter:
         """What an action learnt, written into the decided status's tracking (snake_case fields;

@@ -37,10 +37,11 @@ from .decisions.model import (
     Emit,
     Observed,
     PodObs,
+    PromoteStandby,
     TriggerCheckpoint,
 )
 from .decisions.observe import node_observation, pod_observation
-from .decisions.pod_view import confirm_before_create, needs_direct_read, owned_pods
+from .decisions.pod_view import confirm_before_create, needs_direct_read, owned_pods, split_standbys
 from .decisions.runtime_view import Answer, may_reuse
 from .decisions.status import apply_conditions
 from .decisions.status_model import Failure, JobStatus
@@ -163,8 +164,10 @@ class Reconciler:
             await self._invalid_spec(job, refusal or "invalid spec")
             return 300.0
         pods, direct = await self._pods(namespace, name, job.meta.uid, own, pods)
+        pods, standbys = split_standbys(pods, own)
         current = next((p for p in pods if own.attempt and p.attempt == own.attempt), None)
-        runtime = await self._runtime_status(current, namespace, name, own, woken)
+        runtime, standby_runtime = await asyncio.gather(self._runtime_status(current, namespace, name, own, woken),
+                                                        self._standby_status(standbys, spec, namespace, name))
         alive = of_pod(self._liveness.get((namespace, name)), current.name if current else None)
         node = await self._silent_node(current, alive)
         # The store of the spec the job runs: after a rollback the CR still holds the rejected spec,
@@ -175,12 +178,13 @@ class Reconciler:
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,
                        store_savepoints=cache.savepoints, upgrade_timeout=self.upgrade_timeout,
                        runtime_silent_since=alive.silent_since if alive else None,
-                       runtime_unreachable_since=alive.unreachable_since if alive else None, node=node)
+                       runtime_unreachable_since=alive.unreachable_since if alive else None, node=node,
+                       standbys=standbys, standby_runtime=standby_runtime)
         decision = decide(obs)
-        if confirm_before_create(own, bool(decision.of(CreateAttempt)), direct):
-            listed = await self._listed_pods(namespace, name, job.meta.uid)
-            if {p.name for p in listed} != {p.name for p in pods}:
-                decision = decide(dataclasses.replace(obs, pods=listed))
+        if confirm_before_create(own, bool(decision.of(CreateAttempt) or decision.of(PromoteStandby)), direct):
+            listed, listed_standbys = split_standbys(await self._listed_pods(namespace, name, job.meta.uid), own)
+            if {p.name for p in listed + listed_standbys} != {p.name for p in pods + standbys}:
+                decision = decide(dataclasses.replace(obs, pods=listed, standbys=listed_standbys))
         for trigger in decision.of(TriggerCheckpoint):
             self.metrics.trigger_lag.observe(max(0.0, trigger.lag))
             if not await self.actions.trigger(namespace, name, current, decision):
@@ -200,7 +204,7 @@ class Reconciler:
         key = (namespace, name)
         if indexed is not None:
             indexed = owned_pods(list(indexed), name, uid)
-            read, self._pod_doubt[key] = needs_direct_read(own, indexed, key in self._answers,
+            read, self._pod_doubt[key] = needs_direct_read(own, split_standbys(indexed, own)[0], key in self._answers,
                                                            self._pod_doubt.get(key), self.clock())
             if not read:
                 return indexed, False
@@ -251,6 +255,22 @@ class Reconciler:
         self._answers[key] = Answer(pod.name, pod.restart_count, now, doc)
         self._note_liveness(key, pod.name, None)
         return doc
+
+    async def _standby_status(self, standbys: list[PodObs], spec: Any, namespace: str,
+                              name: str) -> dict[str, dict[str, Any]]:
+        """GET /status of each running standby (spec.standby; decisions/standby.py judges the answers);
+        one that does not answer is left out (not promoted)."""
+        if spec.standby is None or not spec.standby.enabled:
+            return {}
+        live = [p for p in standbys if p.ip and not p.deleting and p.phase == "Running"]
+
+        async def ask(pod: PodObs) -> tuple[str, dict[str, Any] | None]:
+            try:
+                return pod.name, await self.client.status(base_url(pod.ip, builders.CONTROL_PORT, namespace, name))
+            except RuntimeApiError:
+                return pod.name, None
+        answers = await asyncio.gather(*(ask(p) for p in live))
+        return {pod: doc for pod, doc in answers if doc is not None}
 
     def _note_liveness(self, key: tuple[str, str], pod: str, error: RuntimeApiError | None) -> None:
         """Any HTTP answer is the runtime seen alive; no answer starts (or continues) its silence."""

@@ -132,6 +132,12 @@ class RuntimeClient:
     async def stop(self, base: str, savepoint: bool | str | None = None, checkpoint: bool = True) -> dict[str, Any]:
         return await self._call("POST", base, "/stop", {"savepoint": savepoint, "checkpoint": checkpoint})
 
+    async def promote(self, base: str, attempt: int) -> dict[str, Any]:
+        """POST /promote: a standby starts as `attempt` (docs/design.md §8). 202 (promoting) and 200
+        (promoted already: a repeated call) are success; a 409 (another attempt's standby, one that is
+        stopping, or no standby) raises with .status 409."""
+        return await self._call("POST", base, "/promote", {"attempt": attempt})
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()

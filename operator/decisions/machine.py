@@ -11,6 +11,7 @@ from __future__ import annotations
 from sparkpoint.runtime.spec import RestoreFrom, parse_duration
 
 from . import checkpoints as cp
+from . import standby
 from .hot_node import pin_hot_volume_node
 from .job_savepoints import follow_savepoint, periodic_savepoints
 from .lost_attempt import attempt_lost, forget_gone_pods
@@ -21,6 +22,7 @@ from .model import (
     Observed,
     PinCheckpoints,
     PodObs,
+    PromoteStandby,
     StopRuntime,
     TriggerCheckpoint,
     TriggerSavepoint,
@@ -79,6 +81,7 @@ def decide(obs: Observed) -> Decision:
         _between_attempts(run)
     else:
         _attempt_running(run)
+    standby.tend(run)
     _pin_restore_points(run)
     run.st.observed_generation = obs.generation
     apply_conditions(run.st, obs.generation, obs.now)
@@ -98,7 +101,8 @@ def _pin_restore_points(run: Step) -> None:
     if pins == (tr.gc_pins or []):
         return
     tr.gc_pins = pins or None
-    if run.current is not None and not run.d.of(CreateAttempt):  # a new attempt's ConfigMap has them
+    # a new attempt's ConfigMap has them (a promoted standby's attempt has no new ConfigMap)
+    if (run.current is not None or run.d.of(PromoteStandby)) and not run.d.of(CreateAttempt):
         run.d.actions.append(PinCheckpoints(tuple(pins)))
 
 
@@ -170,6 +174,7 @@ def _start_when_clear(run: Step, drain: bool = False) -> None:
         run.requeue(POLL)
         return
     run.start_attempt(run.restore_point())
+    standby.promote_instead(run)  # spec.standby: a fitting standby becomes the new attempt instead of a pod
 
 
 def _terminal(run: Step) -> None:
@@ -241,13 +246,14 @@ def _attempt_running(run: Step) -> None:
         elif tr.pod_seen:
             run.fail("PodDeleted", f"pod {run.st.pod} is gone")
         else:  # status says the attempt exists but its pod was never created (or not yet seen)
+            run.st.pod = f"{run.obs_name()}-{run.attempt}"  # (a standby promoted as it, gone unseen: a cold pod)
             run.d.actions.append(run.create_action(run.recreate_point()))
             run.requeue(POLL)
         return
     if not tr.pod_seen:
         run.consumed_points()
     tr.pod_seen = True
-    if rescale_failed(run, pod) or pod_lost(run, pod) or attempt_lost(run, pod):
+    if rescale_failed(run, pod) or pod_lost(run, pod) or attempt_lost(run, pod) or standby.follow_promotion(run, pod):
         return
     if local_restarts(run, pod):
         return

@@ -60,6 +60,14 @@ class PodObs:
     owner_uid: str | None = None
     node: str | None = None  # spec.nodeName, once scheduled
     unschedulable: str | None = None  # the scheduler's message while it cannot place the pod
+    # Started as a standby (decisions/standby.py; annotation sparkpoint.dev/standby): the spec key it
+    # runs and the restore point (tag) its job file held; None for a pod started as an attempt.
+    standby_spec: str | None = None
+    standby_point: str | None = None
+
+    @property
+    def standby(self) -> bool:
+        return self.standby_spec is not None
 
     @property
     def can_drain(self) -> bool:
@@ -110,6 +118,10 @@ class Observed:
     runtime_silent_since: float | None = None
     runtime_unreachable_since: float | None = None
     node: NodeObs | None = None
+    # spec.standby: pods started as standbys and not promoted (pod_view.split_standbys), and GET /status
+    # of those whose runtime answered, by pod name.
+    standbys: list[PodObs] = field(default_factory=list)
+    standby_runtime: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, JobStatus):
@@ -124,6 +136,26 @@ class CreateAttempt:
     attempt: int
     restore_from: RestoreFrom | None = None
     spec: JobSpec | None = None  # run this spec instead of the CR's (a rollback to the last stable one)
+
+
+@dataclass(frozen=True)
+class CreateStandby:
+    """A standby pod (builders.build_standby_pod) that would be promoted as `attempt`."""
+
+    attempt: int
+    spec_key: str  # what it is started for: the spec key and restartNonce (standby.started_for)
+    point: str | None  # the restore point (tag) of the job file it reads (the current attempt's)
+    spec: JobSpec | None = None  # as CreateAttempt's: the stable spec after a rollback
+
+
+@dataclass(frozen=True)
+class PromoteStandby:
+    """POST /promote {"attempt": n} to the standby pod that becomes attempt n (idempotent: 200 and
+    202 are success; a 409 is recorded in status.tracking.standby.promoteRefused)."""
+
+    pod: str
+    attempt: int
+    ip: str | None = None  # the pod's IP as the round saw it
 
 
 @dataclass(frozen=True)

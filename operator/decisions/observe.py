@@ -12,6 +12,7 @@ from .checkpoints import parse_time
 from .failure_causes import cause_of
 from .liveness import NodeObs
 from .model import RESCALE_FAILED_EXIT, RESTORE_FAILED_EXIT, CheckpointFact, PodObs, RescaleFailure
+from .runtime_pod import STANDBY_POINT_ANNOTATION, STANDBY_SPEC_ANNOTATION
 
 RUNTIME_CONTAINER = "runtime"
 _LOST_REASONS = ("NodeLost", "NodeShutdown", "Terminated")
@@ -103,6 +104,8 @@ def pod_observation(pod: dict[str, Any]) -> PodObs:
         owner_uid=controller_job_uid(meta),
         node=(pod.get("spec") or {}).get("nodeName") or None,
         unschedulable=_unschedulable(conditions.get("PodScheduled")),
+        standby_spec=annotations.get(STANDBY_SPEC_ANNOTATION) or None,
+        standby_point=annotations.get(STANDBY_POINT_ANNOTATION) or None,
     )
 
 

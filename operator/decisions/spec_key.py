@@ -20,8 +20,11 @@ from sparkpoint.runtime.spec import JobSpec
 
 # Spec sections whose change needs no new pod (the operator alone reads them). upgradeMode says how
 # to upgrade, so changing it alone is no upgrade either. restartNonce asks for a restart from the
-# latest checkpoint, which the operator decides on its own (machine.py), not an upgrade.
-NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout", "upgradeMode", "restartNonce")
+# latest checkpoint, which the operator decides on its own (machine.py), not an upgrade. standby asks for
+# a second pod beside the attempt (decisions/standby.py): turning it on or off never restarts the attempt,
+# and as a whole section outside every key, keys written before it existed still name their job.
+NOT_UPGRADES = ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout", "upgradeMode", "restartNonce",
+                "standby")
 # Fields inside hashed sections that the operator alone reads: checkpoint.triggerNonce asks for one
 # checkpoint now. Left out of every key (a key written before the field existed lacks it too).
 NOT_UPGRADE_FIELDS = (("checkpoint", "triggerNonce"),)

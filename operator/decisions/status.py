@@ -1,4 +1,5 @@
-"""Status conditions (Ready, CheckpointHealthy, Progressing, Degraded) from the decided status.
+"""Status conditions (Ready, CheckpointHealthy, Progressing, Degraded; StandbyReady with spec.standby)
+from the decided status.
 
 Pure. A condition's lastTransitionTime changes only when its status does, so
 `kubectl wait --for=condition=Ready` and alerting see real transitions, not every reconcile.
@@ -12,6 +13,7 @@ from .checkpoints import iso
 from .status_model import Condition, JobStatus
 
 CONDITION_TYPES = ("Ready", "CheckpointHealthy", "Progressing", "Degraded")
+STANDBY_CONDITION = "StandbyReady"  # beside them while spec.standby is on (status.standby is set)
 OWN_STATUS_SKIP = ("kopf",)  # kopf's bookkeeping in status is not ours (to diff, or to decide on)
 PHASES = ("Pending", "Running", "Recovering", "Upgrading", "Suspended", "Failed", "Finished")
 
@@ -46,6 +48,11 @@ def desired_conditions(status: JobStatus) -> dict[str, tuple[Literal["True", "Fa
     else:
         why = "NoRecentCheckpoint" if not healthy else "AsExpected"
     out["Degraded"] = (_bool(degraded), why, (message or "") if degraded else "")
+    standby = status.standby  # only for a job with spec.standby on (decisions/standby.py)
+    if standby is not None:
+        out[STANDBY_CONDITION] = (_bool(bool(standby.ready)), "Following" if standby.ready else "NotReady",
+                               f"standby {standby.pod} would be promoted" if standby.ready
+                               else standby.message or "no standby")
     return out
 
 

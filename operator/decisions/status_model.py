@@ -155,6 +155,28 @@ class CreateFailed(StatusModel):
     message: str | None = None
 
 
+class StandbyRecord(StatusModel):
+    """The job's standby pod (spec.standby; decisions/standby.py) as the operator last saw it."""
+
+    pod: str | None = None
+    attempt: int | None = None  # the attempt it would be promoted as
+    ready: bool | None = None  # it would be promoted now (its runtime follows the store, no error, not stale)
+    checkpoint: str | None = None  # the newest checkpoint whose objects it holds
+    behind_checkpoints: int | None = None  # completed checkpoints newer than that one
+    message: str | None = None  # why it is not ready
+
+
+class StandbyTrack(StatusModel):
+    """A standby pod the operator created, and the backoff of standbys that died."""
+
+    pod: str | None = None
+    created_at: float | None = None
+    unhealthy_since: float | None = None  # since when it would not be promoted (health); None: it would
+    failures: int = 0  # standbys in a row that died (pod failed or gone): the next waits the backoff
+    next_at: float | None = None  # no new standby before this
+    promote_refused: CreateFailed | None = None  # POST /promote answered 409 for this attempt
+
+
 class Tracking(StatusModel):
     """Bookkeeping that must survive an operator restart (docs/design.md §11)."""
 
@@ -201,6 +223,7 @@ class Tracking(StatusModel):
     drain: Drain | None = None
     # pods of attempts given up as lost (lost_attempt.py): deleted, they no longer hold up the next attempt
     lost_pods: list[str] | None = None
+    standby: StandbyTrack | None = None  # spec.standby (decisions/standby.py)
     # upgrades
     stable_spec: str | None = None
     stable_spec_doc: dict[str, Any] | None = None  # a JobSpec document of an earlier operator version
@@ -248,6 +271,7 @@ class JobStatus(StatusModel):
     # A hostPath hot volume: the node whose disk holds the job's directory; every later pod of the
     # job runs there (operator/decisions/hot_node.py).
     hot_volume_node: str | None = None
+    standby: StandbyRecord | None = None  # spec.standby: the pod that would be promoted (decisions/standby.py)
     tracking: Annotated[Tracking, _OPEN_OBJECT] = Field(default_factory=Tracking)
     conditions: list[Condition] | None = Field(default=None, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})

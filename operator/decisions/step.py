@@ -19,7 +19,8 @@ SAVEPOINT_LISTING_WAIT = 30.0  # beyond DRAIN_GRACE: how long a drain's savepoin
 # Why a pod was lost without the job failing: these restart at once and spend no restart budget
 # (a node drain during a cluster upgrade must not fail a healthy job, nor wait out a crash backoff).
 DISRUPTIONS = frozenset({"PodDeleted", "NodeLost", "Evicted", "Preempting", "Preempted", "NodeShutdown",
-                         "Terminated", "DeletionByTaintManager", "AttemptLost"})
+                         "Terminated", "DeletionByTaintManager", "AttemptLost",
+                         "PromotionFailed"})  # (a standby refused its promotion: decisions/standby.py)
 
 
 def backoff_seconds(spec: JobSpec, failures_in_a_row: int) -> float:
@@ -146,7 +147,7 @@ class Step:
             # else its newest checkpoint in its own storage), never the new spec's state.
             self.tr.rollback_point = rollback
         self.tr.attempt_point = Point.of(passed)
-        self.d.actions.append(self.create_action(passed))
+        self.d.actions.append(self.create_action(passed))  # (or a standby's promotion: standby.promote_instead)
         self.requeue(POLL)
 
     def recreate_point(self) -> RestoreFrom | None:

@@ -18,6 +18,7 @@ from sparkpoint.runtime.spec import (
     SPARK_UI_PORT,
     SPARK_UI_PORT_ENV,
     SPARK_UI_PROXY_BASE_ENV,
+    STANDBY_ENV,
     JobSpec,
     RestoreFrom,
     driver_memory,
@@ -28,7 +29,13 @@ from sparkpoint.runtime.spec import (
 )
 from sparkpoint.runtime.store import CREDENTIAL_KEYS, ENDPOINT_ENV, REGION_ENV, STS_DURATION_ENV
 
-from ..decisions.runtime_pod import HOT_DIR, RUN_AS_USER
+from ..decisions.runtime_pod import (
+    HOT_DIR,
+    RUN_AS_USER,
+    STANDBY_POINT_ANNOTATION,
+    STANDBY_SPEC_ANNOTATION,
+    STANDBY_SUFFIX,
+)
 
 CONTROL_PORT = 8080
 METRICS_PORT = 9091  # the runtime's /metrics alone, so a NetworkPolicy can open it to Prometheus only
@@ -123,6 +130,7 @@ def job_document(spec: JobSpec, restore_from: RestoreFrom | None) -> dict[str, A
     attempt; None lets the runtime pick (local hot dir if valid, else the latest checkpoint)."""
     doc = spec.model_dump(by_alias=True, exclude_none=True, mode="json")
     doc.pop("restoreFrom", None)
+    doc.pop("standby", None)  # the operator's alone (the pod's env says standby); an older runtime refuses it
     if restore_from is not None:
         chosen = restore_from.model_dump(by_alias=True, exclude_none=True)
         if chosen:
@@ -186,23 +194,31 @@ def _store_url(job: JobRef, spec: JobSpec) -> str:
     return storage.url if storage else f"file://{HOT_DIR}/store"
 
 
-def work_dir(job: JobRef, spec: JobSpec, attempt: int) -> str:
+def standby_pod_name(job: JobRef, attempt: int) -> str:
+    """The standby that would become `attempt`: a name of its own, so a cold pod of that attempt
+    (`pod_name`) can start while a stale standby is still terminating."""
+    return f"{pod_name(job, attempt)}{STANDBY_SUFFIX}"
+
+
+def work_dir(job: JobRef, spec: JobSpec, attempt: int, standby: bool = False) -> str:
     """The runtime's work dir (the hot dir and what freezes it). On the pod's emptyDir it is the
     same for every attempt; on a shared checkpoint.hotVolume each attempt gets its own directory,
     so an old attempt's executor that outlives its driver can never write into the new attempt's
     checkpoint, and jobs (or a job re-created under the same name) sharing one claim never meet."""
     if spec.checkpoint.hot_volume is None:
         return f"{HOT_DIR}/work"
-    return f"{HOT_DIR}/{job.namespace}/{job.name}/{job.uid}/attempt-{attempt}"
+    # A standby's own directory, so a cold pod of the same attempt never shares it; once promoted it is
+    # that attempt's (the runtime's attempt_dirs removes both names for older attempts).
+    return f"{HOT_DIR}/{job.namespace}/{job.name}/{job.uid}/attempt-{attempt}{STANDBY_SUFFIX if standby else ''}"
 
 
-def runtime_container(job: JobRef, spec: JobSpec, attempt: int = 1) -> dict[str, Any]:
+def runtime_container(job: JobRef, spec: JobSpec, attempt: int = 1, standby: bool = False) -> dict[str, Any]:
     probe = {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10, "failureThreshold": 6}
     return {
         "name": "runtime",
         "image": spec.image,
         "command": ["sparkpoint", "run", JOB_FILE, "--namespace", job.namespace, "--name", job.name,
-                    "--work-dir", work_dir(job, spec, attempt), "--port", str(CONTROL_PORT),
+                    "--work-dir", work_dir(job, spec, attempt, standby), "--port", str(CONTROL_PORT),
                     "--metrics-port", str(METRICS_PORT),
                     "--external-triggers"],  # the operator triggers; the runtime's timer is its fallback
         "env": [*_common_env(job, spec), {"name": "SPARKPOINT_CONTROL_TOKEN_FILE", "value": CONTROL_TOKEN_FILE},
@@ -293,8 +309,9 @@ def _as_driver(container: dict[str, Any], attempt: int) -> None:
 
 
 def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | None = None,
-              driver_service_account: str | None = None, ui_path_prefix: str | None = None) -> dict[str, Any]:
-    containers = [runtime_container(job, spec, attempt)]
+              driver_service_account: str | None = None, ui_path_prefix: str | None = None,
+              standby: bool = False) -> dict[str, Any]:
+    containers = [runtime_container(job, spec, attempt, standby)]
     driver = spec.spark.master == "k8s"
     if driver:
         _as_driver(containers[0], attempt)
@@ -305,7 +322,7 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
         _with_ui(containers[0], job, ui_path_prefix)
     if spec.gc.enabled:
         containers.append(gc_container(job, spec))
-    meta = _meta(job, pod_name(job, attempt))
+    meta = _meta(job, standby_pod_name(job, attempt) if standby else pod_name(job, attempt))
     meta["annotations"] = {f"{API_GROUP}/attempt": str(attempt)}
     pod_spec: dict[str, Any] = {
         # The kubelet restarts a crashed container in place: the fast local-recovery path (the hot
@@ -337,6 +354,27 @@ def build_pod(job: JobRef, spec: JobSpec, attempt: int, service_account: str | N
     # spec.podTemplate: the user's additions, by the merge rules of docs/design.md §9
     return merge_pod({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec},
                      pod_template_document(spec.pod_template))
+
+
+def build_standby_pod(job: JobRef, spec: JobSpec, attempt: int, spec_key: str, point: str | None,
+                      service_account: str | None = None, driver_service_account: str | None = None,
+                      ui_path_prefix: str | None = None) -> dict[str, Any]:
+    """The standby that would be promoted as `attempt` (docs/design.md §11, "Standby attempts"): the
+    attempt's pod (same spec, token, ConfigMap, labels, owner) with its own name and work dir,
+    SPARKPOINT_STANDBY=true (the runtime follows the store until POST /promote; its /readyz stays 503
+    until then, which keeps it out of the job Service's endpoints), the spec key and restore point it
+    was started for, and a preferred anti-affinity to the job's other runtime pods: another node where
+    one exists, so losing the active pod's node does not take the standby with it."""
+    pod = build_pod(job, spec, attempt, service_account, driver_service_account, ui_path_prefix, standby=True)
+    pod["metadata"]["annotations"].update({STANDBY_SPEC_ANNOTATION: spec_key, STANDBY_POINT_ANNOTATION: point or ""})
+    runtime = next(c for c in pod["spec"]["containers"] if c["name"] == "runtime")
+    runtime["env"].append({"name": STANDBY_ENV, "value": "true"})
+    affinity = pod["spec"].setdefault("affinity", {})
+    preferred = affinity.setdefault("podAntiAffinity", {}).setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+    preferred.append({"weight": 100, "podAffinityTerm": {
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": {f"{API_GROUP}/job": job.name, "app.kubernetes.io/component": "runtime"}}}})
+    return pod
 
 
 def build_service(job: JobRef) -> dict[str, Any]:

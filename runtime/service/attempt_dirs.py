@@ -29,7 +29,9 @@ from pathlib import Path
 
 log = logging.getLogger("sparkpoint.runtime")
 
-ATTEMPT_DIR = re.compile(r"attempt-([0-9]{1,9})")
+# attempt-<n>, or attempt-<n>-standby: a standby's own dir (operator/kube/builders.py work_dir), which is
+# attempt n's once promoted, and a stale one's to remove like any older attempt's.
+ATTEMPT_DIR = re.compile(r"attempt-([0-9]{1,9})(?:-standby)?")
 
 
 def attempt_number(work_dir: Path) -> int | None:

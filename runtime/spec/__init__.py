@@ -93,6 +93,7 @@ from .sections import (
     SparkEventLog,
     SparkSection,
     SparkUi,
+    StandbySection,
     StorageSpec,
 )
 
@@ -106,7 +107,7 @@ __all__ = [
     "PodTemplate", "RESERVED_CONF", "Resources", "RestartSection", "RestoreFrom",
     "SERVICE_ACCOUNT_LOCAL_ONLY", "SPARK_UI_PORT", "SPARK_UI_PORT_ENV", "SPARK_UI_PROXY_BASE_ENV",
     "STANDBY_ENV", "STANDBY_INTERVAL_ENV", "STATE_STORE_MESSAGE", "SUBDOMAIN_PATTERN", "SavepointSection", "SecretRef", "SinkSpec", "SparkEventLog",
-    "SparkSection", "SparkUi", "SpecError", "SpecModel", "StorageSpec", "TRANSITION_RULES", "cel",
+    "SparkSection", "SparkUi", "SpecError", "SpecModel", "StandbySection", "StorageSpec", "TRANSITION_RULES", "cel",
     "driver_memory", "duration_at_least", "executor_template", "load_job_file", "load_job_spec", "merge_pod",
     "parsable_durations", "parse_document", "parse_duration", "parse_quantity", "parse_spec",
     "pinned_to_node", "pod_template_document", "scheduling", "state_change_refusal", "ui_path_prefix",

@@ -77,6 +77,7 @@ from .sections import (  # noqa: F401  (part of the spec model: imported from he
     SparkEventLog,
     SparkSection,
     SparkUi,
+    StandbySection,
     StorageSpec,
 )
 
@@ -114,6 +115,8 @@ class JobSpec(SpecModel):
     # Identity's annotations, or a projected token in podTemplate) when no storage Secret is named.
     # local[N] jobs only (a k8s driver runs as the operator's --driver-service-account). docs/security.md.
     service_account_name: Annotated[str, StringConstraints(pattern=SUBDOMAIN_PATTERN, max_length=253)] | None = None
+    # A standby pod promoted when the active attempt is lost (StandbySection); unset: none.
+    standby: StandbySection | None = None
 
     # GC treats a pending marker older than pendingTimeout as abandoned and frees its objects, so a
     # checkpoint still within its timeout must never be that old. Go-style durations parse in CEL.

@@ -297,6 +297,18 @@ class RestartSection(SpecModel):
         return min(parse_duration(self.max_backoff), parse_duration(self.backoff) * 2 ** (failures - 1))
 
 
+class StandbySection(SpecModel):
+    """A standby attempt: a second pod of the job, with its JVM and SparkSession up and the newest
+    checkpoint's files on its disk, that the operator promotes when the running attempt is lost instead
+    of starting a new pod (docs/design.md §11, "Standby attempts"). Turning it on or off never restarts
+    the running attempt."""
+
+    enabled: bool = False
+    # A standby whose last look at the store ended longer ago than this (a hung or starved process,
+    # a download that never ends) is stale: the operator starts a cold pod instead of promoting it.
+    max_lag: duration_between("5s", "1h") = "60s"
+
+
 class RestoreFrom(SpecModel):
     checkpoint: Annotated[str, StringConstraints(pattern=r"^chk-[0-9]{6,}$")] | None = None
     savepoint: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None

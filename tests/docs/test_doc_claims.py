@@ -38,9 +38,6 @@ _CLAIM = re.compile(
 CLAIMS_WITH_EVIDENCE: dict[tuple[str, str], str] = {
     ("README.md", "what was and was not verified"):
         "a pointer to docs/image.md's two lists, not a claim of its own",
-    ("docs/design.md", "Not built yet (the operator's half, issue 43)"):
-        "the runtime's standby mode and POST /promote were built on 2026-11-28 (tests/runtime/test_standby*.py); "
-        "operator/ has no standby code yet: the operator's half is the next session's",
     ("docs/image.md", "Not verified:"):
         "the list under it: a Docker/BuildKit build, the official python base, other architectures, "
         "scanning and signing; none of them runs on this machine (no Docker engine, amd64 only)",

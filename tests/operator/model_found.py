@@ -196,3 +196,14 @@ FOUND["frozen past restart.lostAfter and thawed beside the next attempt: fenced 
     ("world_goes_quiet", {}), ("checkpoints_complete", {}), ("runtime_frozen_for", {"i": 0, "seconds": 30.0,
                                                                                     "thaw": True}),
     ("world_goes_quiet", {})]
+
+# Issue 43 (standby attempts): found by the long random run.
+FOUND["a frozen standby stuck in Terminating: its name is free again once it is force-deleted"] = [
+    ("job_with_a_standby", {"on": True}), ("world_progresses", {"n": 6}), ("runtime_freezes", {"i": 0}),
+    ("pod_sticks_in_terminating", {"i": 0}), ("world_goes_quiet", {})]
+FOUND["restartNonce with a standby: new processes, not the standby started before the nonce"] = [
+    ("job_with_a_standby", {"on": True}), ("world_goes_quiet", {}), ("restart_nonce_changes", {}),
+    ("operator_round", {}), ("world_goes_quiet", {})]
+FOUND["a standby restarted in place before its promotion: those restarts are not the attempt's failures"] = [
+    ("job_with_a_standby", {"on": True}), ("world_goes_quiet", {}), *[("runtime_crashes", {"i": 0, "code": 1})] * 4,
+    ("pod_deleted_externally", {"i": 1}), ("world_goes_quiet", {})]

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model_hot_volume import HOT_VOLUME, HotVolume, ModelViolation, uid_of
+from model_standby import Standby, create_standby, promote, standby_answers
 
 from sparkpoint.operator.decisions import model as m
 from sparkpoint.operator.decisions.checkpoints import iso
 from sparkpoint.operator.decisions.finalize import drain_pods
 from sparkpoint.operator.decisions.liveness import Liveness, answered, of_pod, unanswered
 from sparkpoint.operator.decisions.machine import decide, spec_key
-from sparkpoint.operator.decisions.pod_view import confirm_before_create, needs_direct_read
+from sparkpoint.operator.decisions.pod_view import confirm_before_create, needs_direct_read, split_standbys
 from sparkpoint.operator.decisions.status_model import parse_status
 from sparkpoint.operator.decisions.step import effective_spec
 from sparkpoint.operator.decisions.step import point_tag as tag_of
@@ -108,10 +109,18 @@ class Pod:
     slow = 0  # the next this many requests to its runtime time out although it runs (an overloaded node)
     unanswered_since: float | None = None  # the truth: the first of the timeouts in a row up to now
     open_requests: list[str] = field(default_factory=list)  # triggered, not completed
+    standby: Standby | None = None  # started as a standby (model_standby.py)
+
+    @property
+    def following(self) -> bool:
+        """A standby not promoted (yet): it claims no fence, commits nothing, is never Ready."""
+        return self.standby is not None and not self.standby.promoted
 
     def obs(self) -> m.PodObs:
+        sb = self.standby
         return m.PodObs(name=self.name, attempt=self.attempt, phase=self.phase, ready=self.ready and not self.deleting,
-                      deleting=self.deleting, ip=None if self.phase == "Pending" else f"10.0.0.{self.attempt}",
+                      deleting=self.deleting, ip=None if self.phase == "Pending" else f"10.0.{int(bool(sb))}.{self.attempt}",
+                      standby_spec=sb.spec_key if sb else None, standby_point=sb.point if sb else None,
                       restart_count=self.restart_count, last_exit_code=self.last_exit_code,
                       exit_code=self.exit_code, reason="NodeLost" if self.node_lost else None,
                       node_lost=self.node_lost, deleting_since=self.deleting_since,
@@ -161,6 +170,8 @@ class World:
         self.fenced_commits = 0  # commits the fence refused (zombies)
         self.spec_of_fence: dict[int, str] = getattr(self, "spec_of_fence", {})  # (outlives the CR, as the fence)  # reconcile's memory of the runtime's answers (liveness.py)
         self.gc_pins: set[str] = set()  # what the GC sidecar of the pods reads (the ConfigMap's gc-pins.json)
+        self.config_point: RestoreFrom | None = None  # the job file's restoreFrom (written with each new attempt)
+        self.promotions = 0  # standbys promoted (model_standby.py)
 
     @property
     def spec(self) -> JobSpec:
@@ -182,7 +193,9 @@ class World:
     def current(self, seen: list[Pod] | None = None) -> Pod | None:
         """The status's attempt's pod, among `seen` (the round's pods) or all of them."""
         pods = self.pods.values() if seen is None else seen
-        return next((p for p in pods if p.attempt == self.status.get("attempt")), None)
+        attempt, name = self.status.get("attempt"), self.status.get("pod")
+        mine = [p for p in pods if p.attempt == attempt and (not p.following or p.name == name)]
+        return next((p for p in mine if p.name == name), mine[0] if mine else None)
 
     def fetch_runtime(self) -> dict[str, Any] | None:
         pod = self.current(self.seen)
@@ -209,14 +222,17 @@ class World:
     def runtime_doc(self, pod: Pod | None) -> dict[str, Any] | None:
         if pod is None or pod.deleting or pod.phase != "Running" or not pod.up or pod.frozen or pod.slow:
             return None
+        if pod.following:
+            return pod.standby.document()
         latest = pod.latest and {"id": pod.latest.id, "batchId": pod.latest.num, "completed": iso(pod.latest.at)}
         return {"phase": "running", "latestCheckpoint": latest, "recentCheckpoints": pod.requests[-10:]}
 
     def seen_pods(self) -> list[Pod]:
         """kopf's index, or all pods when reconcile reads them from the API (pod_view)."""
         index = [p for p in self.pods.values() if p.in_index]
-        read, self.doubt = needs_direct_read(parse_status(self.status), [p.obs() for p in index], self.answered, self.doubt,
-                                             self.now)
+        status = parse_status(self.status)
+        read, self.doubt = needs_direct_read(status, split_standbys([p.obs() for p in index], status)[0], self.answered,
+                                             self.doubt, self.now)
         return list(self.pods.values()) if read else index
 
     def observe(self) -> m.Observed:
@@ -226,8 +242,10 @@ class World:
         runtime = self.fetch_runtime()
         alive = of_pod(self.liveness, (self.current(self.seen) or Pod("", 0, spec, None, "")).name)
         saved = [{k: v for k, v in s.items() if k not in ("lineage", "attempt")} for s in store.savepoints][-20:]
+        pods, standbys = split_standbys([p.obs() for p in self.seen], parse_status(self.status))
         return m.Observed(spec=spec, generation=self.generation, status=copy.deepcopy(self.status),
-                        pods=[p.obs() for p in self.seen], now=self.now, name=NAME,
+                        pods=pods, now=self.now, name=NAME, standbys=standbys,
+                        standby_runtime=standby_answers(self, standbys) if spec.standby else {},
                         runtime=runtime, store_checkpoints=listed, store_savepoints=saved,
                         runtime_silent_since=alive.silent_since if alive else None,
                         runtime_unreachable_since=alive.unreachable_since if alive else None)
@@ -241,6 +259,13 @@ class World:
         if pod.spec.image == IMAGES[2]:
             self.crash(pod, 1)
             return
+        if pod.following:
+            pod.up = True  # it follows the store until promoted (model_standby.promote restores then)
+            return
+        self.restored(pod)
+
+    def restored(self, pod: Pod) -> None:
+        """The runtime's restore on start (a new pod's, or a promoted standby's)."""
         outcome = self.restore(pod)
         if outcome is None:
             self.failed_points.update(pod.failed_points or ())
@@ -290,6 +315,9 @@ class World:
             return
         pod.up = pod.ready = False
         pod.draining = None  # the runtime restarted in place knows nothing of a stop request
+        if pod.following:  # the kubelet restarts it in place; the job lost nothing
+            pod.restart_count, pod.last_exit_code = pod.restart_count + 1, code
+            return
         pod.termination_reason = reason
         if reason == "OOMKilled":
             self.oom_kills.add(pod.attempt)
@@ -306,7 +334,7 @@ class World:
         """A restarted container resumes from the pod's hot dir (local recovery); then Ready."""
         if pod.phase == "Running" and pod.exit_code is None and not pod.deleting and pod.last_exit_code != 3 \
                 and pod.spec.image != IMAGES[2] and not pod.node_lost and not pod.frozen:
-            pod.up = pod.ready = True
+            pod.up, pod.ready = True, not pod.following
 
     def exit_zero(self, pod: Pod) -> None:
         """The runtime stops (the GC sidecar keeps the pod Running)."""
@@ -315,7 +343,7 @@ class World:
             pod.exit_code = pod.last_exit_code = 0
 
     def checkpoint(self, pod: Pod, request: str | None = None, savepoint: str | None = None) -> Chk | None:
-        if not pod.up or pod.frozen:
+        if not pod.up or pod.frozen or pod.following:  # (a standby writes nothing to the store)
             return None
         if pod.fence < self.fence:  # check_fence before the manifest's put: a newer attempt claimed
             self.fenced_commits += 1
@@ -408,7 +436,8 @@ class World:
             return None
         self.seen = self.seen_pods()
         d = decide(obs := self.observe())
-        if confirm_before_create(parse_status(self.status), bool(d.of(m.CreateAttempt)), self.seen == list(self.pods.values())):
+        creates = bool(d.of(m.CreateAttempt) or d.of(m.PromoteStandby))  # (a promotion starts an attempt too)
+        if confirm_before_create(parse_status(self.status), creates, self.seen == list(self.pods.values())):
             self.seen = list(self.pods.values())  # reconcile reads the API before creating on the index's word
             d = decide(obs := self.observe())
         current = self.current(self.seen)
@@ -473,6 +502,10 @@ class World:
         match action:
             case m.CreateAttempt():
                 self.create(action)
+            case m.CreateStandby():
+                create_standby(self, action)
+            case m.PromoteStandby():
+                promote(self, action)
             case m.DeletePod(name=name, force=force):
                 self.delete_pod(name, force)
             case m.StopRuntime(savepoint=sp):
@@ -524,6 +557,7 @@ class World:
         self.pods[name] = Pod(name, action.attempt, spec, action.restore_from, spec.checkpoint.storage.url,
                               fence=self.fence, incarnation=self.incarnation)
         self.gc_pins = set((self.status.get("tracking") or {}).get("gcPins", []))  # the attempt's ConfigMap
+        self.config_point = action.restore_from  # ...and its job file's restoreFrom (what a standby reads)
         if self.user_point and tag_of(action.restore_from) == self.user_point[0]:
             self.user_point = None
         self.drain_savepoint = None

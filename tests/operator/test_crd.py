@@ -35,6 +35,7 @@ VALID = {
     "restoreFrom": {"savepoint": "before-upgrade"},
     "gc": {"enabled": True, "interval": "30s", "grace": "5m", "pendingTimeout": "1h", "onDelete": "retain",
            "secretRef": {"name": "minio-gc-creds"}},
+    "standby": {"enabled": True, "maxLag": "30s"},
 }
 
 
@@ -149,6 +150,8 @@ def test_a_secret_name_with_dots_passes_both() -> None:
     (("upgradeTimeout",), "5", "spec.upgradeTimeout"),
     (("checkpoint", "storage", "secretRef", "name"), "Minio_Creds", "spec.checkpoint.storage.secretRef.name"),
     (("checkpoint", "storage", "secretRef", "name"), "minio..creds", "spec.checkpoint.storage.secretRef.name"),
+    (("standby", "enabled"), "yes", "spec.standby.enabled"),
+    (("standby", "maxLag"), "a minute", "spec.standby.maxLag"),
 ])
 def test_invalid_field_is_named_by_the_model_and_rejected_by_the_schema(path, value, field) -> None:
     spec = valid_with(path, value)
@@ -221,6 +224,8 @@ def test_model_and_schema_agree_on_mutated_specs(mutations) -> None:
     (("restart", "window"), "10s", "spec.restart.window: must be at least 1m"),
     (("checkpoint", "storage", "url"), "file:///data", "spec: gc.secretRef needs an s3:// checkpoint.storage.url"),
     (("upgradeTimeout",), "5s", "spec.upgradeTimeout: must be at least 30s"),
+    (("standby", "maxLag"), "1s", "spec.standby.maxLag: must be from 5s to 1h"),
+    (("standby", "maxLag"), "2h", "spec.standby.maxLag: must be from 5s to 1h"),
     (("spark", "resources", "memory"), "100Mi", "spec.spark.resources.memory: must be at least 1Gi"),
     (("spark", "conf"), {"spark.sql.streaming.checkpointLocation": "/x"},
      "spec.spark.conf: spark.sql.streaming.checkpointLocation is set by Sparkpoint"),

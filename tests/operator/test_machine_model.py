@@ -20,6 +20,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from model_found import FOUND
+from model_standby import StandbyRules
 from model_world import IMAGES, STORES, Chk, ModelViolation, Pod, World, tag_of
 
 from sparkpoint.operator.decisions.checkpoints import number, parse_time
@@ -115,7 +116,7 @@ def store_url(spec) -> str:  # type: ignore[no-untyped-def]
     return spec.checkpoint.storage.url
 
 
-class MachineModel(RuleBasedStateMachine):
+class MachineModel(StandbyRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.world = World()
@@ -158,7 +159,7 @@ class MachineModel(RuleBasedStateMachine):
 
     @rule(i=PODS)
     def runtime_stops_on_its_own(self, i: int) -> None:
-        if pod := self.pod(i):
+        if (pod := self.pod(i)) and not pod.following:  # (a standby exits only when asked to stop)
             self.world.exit_zero(pod)
 
     @rule(i=PODS)
@@ -407,6 +408,8 @@ class MachineModel(RuleBasedStateMachine):
         w.refuse_creates, w.fail_writes = False, 0
         for pod in w.pods.values():
             pod.slow = 0  # frozen pods stay frozen: the job must recover without them
+            if pod.standby is not None:
+                pod.standby.lag, pod.standby.error = 1.0, None
             pod.in_index = True  # stuck pods stay stuck: only a forced delete removes them
         start, why = w.now, None
         for _ in range(QUIET_ROUNDS):
@@ -443,6 +446,10 @@ class MachineModel(RuleBasedStateMachine):
         if pod.spec.restart_nonce != spec.restart_nonce and spec.restart_nonce is not None:
             return (f"attempt {pod.attempt} was started before restartNonce {spec.restart_nonce}: "
                     "the job was not restarted")
+        if spec.standby and spec.standby.enabled and not any(
+                p.following and p.up and not p.frozen and not p.deleting and p.attempt == pod.attempt + 1
+                for p in pods):
+            return f"spec.standby is on and attempt {pod.attempt} has no live standby"
         answered = (st_.get("tracking") or {}).get("checkpointNonce")
         if spec.checkpoint.trigger_nonce is not None and answered != spec.checkpoint.trigger_nonce:
             return f"checkpoint.triggerNonce {spec.checkpoint.trigger_nonce} not answered (last {answered})"
@@ -475,7 +482,7 @@ class MachineModel(RuleBasedStateMachine):
         assert named <= w.gc_pins, f"checkpoints {sorted(named - w.gc_pins)} may be restored but are not pinned"
 
     def never_two_attempts_at_once(self) -> None:
-        alive = sorted({p.attempt for p in self.world.pods.values() if p.alive})
+        alive = sorted({p.attempt for p in self.world.pods.values() if p.alive and not p.following})
         assert len(alive) <= 1, f"pods of attempts {alive} alive (not deleting) at once"
 
     def never_two_attempts_that_can_commit(self) -> None:

@@ -335,7 +335,7 @@ def test_spec_keys_an_earlier_operator_wrote_still_name_the_running_spec():
     spec = make_spec()
     doc = spec.model_dump(by_alias=True, mode="json")
     for name in ("state", "savepoint", "restart", "restoreFrom", "upgradeTimeout",
-                 "podTemplate", "restartNonce", "serviceAccountName"):  # (the last three: fields those operators did not have)
+                 "podTemplate", "restartNonce", "serviceAccountName", "standby"):  # (the last four: fields those operators did not have)
         doc.pop(name, None)
     doc["checkpoint"].pop("triggerNonce")  # nor this one (issue 44)
     doc["gc"].pop("memory")  # nor this one (issue 39)

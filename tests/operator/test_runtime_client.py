@@ -181,3 +181,24 @@ def test_silent_runtime_times_out_with_no_status():
             run(lambda c: c.status(base_url("127.0.0.1", port)), timeout=0.5)
     assert err.value.status is None
     assert time.monotonic() - t0 < 5
+
+
+def test_promote_is_idempotent_and_a_conflict_is_a_409(runtime, tmp_path):
+    """POST /promote against the runtime's own control API and Standby (runtime/service/standby.py): 202
+    while promoting, 200 once promoted (a repeated call is success), 409 for another attempt's number
+    and for a runtime that is no standby (the operator then starts a cold pod)."""
+    from sparkpoint.runtime.service.standby import Standby
+    from sparkpoint.runtime.store import JobRef
+
+    with pytest.raises(RuntimeApiError) as err:
+        run(lambda c: c.promote(runtime.base, 3))
+    assert err.value.status == 409 and "not a standby" in err.value.body["error"]
+    runtime.phase, runtime.launch = "standby", 3
+    runtime.standby = Standby(JobRef("ns", "job"), tmp_path, 2.0, threading.Event())
+    with pytest.raises(RuntimeApiError) as err:
+        run(lambda c: c.promote(runtime.base, 4))
+    assert err.value.status == 409 and not runtime.standby.promote.is_set()
+    assert run(lambda c: c.promote(runtime.base, 3))["promoting"] is True
+    assert runtime.standby.promote.is_set()
+    runtime.standby.promoted = True
+    assert run(lambda c: c.promote(runtime.base, 3))["promoting"] is True  # 200: already promoted

@@ -145,3 +145,19 @@ def test_an_attempt_that_never_claimed_its_fence_removes_nothing(tmp_path, monke
     runtime = _runtime(tmp_path, parent / "attempt-3", "s3://bucket/prefix")
     assert runtime.run() == 0 and runtime.attempt == 0
     assert sorted(p.name for p in parent.iterdir()) == ["attempt-1", "attempt-2"]
+
+
+def test_a_standbys_dir_counts_as_its_attempts():
+    """A standby works in attempt-<n>-standby (operator/kube/builders.py work_dir) and is attempt n once
+    promoted: a later attempt removes it like any older attempt's, an older one never does."""
+    assert attempt_number(Path("/v/ns/job/uid/attempt-7-standby")) == 7
+    assert attempt_number(Path("/v/attempt-7-standbyx")) is None
+
+
+def test_older_standby_dirs_are_removed_and_newer_ones_kept(tmp_path):
+    parent = work_dir_tree(tmp_path, 5)
+    for name in ("attempt-4-standby", "attempt-6-standby"):
+        (parent / name / "standby-objects").mkdir(parents=True)
+    assert [p.name for p in older_attempt_dirs(parent / "attempt-5")] == ["attempt-4-standby"]
+    assert [p.name for p in older_attempt_dirs(parent / "attempt-6-standby")] == ["attempt-5", "attempt-4-standby"] \
+        or [p.name for p in older_attempt_dirs(parent / "attempt-6-standby")] == ["attempt-4-standby", "attempt-5"]
