@@ -63,11 +63,13 @@ def start(layout: c.Layout, node: xc.ExtraNode, start_component: Callable[..., N
           wait_for: Callable[..., None], free_port: Callable[[], int]) -> None:
     """Node 1 is up (packages, sysctls, RBAC): the node's network, cgroups, certificates and configs,
     then its daemons inside them. The caller waits for the Node to be Ready."""
+    began = time.monotonic()
     paths = xc.node_paths(layout, node)
     paths.root.mkdir(parents=True, exist_ok=True)
     ports = real_node.load_ports(paths, free_port)
     node_netns.ensure(node)
     inside = node_netns.enter(node, node_cgroups.ensure(node))
+    freezer.thaw(freezer.node_cgroup(node.cgroup_root))  # `up` brings a node frozen by a test back
     ensure_identity(layout, node)
     write_configs(layout, node, paths, ports)
     binaries = real_node.node_bin(layout)
@@ -78,7 +80,9 @@ def start(layout: c.Layout, node: xc.ExtraNode, start_component: Callable[..., N
     start_inside("containerd", nc.containerd_command(paths))
     wait_for(f"{node.name}'s containerd to answer", lambda: real_node.containerd_answers(paths), 60,
              layout, node.component("containerd"))
+    imports_began = time.monotonic()
     real_node.import_images(layout, paths)
+    imports = time.monotonic() - imports_began
     start_inside("kubelet", xc.kubelet_command(layout, paths, binaries, node))
     start_inside("kube-proxy", nc.proxy_command(paths, binaries))
     healthz = f"http://{node.node_ip}:{ports.kubelet_healthz}/healthz"
@@ -90,6 +94,8 @@ def start(layout: c.Layout, node: xc.ExtraNode, start_component: Callable[..., N
     wait_for(f"{node.name}'s kube-router's first policy sync",
              lambda: subprocess.run(first_sync, capture_output=True).returncode == 0, 120,
              layout, node.component("kube-router"))
+    log.info("node started", extra={"node": node.name, "seconds": round(time.monotonic() - began, 1),
+                                     "image_import_seconds": round(imports, 1)})
 
 
 def sandbox_netns(paths: nc.NodePaths) -> list[Path]:
@@ -142,10 +148,14 @@ def kill_processes_left(node: xc.ExtraNode) -> None:
 
 
 def status(layout: c.Layout, node: xc.ExtraNode, pid_alive: Callable[[Path], int | None]) -> dict:
-    """Its components' pids and the summed RSS of everything in its cgroups (daemons, shims, pods)."""
+    """Its components' pids and the summed RSS of its daemons (with containerd's shims) and of all in
+    its cgroups (the pods too)."""
+    def rss_mib(pids: list[int]) -> float:
+        return round(node_cgroups.rss_bytes(pids) / 2**20, 1)
     return {"components": {name: pid_alive(layout.pids / f"{name}.pid") for name in component_names(node)},
             "netns": node.netns, "ip": node.node_ip, "pod_cidr": node.pod_cidr,
-            "rss_mib": round(node_cgroups.rss_bytes(node_cgroups.processes(node)) / 2**20, 1)}
+            "daemons_rss_mib": rss_mib(node_cgroups.processes(node, cgroup=node.daemons_cgroup)),
+            "all_rss_mib": rss_mib(node_cgroups.processes(node))}
 
 
 # --- the cluster's set of extra nodes (cluster.py) ----------------------------------------------------

@@ -47,11 +47,12 @@ def ensure(node: ExtraNode, root: Path = CGROUP_ROOT) -> list[Path]:
     return procs
 
 
-def processes(node: ExtraNode, root: Path = CGROUP_ROOT) -> list[int]:
-    """Every process of the node (daemons, shims, pods), from one hierarchy's tree."""
+def processes(node: ExtraNode, root: Path = CGROUP_ROOT, cgroup: str | None = None) -> list[int]:
+    """Every process of the node (daemons, shims, pods), or of its `cgroup` (node.daemons_cgroup: the
+    daemons and shims only), from one hierarchy's tree."""
     found = hierarchies(root)
     hierarchy = root / "freezer" if root / "freezer" in found else found[0]
-    top = hierarchy / node.cgroup_root.lstrip("/")
+    top = hierarchy / (cgroup or node.cgroup_root).lstrip("/")
     pids: set[int] = set()
     for procs in top.rglob("cgroup.procs") if top.exists() else []:
         with contextlib.suppress(OSError):

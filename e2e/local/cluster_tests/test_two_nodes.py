@@ -169,6 +169,7 @@ def test_a_network_policy_refuses_pods_of_the_other_node_it_does_not_admit(
 def test_a_host_path_is_one_host_directory_on_both_nodes(namespace, ctx):
     shared = Path("/var/tmp") / f"sparkpoint-two-nodes-{namespace}"
     shared.mkdir(parents=True)
+    shared.chmod(0o777)  # the image's user writes in it (as test_operator_executors.shared_hot_dir)
     try:
         volume = client.V1Volume(name="shared", host_path=client.V1HostPathVolumeSource(path=str(shared)))
         mount = [client.V1VolumeMount(name="shared", mount_path="/shared")]
@@ -198,8 +199,9 @@ def answers(url: str) -> bool:
         return False
 
 
-# The controller manager's --node-monitor-grace-period (its default; components.py does not set it).
-NODE_MONITOR_GRACE = 50
+# The controller manager's --node-monitor-grace-period and --node-monitor-period (the defaults of
+# v1.33, pkg/controller/nodelifecycle/config/v1alpha1/defaults.go; components.py sets neither).
+NODE_MONITOR_GRACE, NODE_MONITOR_PERIOD = 50, 5
 
 
 @pytest.mark.slow
@@ -225,5 +227,6 @@ def test_a_frozen_node_goes_not_ready_within_the_grace_period_and_ready_after_a_
     ready_after = time.monotonic() - thawed_at
     wait_for("the thawed pod to answer", lambda: answers(url), timeout=30)
     print(f"NotReady {not_ready_after:.1f} s after the freeze; Ready {ready_after:.1f} s after the thaw")
-    # The node monitor checks every 5 s; the lease's last renewal was up to 10 s before the freeze.
-    assert not_ready_after <= NODE_MONITOR_GRACE + 10
+    # Counted from the kubelet's last lease renewal (every 10 s, so up to 10 s before the freeze) and
+    # noticed at the monitor's next pass; 10 s more for a loaded machine.
+    assert not_ready_after <= NODE_MONITOR_GRACE + NODE_MONITOR_PERIOD + 10

@@ -64,6 +64,7 @@ def test_processes_are_read_from_the_freezer_tree_and_remove_deletes_it_deepest_
     (v1 / "freezer" / "sparkpoint-node-2" / "daemons" / "cgroup.procs").write_text("10\n11\n")
     (pod / "cgroup.procs").write_text("20\n")
     assert node_cgroups.processes(NODE2, v1) == [10, 11, 20]
+    assert node_cgroups.processes(NODE2, v1, NODE2.daemons_cgroup) == [10, 11]
     for path in (v1 / "freezer").rglob("cgroup.procs"):
         if "sparkpoint-node-2" in path.parts:
             path.unlink()  # (a real cgroup's files go with rmdir; the fake's must go first)
