@@ -147,9 +147,8 @@ def test_pod_to_pod_and_service_traffic_cross_nodes_keeping_the_senders_address(
 
 # Not working yet (2026-11-28, two runs on the two-node cluster, both directions failed): with the server
 # on node 1, a friend on node 2 timed out for 30 s; with the server on node 2, the stranger pod on node 1
-# never finished within 135 s (no output). The lead: a node-1 pod gets a new sandbox and address soon
-# after it is first Ready while node 2 runs (e2e/README.md, "Two nodes"). Strict: once fixed and
-# passing, the test fails until this marker goes.
+# never finished within 135 s (no output); what was seen is in e2e/README.md ("Two nodes"). Strict:
+# once fixed and passing, the test fails until this marker goes.
 @pytest.mark.xfail(strict=True, reason="cross-node NetworkPolicy not yet working on the local two-node cluster")
 @pytest.mark.parametrize("server_node, client_node", [(NODE2.name, NODE1), (NODE1, NODE2.name)])
 def test_a_network_policy_refuses_pods_of_the_other_node_it_does_not_admit(
