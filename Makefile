@@ -21,7 +21,7 @@ help:
 	@echo "make test-full   the same with every slow scenario (store outages, all operator e2e scenarios)"
 	@echo "make bench   run the benchmarks, write docs/benchmarks.md (make bench-operator, bench-rescale, bench-executors: only that one)"
 	@echo "make soak    long fault-injection run, write docs/reliability.md"
-	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster (a real node: kubelet + containerd) and the e2e suite; NODE=agent: the node agent; KAFKA=1: a Kafka broker too"
+	@echo "make cluster-up / cluster-down / e2e   local Kubernetes cluster (a real node: kubelet + containerd) and the e2e suite; NODE=agent: the node agent; KAFKA=1: a Kafka broker too; NODES=2: a second real node (in its own network namespace; kept until NODES=1)"
 	@echo "make e2e-kind / e2e-kind-down   the same suite on kind with podman (e2e/kind/README.md)"
 	@echo "make image   build sparkpoint/operator:dev and sparkpoint/runtime:dev with buildah (make test-image tests them)"
 	@echo "make own-job-image   build examples/own-job (a job with its own dependency) FROM the runtime image"
@@ -179,10 +179,12 @@ clean:
 # cluster would carry, and the Kafka e2e test starts it on demand).
 IMAGES_FOR_NODE = [ "$$NODE" = agent ] || scripts/build-image.sh >&2
 KAFKA ?= 0
+# NODES=2: a second real node (e2e/local/extra_node.py); unset keeps the count the cluster last had (1 at first).
+NODES ?=
 cluster-up: venv minio
 	@e2e/local/build.sh >/dev/null
 	@$(IMAGES_FOR_NODE)
-	@KAFKA=$(KAFKA) $(PY) e2e/local/cluster.py up
+	@KAFKA=$(KAFKA) NODES=$(NODES) $(PY) e2e/local/cluster.py up
 
 cluster-down:
 	@$(PY) e2e/local/cluster.py down

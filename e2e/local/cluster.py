@@ -14,7 +14,6 @@ import fnmatch
 import json
 import logging
 import os
-import secrets
 import signal
 import socket
 import ssl
@@ -67,9 +66,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def load_layout(state: Path, node: str | None = None) -> c.Layout:
+def load_layout(state: Path, node: str | None = None, nodes: int | None = None) -> c.Layout:
     """The layout of the cluster in `state`; ports are chosen once and then kept. `node` (agent or
-    real) is the one it was last brought up with unless given, and real for a new state dir."""
+    real) and `nodes` (how many real nodes) are those it was last brought up with unless given, and
+    real and 1 for a new state dir."""
     versions = read_versions()
     cache = Path(os.environ.get("SPARKPOINT_CACHE", Path.home() / ".cache" / "sparkpoint"))
     saved = state / "cluster.json"
@@ -77,19 +77,22 @@ def load_layout(state: Path, node: str | None = None) -> c.Layout:
         kept = json.loads(saved.read_text())
         ports = c.Ports(**kept["ports"])
         node = node or kept.get("node")
+        nodes = nodes or kept.get("nodes")
     else:
         ports = c.Ports(*(free_port() for _ in range(6)))
     layout = c.Layout(
         state=state, repo=REPO, ports=ports,
         k8s_bin=cache / f"k8s-{versions['KUBERNETES_VERSION']}" / "bin",
         etcd_bin=cache / f"etcd-{versions['ETCD_VERSION']}" / "bin",
-        node=node or DEFAULT_NODE,
+        node=node or DEFAULT_NODE, nodes=nodes or 1,
     )
     if layout.node == "real":
         import real_node
         layout.host_ip = real_node.host_ip()
     elif layout.node != "agent":
         raise SystemExit(f"NODE={layout.node!r}: agent or real")
+    elif layout.nodes != 1:
+        raise SystemExit("the node agent is one node: --nodes (NODES) needs the real node")
     return layout
 
 
@@ -140,14 +143,14 @@ def component_running(layout: c.Layout, name: str) -> bool:
 
 
 def start(layout: c.Layout, name: str, argv: list[str], env: dict[str, str] | None = None,
-          cwd: Path | None = None) -> None:
+          cwd: Path | None = None, preexec_fn: Callable[[], None] | None = None) -> None:
     pid_file = layout.pids / f"{name}.pid"
     if pid_alive(pid_file):
         log.info("already running", extra={"component": name})
         return
     out = open(layout.logs / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
     process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               start_new_session=True, env=env, cwd=cwd)
+                               start_new_session=True, env=env, cwd=cwd, preexec_fn=preexec_fn)
     STARTED[name] = process
     pid_file.write_text(f"{process.pid} {argv[0]}\n")
     log.info("started", extra={"component": name, "pid": process.pid})
@@ -214,8 +217,8 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, layout: c.Lay
         raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}; logs in {layout.logs}") from None
 
 
-def node_ready(layout: c.Layout) -> bool:
-    status, body = api_get(layout, f"/api/v1/nodes/{layout.node_name}")
+def node_ready(layout: c.Layout, name: str | None = None) -> bool:
+    status, body = api_get(layout, f"/api/v1/nodes/{name or layout.node_name}")
     if status != 200:
         return False
     conditions = json.loads(body).get("status", {}).get("conditions", [])
@@ -224,9 +227,9 @@ def node_ready(layout: c.Layout) -> bool:
 
 # --- commands -------------------------------------------------------------------------------------
 
-def up(state: Path) -> None:
+def up(state: Path, nodes: int | None) -> None:
     started = time.monotonic()
-    layout = load_layout(state, os.environ.get("NODE") or None)
+    layout = load_layout(state, os.environ.get("NODE") or None, nodes)
     other_node = REAL_NODE if layout.node == "agent" else ["node-agent"]
     if any(pid_alive(layout.pids / f"{name}.pid") for name in other_node):
         raise SystemExit(f"the cluster in {state} runs the other kind of node: `cluster.py down` first")
@@ -264,6 +267,9 @@ def up(state: Path) -> None:
         start(layout, "node-agent", c.node_agent_command(layout), env=agent_env, cwd=HERE)
         node_process = "node-agent"
     wait_for(f"node {layout.node_name} to be Ready", lambda: node_ready(layout), 60, layout, node_process)
+    if layout.node == "real":
+        import extra_node
+        extra_node.up(layout, start, stop, wait_for, free_port, pid_alive, node_ready)
     wait_for("the default service account", lambda: api_get(
         layout, "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 60,
         layout, "kube-controller-manager")
@@ -304,37 +310,19 @@ def provision_example_storage(layout: c.Layout) -> None:
 
 
 def start_minio(layout: c.Layout) -> None:
-    """A real MinIO server beside the cluster; its credentials stay in a 0600 file."""
-    binary = subprocess.run([str(REPO / "scripts" / "ensure-minio.sh")], capture_output=True,
-                            text=True, check=True).stdout.strip()
-    credentials_file = layout.state / "minio.json"
-    if not credentials_file.exists():
-        credentials_file.touch(mode=0o600)
-        credentials_file.write_text(json.dumps({
-            "access_key": "sparkpoint-" + secrets.token_hex(4), "secret_key": secrets.token_urlsafe(24)}))
-    credentials = json.loads(credentials_file.read_text())
-    credentials["endpoint"] = f"http://{layout.host_ip}:{layout.ports.minio}"  # the port may have moved
-    credentials_file.write_text(json.dumps(credentials))
-    env = dict(os.environ, MINIO_ROOT_USER=credentials["access_key"],
-               MINIO_ROOT_PASSWORD=credentials["secret_key"], MINIO_BROWSER="off", MINIO_UPDATE="off")
-    (layout.state / "minio-data").mkdir(exist_ok=True)
-    start(layout, "minio", c.minio_command(layout, binary, free_port()), env=env)
+    import minio_component
 
-    def minio_live() -> bool:
-        try:
-            with urllib.request.urlopen(credentials["endpoint"] + "/minio/health/live", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-    wait_for("MinIO to be live", minio_live, 60, layout, "minio")
+    minio_component.start(layout, start, wait_for, free_port)
 
 
 def down(state: Path, purge: bool) -> None:
     layout = load_layout(state)
     if layout.pids.exists():
         if layout.node == "real":
+            import extra_node
             import network_policy
             import real_node
+            extra_node.down(layout, stop, pid_alive)
             network_policy.stop(layout, stop)
             real_node.stop(layout, stop)
         else:
@@ -356,7 +344,15 @@ def status(state: Path) -> int:
     layout = load_layout(state)
     running = {name: pid_alive(layout.pids / f"{name}.pid") for name in components_of(layout)}
     optional = {"kafka": pid_alive(layout.pids / "kafka.pid")}  # KAFKA=1 or `cluster.py kafka` only
-    print(json.dumps({"components": {**running, **optional}, "server": layout.server_url,
+    extra = {}
+    if layout.node == "real":
+        import extra_node
+        import extra_node_config
+        for node in extra_node_config.extra_nodes(layout.nodes):
+            extra[node.name] = extra_node.status(layout, node, pid_alive)
+            running.update(extra[node.name]["components"])
+    print(json.dumps({"components": {**running, **optional}, "nodes": [layout.node_name, *extra],
+                      "extra_nodes": extra, "server": layout.server_url,
                       "kubeconfig": str(layout.admin_kubeconfig)}, indent=2))
     return 0 if all(running.values()) else 1
 
@@ -382,11 +378,14 @@ def main() -> int:
     parser.add_argument("image", nargs="?", help="import-image: the buildah image, e.g. sparkpoint/own-job:dev")
     parser.add_argument("--state", type=Path, default=default_state_dir())
     parser.add_argument("--purge", action="store_true", help="down: also delete the state dir")
+    parser.add_argument("--nodes", type=int, default=int(os.environ.get("NODES") or 0) or None,
+                        help="up: how many real nodes (default: as last brought up, 1 for a new state "
+                             "dir; env NODES); node 2 runs in a network namespace of its own (extra_node.py)")
     args = parser.parse_args()
     setup_logging()
     state = args.state.resolve()
     if args.command == "up":
-        up(state)
+        up(state, args.nodes)
     elif args.command == "down":
         down(state, args.purge)
     elif args.command == "kafka":

@@ -47,6 +47,7 @@ class Layout:
     # their own network namespaces: they reach the API server and MinIO at host_ip, not loopback.
     node: str = "agent"
     host_ip: str = "127.0.0.1"
+    nodes: int = 1  # real nodes: node 1 on the host's network, the others in their own (extra_node.py)
 
     @property
     def pki(self) -> Path:
@@ -74,8 +75,8 @@ class Layout:
         return f"https://127.0.0.1:{self.ports.apiserver}"
 
     def to_json(self) -> str:
-        return json.dumps({"ports": asdict(self.ports), "node_name": self.node_name, "node": self.node},
-                          indent=2)
+        return json.dumps({"ports": asdict(self.ports), "node_name": self.node_name, "node": self.node,
+                           "nodes": self.nodes}, indent=2)
 
 
 def kubeconfig(layout: Layout, identity: ClientIdentity) -> dict:

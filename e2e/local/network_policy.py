@@ -49,12 +49,14 @@ def binary(layout: c.Layout) -> Path:
     return layout.k8s_bin.parent.parent / f"kube-router-{version}" / "bin" / "kube-router"
 
 
-def command(layout: c.Layout, kube_router: Path) -> list[str]:
+def command(layout: c.Layout, kube_router: Path, kubeconfig: Path | None = None,
+            node_name: str | None = None) -> list[str]:
+    """Node 1's, or with `kubeconfig` and `node_name` an extra node's (extra_node.py)."""
     return [
         str(kube_router),
-        f"--kubeconfig={layout.kubeconfig_for(IDENTITY)}",
+        f"--kubeconfig={kubeconfig or layout.kubeconfig_for(IDENTITY)}",
         "--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",
-        f"--hostname-override={layout.node_name}",
+        f"--hostname-override={node_name or layout.node_name}",
         f"--service-cluster-ip-range={c.SERVICE_CIDR}",
         "--health-port=0", "--metrics-port=0",  # nothing to serve: `up` waits for its chains instead
         "--v=1",

@@ -280,17 +280,27 @@ def stop(layout: c.Layout, stop_component: Callable[..., None]) -> None:
     paths = nc.node_paths(layout)
     stop_component(layout, "kube-proxy", grace=15)
     stop_component(layout, "kubelet", grace=30)
-    if paths.socket.exists() and subprocess.run(nc.ctr(paths, "version"), capture_output=True).returncode == 0:
-        tasks = subprocess.run(nc.ctr(paths, "tasks", "ls", "-q"), capture_output=True, text=True).stdout.split()
-        for task in tasks:
-            subprocess.run(nc.ctr(paths, "tasks", "kill", "--all", "--signal", "SIGKILL", task), capture_output=True)
-        for task in tasks:
-            subprocess.run(nc.ctr(paths, "tasks", "delete", "--force", task), capture_output=True, timeout=60)
+    kill_containers(paths)
     stop_component(layout, "containerd", grace=30)
     kill_shims(paths)
     if (node_bin(layout) / "kube-proxy").exists() and paths.proxy_config.exists():
         # Removes kube-proxy's iptables chains, which would otherwise outlive the cluster.
         subprocess.run([*nc.proxy_command(paths, node_bin(layout)), "--cleanup"], capture_output=True, timeout=60)
+
+
+def containerd_answers(paths: nc.NodePaths) -> bool:
+    return paths.socket.exists() and subprocess.run(nc.ctr(paths, "version"), capture_output=True).returncode == 0
+
+
+def kill_containers(paths: nc.NodePaths) -> None:
+    """Every container of the node's containerd, killed and deleted (the kubelet leaves them running)."""
+    if not containerd_answers(paths):
+        return
+    tasks = subprocess.run(nc.ctr(paths, "tasks", "ls", "-q"), capture_output=True, text=True).stdout.split()
+    for task in tasks:
+        subprocess.run(nc.ctr(paths, "tasks", "kill", "--all", "--signal", "SIGKILL", task), capture_output=True)
+    for task in tasks:
+        subprocess.run(nc.ctr(paths, "tasks", "delete", "--force", task), capture_output=True, timeout=60)
 
 
 def kill_shims(paths: nc.NodePaths) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from freezer import PodCgroup, freeze, pod_cgroup, thaw
+from freezer import Cgroup, freeze, pod_cgroup, thaw
 
 UID = "0b4f5c8e-1d2a-4c3b-9e8f-7a6b5c4d3e2f"
 CID = "3f" * 32
@@ -24,13 +24,13 @@ SYSTEMD = f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{U
 
 
 @pytest.mark.parametrize("text, want", [
-    (V1, PodCgroup(1, f"/kubepods/burstable/pod{UID}")),  # this machine: v1 controllers, cgroupfs
-    (V2, PodCgroup(2, f"/kubepods/besteffort/pod{UID}")),
-    (V2_GUARANTEED, PodCgroup(2, f"/kubepods/pod{UID}")),
-    (SYSTEMD, PodCgroup(2, "/kubepods.slice/kubepods-burstable.slice/"
+    (V1, Cgroup(1, f"/kubepods/burstable/pod{UID}")),  # this machine: v1 controllers, cgroupfs
+    (V2, Cgroup(2, f"/kubepods/besteffort/pod{UID}")),
+    (V2_GUARANTEED, Cgroup(2, f"/kubepods/pod{UID}")),
+    (SYSTEMD, Cgroup(2, "/kubepods.slice/kubepods-burstable.slice/"
                            f"kubepods-burstable-pod{UID.replace('-', '_')}.slice")),
 ])
-def test_the_pods_cgroup_is_read_from_its_process(text: str, want: PodCgroup) -> None:
+def test_the_pods_cgroup_is_read_from_its_process(text: str, want: Cgroup) -> None:
     assert pod_cgroup(text, UID) == want
 
 
@@ -40,7 +40,7 @@ def test_a_process_of_another_pod_is_refused() -> None:
 
 
 def test_v1_writes_freezer_state(tmp_path: Path) -> None:
-    cg = PodCgroup(1, f"/kubepods/burstable/pod{UID}")
+    cg = Cgroup(1, f"/kubepods/burstable/pod{UID}")
     state = tmp_path / "freezer" / "kubepods" / "burstable" / f"pod{UID}" / "freezer.state"
     state.parent.mkdir(parents=True)
     state.write_text("THAWED\n")
@@ -51,7 +51,7 @@ def test_v1_writes_freezer_state(tmp_path: Path) -> None:
 
 
 def test_v2_writes_cgroup_freeze_and_waits_for_its_event(tmp_path: Path) -> None:
-    cg = PodCgroup(2, f"/kubepods/pod{UID}")
+    cg = Cgroup(2, f"/kubepods/pod{UID}")
     folder = tmp_path / "kubepods" / f"pod{UID}"
     folder.mkdir(parents=True)
     (folder / "cgroup.events").write_text("populated 1\nfrozen 0\n")
@@ -65,4 +65,4 @@ def test_v2_writes_cgroup_freeze_and_waits_for_its_event(tmp_path: Path) -> None
 
 
 def test_thawing_a_pod_that_is_gone_is_no_error(tmp_path: Path) -> None:
-    thaw(PodCgroup(2, f"/kubepods/pod{UID}"), tmp_path)
+    thaw(Cgroup(2, f"/kubepods/pod{UID}"), tmp_path)
