@@ -14,6 +14,7 @@ Pure: no services, no network.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -199,12 +200,14 @@ def _code_files(roots: Iterable[str], repo: Path = REPO) -> Iterable[Path]:
         if base.is_file():
             yield base
             continue
-        for f in base.rglob("*"):
-            inner = f.relative_to(base).parts
-            if any(part.startswith(".") or part in ("build", "__pycache__") for part in inner[:-1]):
-                continue
-            if f.is_file() and (f.suffix in _CODE_SUFFIXES or f.name in ("Makefile", "Dockerfile", "run")):
-                yield f
+        # os.walk pruned, not rglob filtered: a hidden folder is never entered (a running local
+        # cluster's e2e/local/.state changes under a walk and made it fail).
+        for here, dirs, files in os.walk(base):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("build", "__pycache__"))
+            for name in sorted(files):
+                f = Path(here) / name
+                if f.suffix in _CODE_SUFFIXES or name in ("Makefile", "Dockerfile", "run"):
+                    yield f
 
 
 def code_env_names(roots: Iterable[str] = (*_CODE_ROOTS, "Makefile", "Dockerfile"), repo: Path = REPO) -> set[str]:
