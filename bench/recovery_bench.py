@@ -121,11 +121,11 @@ class Case:
         if kind == "delete":
             self.jobs.core.delete_namespaced_pod(old_pod, self.jobs.namespace)
         elif kind == "kill":
-            pid = runtime_pid(self.jobs.namespace, self.name)
+            pid = runtime_pid(self.jobs.namespace, self.name, pod.metadata.uid)
             assert pid, "no runtime process on this host (not the local cluster's real node)"
             os.kill(pid, 9)
         elif kind == "freeze":
-            pid = runtime_pid(self.jobs.namespace, self.name)
+            pid = runtime_pid(self.jobs.namespace, self.name, pod.metadata.uid)
             assert pid, "no runtime process on this host (not the local cluster's real node)"
             cg = pod_cgroup_of_pid(pid, pod.metadata.uid)
             freeze(cg)

@@ -21,9 +21,12 @@ def _number(cid: str) -> int:
     return int(cid.rsplit("-", 1)[1])
 
 
-def runtime_pid(namespace: str, job: str) -> int | None:
-    """The runtime process of a job's pod. The local cluster's pods are host processes; on kind
-    this returns None (no access to the node's processes)."""
+def runtime_pid(namespace: str, job: str, pod_uid: str | None = None) -> int | None:
+    """The runtime process of a job's pod (of the pod `pod_uid` when given: a thawed zombie of an
+    earlier attempt of the job may still run beside it). The local cluster's pods are host processes;
+    on kind this returns None (no access to the node's processes)."""
+    from local.freezer import pod_cgroup_of_pid
+
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -34,6 +37,11 @@ def runtime_pid(namespace: str, job: str) -> int | None:
         words = [a.decode(errors="replace") for a in argv]
         if "run" in words and "--namespace" in words and namespace in words and job in words \
                 and any(w.endswith("sparkpoint") for w in words[:2]):
+            if pod_uid is not None:
+                try:
+                    pod_cgroup_of_pid(int(proc.name), pod_uid)
+                except (ValueError, OSError):
+                    continue  # another pod's runtime of the same job
             return int(proc.name)
     return None
 
