@@ -45,7 +45,7 @@ from .decisions.pod_view import confirm_before_create, needs_direct_read, owned_
 from .decisions.runtime_view import Answer, may_reuse
 from .decisions.status import apply_conditions
 from .decisions.status_model import Failure, JobStatus
-from .decisions.step import effective_spec
+from .decisions.step import running_spec
 from .deletion import JobDeletion
 from .kube import builders, hot_confine
 from .kube.caches import SpecCache, fresher_body
@@ -170,9 +170,10 @@ class Reconciler:
                                                         self._standby_status(standbys, spec, namespace, name))
         alive = of_pod(self._liveness.get((namespace, name)), current.name if current else None)
         node = await self._silent_node(current, alive)
-        # The store of the spec the job runs: after a rollback the CR still holds the rejected spec,
-        # whose storage URL may differ (its listing would mix another store into this one's history).
-        cache = await self.store.facts(namespace, name, effective_spec(spec, own.tracking), blind=runtime is None,
+        # The store of the spec the job runs: after a rollback the CR still holds the rejected spec, and
+        # while a state change is refused the edited one, whose storage URL may differ (its listing would
+        # mix another store into this one's history, and never show a drain's savepoint).
+        cache = await self.store.facts(namespace, name, running_spec(spec, own.tracking), blind=runtime is None,
                                        expect=_expected_savepoints(own, runtime))
         obs = Observed(spec=spec, generation=job.meta.generation, status=own, pods=pods, now=self.clock(),
                        name=name, runtime=runtime, store_checkpoints=cache.checkpoints,

@@ -17,12 +17,10 @@ refuse_state_change refuses them here too, before any attempt: the job keeps run
 
 from __future__ import annotations
 
-from sparkpoint.runtime.spec import JobSpec, state_change_refusal
-
 from . import checkpoints as cp
 from .model import RESCALE_FAILED_EXIT, PodObs, RescaleFailure
 from .status_model import Failure, RescaleRecord
-from .step import Step, is_spec, with_stable_pod
+from .step import Step, state_change_refused, with_stable_pod
 from .upgrade import roll_back_if_late
 
 __all__ = ["RESCALE_FAILED_EXIT", "refuse_state_change", "report_rescale", "rescale_failed", "rescale_failure_text"]
@@ -36,9 +34,9 @@ def refuse_state_change(run: Step) -> None:
     Judged every round the CR's spec differs from the stable one, so an edit that starts without state
     (restoreFrom.fresh, upgradeMode stateless: no new spec key) is let through; never a crash loop."""
     stable = run.tr.stable_spec_doc
-    if not stable or run.rolled_back or is_spec(run.tr.stable_spec, run.obs.spec):
-        return  # (the usual round: the CR's spec is the one running; no model to parse)
-    message = state_change_refusal(JobSpec.model_validate(stable), run.obs.spec)
+    if not stable or run.rolled_back:
+        return
+    message = state_change_refused(run.obs.spec, run.tr)
     if message is None:
         return
     run.spec, run.rolled_back, run.change_refused = with_stable_pod(run.obs.spec, stable), True, True

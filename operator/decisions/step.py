@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkpoint.runtime.spec import JobSpec, RestoreFrom, parse_duration
+from sparkpoint.runtime.spec import JobSpec, RestoreFrom, parse_duration, state_change_refusal
 
 from . import checkpoints as cp
 from .model import CreateAttempt, Decision, DeletePod, Observed, PodObs
@@ -40,6 +40,25 @@ def effective_spec(spec: JobSpec, tracking: Tracking) -> JobSpec:
     if not stable or not is_spec(tracking.rejected_spec, spec):
         return spec
     return with_stable_pod(spec, stable)
+
+
+def state_change_refused(spec: JobSpec, tracking: Tracking) -> str | None:
+    """Why the CR's spec changes what Spark cannot apply to the state of the last stable spec
+    (runtime/spec/changes.py), else None: rescale.refuse_state_change keeps the stable spec running."""
+    stable = tracking.stable_spec_doc
+    if not stable or is_spec(tracking.stable_spec, spec):
+        return None  # (the usual round: the CR's spec is the one running; no model to parse)
+    return state_change_refusal(JobSpec.model_validate(stable), spec)
+
+
+def running_spec(spec: JobSpec, tracking: Tracking) -> JobSpec:
+    """The spec the job runs, whose store reconcile lists: effective_spec, or the stable spec's
+    sections that need a new pod while a state change is refused (else a drain's savepoint in the
+    stable spec's store is never listed, nor its checkpoints, after a storage URL edit with it)."""
+    effective = effective_spec(spec, tracking)
+    if effective is spec and tracking.stable_spec_doc and state_change_refused(spec, tracking):
+        return with_stable_pod(spec, tracking.stable_spec_doc)
+    return effective
 
 
 def with_stable_pod(spec: JobSpec, stable: dict[str, Any]) -> JobSpec:

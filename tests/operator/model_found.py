@@ -207,3 +207,13 @@ FOUND["restartNonce with a standby: new processes, not the standby started befor
 FOUND["a standby restarted in place before its promotion: those restarts are not the attempt's failures"] = [
     ("job_with_a_standby", {"on": True}), ("world_goes_quiet", {}), *[("runtime_crashes", {"i": 0, "code": 1})] * 4,
     ("pod_deleted_externally", {"i": 1}), ("world_goes_quiet", {})]
+# Both of its long run's standby findings (2026-11-28), shrunk: no standby needed. A state change refused
+# (rescale.refuse_state_change) keeps the stable spec running, but reconcile listed the CR's store.
+FOUND["a storage URL edit refused with a state store edit: the drain's savepoint in the stable store not restored"] = [
+    ("world_goes_quiet", {}), ("edit_storage_url", {"i": 1}), ("operator_round", {}),
+    ("edit_state_store_or_partitions", {"fresh": False, "partitions": 4, "store": "hdfs"}), ("world_goes_quiet", {})]
+FOUND["the same edits while running: status.latestCheckpoint taken from the CR's store, not the stable one's"] = [
+    ("world_progresses", {"n": 8}), ("edit_storage_url", {"i": 1}), ("world_goes_quiet", {}),
+    ("edit_state_store_or_partitions", {"fresh": False, "partitions": 2, "store": "hdfs"}),
+    ("edit_storage_url", {"i": 0}), ("operator_round", {}), ("edit_storage_url", {"i": 1}),
+    ("world_progresses", {"n": 3})]

@@ -27,8 +27,8 @@ from sparkpoint.operator.decisions.liveness import Liveness, answered, of_pod, u
 from sparkpoint.operator.decisions.machine import decide, spec_key
 from sparkpoint.operator.decisions.pod_view import confirm_before_create, needs_direct_read, split_standbys
 from sparkpoint.operator.decisions.status_model import parse_status
-from sparkpoint.operator.decisions.step import effective_spec
 from sparkpoint.operator.decisions.step import point_tag as tag_of
+from sparkpoint.operator.decisions.step import running_spec
 from sparkpoint.runtime.spec import JobSpec, RestoreFrom, parse_spec
 
 T0 = 1_800_000_000.0
@@ -237,7 +237,7 @@ class World:
 
     def observe(self) -> m.Observed:
         spec = self.spec  # reconcile lists the store of the spec the job runs (after a rollback, the stable one's)
-        store = self.stores[effective_spec(spec, parse_status(self.status).tracking).checkpoint.storage.url]
+        store = self.stores[running_spec(spec, parse_status(self.status).tracking).checkpoint.storage.url]
         listed = [c.fact() for c in store.checkpoints[-10:] if c.readable]
         runtime = self.fetch_runtime()
         alive = of_pod(self.liveness, (self.current(self.seen) or Pod("", 0, spec, None, "")).name)

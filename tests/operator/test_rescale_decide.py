@@ -11,7 +11,8 @@ from test_machine import RUNTIME, T0, make_spec, observe, pod, running
 from sparkpoint.operator.decisions.machine import decide, spec_key
 from sparkpoint.operator.decisions.model import CreateAttempt, DeletePod, Emit, RescaleFailure, StopRuntime
 from sparkpoint.operator.decisions.rescale import rescale_failure_text
-from sparkpoint.operator.decisions.step import stable_doc
+from sparkpoint.operator.decisions.status_model import parse_status
+from sparkpoint.operator.decisions.step import running_spec, stable_doc
 
 
 def _spec(partitions: int):
@@ -185,3 +186,16 @@ def test_a_refused_repartition_under_hdfs_says_how_out_without_an_edit_the_crd_r
     message = d.status["lastFailure"]["message"]
     assert "from 2 to 4 partitions" in message and "create the job again" in message
     assert "edit the spec" not in message
+
+
+def test_a_refused_state_change_lists_the_store_of_the_spec_the_job_keeps_running() -> None:
+    """reconcile lists running_spec's store: with a storage URL edit beside a refused state change, the
+    stable spec's (its drain's savepoint and newest checkpoint are there), not the CR's (issue 43's model run)."""
+    def spec(url: str, store: str):  # type: ignore[no-untyped-def]
+        return make_spec(checkpoint={"interval": "10s", "storage": {"url": url}}, spark={"stateStore": store})
+
+    old = spec("s3://bucket-a/jobs", "rocksdb")
+    tracking = parse_status(running(stableSpec=spec_key(old), stableSpecDoc=stable_doc(old))).tracking
+    assert running_spec(spec("s3://bucket-b/jobs", "hdfs"), tracking).checkpoint.storage.url == "s3://bucket-a/jobs"
+    upgrade = spec("s3://bucket-b/jobs", "rocksdb")  # an upgrade the job drains for: the CR's store
+    assert running_spec(upgrade, tracking) is upgrade
