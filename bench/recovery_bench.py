@@ -99,10 +99,11 @@ class Case:
 
         def ready():
             st = self.jobs.status(self.name)
-            pod = next((p for p in self.jobs.pods(self.name) if p.metadata.name == f"{self.name}-{st.get('attempt')}"
-                        and p.metadata.deletion_timestamp is None), None)
-            doc = runtime_status(pod, self.token()) if pod else None
-            ok = doc and doc.get("attempt") is not None and doc.get("latestCheckpoint") \
+            # the attempt's pod: `<job>-<n>`, or a promoted standby's `<job>-<n>-standby`; its runtime says so
+            pod, doc = next(((p, d) for p in self.jobs.pods(self.name) if p.metadata.deletion_timestamp is None
+                             and (d := runtime_status(p, self.token())) and d.get("attempt") == st.get("attempt")),
+                            (None, None))
+            ok = doc and doc.get("latestCheckpoint") \
                 and doc.get("latestCommittedBatch") is not None and st.get("phase") == "Running"
             if ok and self.variant == "standby":
                 sb = st.get("standby") or {}
