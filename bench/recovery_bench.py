@@ -303,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # ensure_cluster said why
     try:
         results = run_cases(args)
+        args.out.write_text(json.dumps({"results": results}, indent=1))  # kept if Flink's part fails
     finally:
         if started:
             import subprocess
@@ -327,6 +328,7 @@ def _flink(args: argparse.Namespace) -> dict[str, Any] | None:
         print("recovery_bench: Flink is not installed (scripts/ensure-flink.sh); its row is left out", file=sys.stderr)
         return None
     env = _store_env()
+    os.environ.update(env)  # peers/recovery.py opens the store from the environment
     from operator_jobs import BUCKET
     ctx = Context(base=Path(tempfile.mkdtemp(prefix="recovery-flink-")), bucket=BUCKET,
                   endpoint=env["SPARKPOINT_S3_ENDPOINT"], env=env)
