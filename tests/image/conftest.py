@@ -26,6 +26,16 @@ def image_present(image: str) -> bool:
     return subprocess.run(["buildah", "inspect", "--type", "image", image], capture_output=True).returncode == 0
 
 
+# buildah's chroot isolation copies its own binary into a sealed memfd before it runs anything;
+# sealing fails now and then with EBUSY on a loaded host (CI saw it once, on the operator image's first run). The command
+# never started then, so running it again is safe; any other failure is the test's to see.
+_TRANSIENT_TRIES = 3
+
+
+def _buildah_setup_flake(result: subprocess.CompletedProcess) -> bool:
+    return result.returncode != 0 and "sealing memfd copy" in result.stderr
+
+
 @dataclass
 class ImageContainer:
     """A buildah working container of one image; `run` executes a command in it as its USER."""
@@ -44,7 +54,11 @@ class ImageContainer:
             cmd += ["--env", f"{key}={value}"]
         for source, target in (volumes or {}).items():
             cmd += ["--volume", f"{source}:{target}"]
-        return subprocess.run([*cmd, self.name, "--", *argv], capture_output=True, text=True, timeout=timeout)
+        for _ in range(_TRANSIENT_TRIES):
+            result = subprocess.run([*cmd, self.name, "--", *argv], capture_output=True, text=True, timeout=timeout)
+            if not _buildah_setup_flake(result):
+                return result
+        return result
 
     def config(self, field: str) -> str:
         return subprocess.run(["buildah", "inspect", "--type", "image", "--format", field, self.image],
