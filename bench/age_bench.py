@@ -184,10 +184,12 @@ def build(root: Path, n: int) -> str:
         entry = {"checkpoint": cid, "attempt": 1, "previous": previous, "afterBatch": i - 1, "upToBatch": i,
                  "incarnation": "uid", "files": [{"batch": i, "rows": 1, "format": "parquet", "keys": [
                      f"{job.root}/outputs/default/staging/attempt-1/{folder}/part-00000.parquet"]}]}
+        hint = {"snapshot": f"chk-{i // 1000 * 1000:06d}"} if i >= 1000 else {}  # as the runtime names it
+        entry.update(hint)
         (out / "_commits" / f"{cid}.json").write_text(json.dumps(entry, sort_keys=True))
         if i >= n - 3:  # the retained checkpoints' manifests
             sink = {"kind": "transactional", "path": "default", "attempt": 1, "previous": previous,
-                    "afterBatch": i - 1, "upToBatch": i, "files": entry["files"], "incarnation": "uid"}
+                    "afterBatch": i - 1, "upToBatch": i, "files": entry["files"], "incarnation": "uid", **hint}
             now = utcnow()
             store = open_store(f"file://{root}")
             store.put_bytes(checkpoint_key(job, cid), Manifest(

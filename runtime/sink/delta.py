@@ -180,7 +180,8 @@ class DeltaSink(TransactionalSink):
     def _chain(self, head_id: str | None, ids: list[str]) -> list[dict[str, Any]]:
         if not head_id:
             return []
-        return follow_chain(self._load(head_id), ids, self._load, SegmentReader(self.store, self.job, self.path))
+        head = self._load(head_id)
+        return follow_chain(head, ids, self._load, SegmentReader(self.store, self.job, self.path, head=head))
 
     def _effective_items(self, head_id: str) -> list[dict[str, Any]]:
         """The batch items of the history that ends at entry `head_id`, oldest first, records applied."""

@@ -40,7 +40,8 @@ def committed_history(store: ObjectStore, job: JobRef,
     ids = _entry_ids(store, job, path)
     load = _loader(store, job, path)
     head = head_entry(ids, load)
-    return head, follow_chain(head, ids, load, SegmentReader(store, job, path))
+    segments = SegmentReader(store, job, path, ids=set() if head is None else None, head=head)
+    return head, follow_chain(head, ids, load, segments)
 
 
 def committed_entries(store: ObjectStore, job: JobRef, path: str) -> list[dict[str, Any]]:

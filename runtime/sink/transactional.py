@@ -47,7 +47,7 @@ from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, outputs_prefix
 
 from .batch_files import write_batch_files, write_checked
-from .history import SEGMENT, SegmentReader, compact_forward, snapshot_ids, snapshot_key
+from .history import SEGMENT, SegmentReader, chain_snapshot_ids, compact_forward, snapshot_key
 from .journal import SinkJournal
 from .keys import batch_dir_key, commit_key, commits_prefix, file_keys, sink_root
 from .lineage import continuation_id, head_checkpoint
@@ -108,6 +108,7 @@ class TransactionalSink:
         self._cond = threading.Condition()
         self._uploaded: dict[str, int] = {}  # staged keys in the store -> batch
         self._unsnapshotted = 0  # entries published since the history was last snapshotted (history.py)
+        self._snapshot_hint: str | None = None  # a snapshot on the head's chain, named in new entries
 
     # --- per batch (Spark's foreachBatch thread): local disk only ------------------------------
     def write_batch(self, df: Any, batch_id: int) -> int:
@@ -163,6 +164,8 @@ class TransactionalSink:
                 "afterBatch": after, "upToBatch": up_to_batch, "files": files}
         if self.incarnation:
             sink["incarnation"] = self.incarnation
+        if self._snapshot_hint is not None:  # on this entry's chain: readers list snapshots from it on
+            sink["snapshot"] = self._snapshot_hint
         return {"sink": sink}
 
     def upload_staged(self, extra: dict[str, Any]) -> None:
@@ -196,6 +199,8 @@ class TransactionalSink:
             doc.update(previous=entry["previous"], attempt=entry.get("attempt"))
         if entry.get("incarnation"):
             doc["incarnation"] = entry["incarnation"]
+        if entry.get("snapshot"):
+            doc["snapshot"] = entry["snapshot"]
         self._check_snapshot(entry["path"], checkpoint_id, doc)
         created = self._put_entry(commit_key(self.job, entry["path"], checkpoint_id), doc)
         up_to = int(entry["upToBatch"])
@@ -218,8 +223,10 @@ class TransactionalSink:
             head = self.head
         self._unsnapshotted = 0
         try:
-            compact_forward(self.store, self.job, self.path, head, self.attempt,
-                            _loader(self.store, self.job, self.path), segment=SEGMENT)
+            _, newest = compact_forward(self.store, self.job, self.path, head, self.attempt,
+                                        _loader(self.store, self.job, self.path), segment=SEGMENT,
+                                        hint=self._snapshot_hint)
+            self._snapshot_hint = newest or self._snapshot_hint
         except Exception as exc:  # noqa: BLE001 - readers walk the entries instead; never fail a publish
             log.warning("history snapshot not written", extra={"path": self.path, "head": head, "error": str(exc)})
 
@@ -282,8 +289,21 @@ class TransactionalSink:
             if self.store.exists(commit_key(self.job, path, previous)):
                 return None
             # GC deletes entries that history snapshots hold: such a predecessor is still there
-            return None if SegmentReader(self.store, self.job, path).holding(previous) else "deleted"
+            hint = {"checkpoint": previous, "snapshot": restored.get("snapshot")}  # on previous' chain too
+            return None if SegmentReader(self.store, self.job, path, head=hint).holding(previous) else "deleted"
         return None if files else "empty"
+
+    def _head_hint(self, checkpoint_id: str | None, restored: dict[str, Any] | None,
+                   current: dict[str, Any] | None) -> str | None:
+        """The snapshot the head entry names (on its chain), read from what the start already holds."""
+        if self.head is None:
+            return None
+        if restored and checkpoint_id == self.head:
+            return restored.get("snapshot")
+        if current is not None and head_checkpoint(current) == self.head:
+            return current.get("snapshot")
+        doc = _loader(self.store, self.job, self.path)(self.head)
+        return doc.get("snapshot") if doc else None
 
     def _history_resumed(self) -> None:
         """The history this attempt continues is chosen (self.head), before readers are pointed at it."""
@@ -334,11 +354,14 @@ class TransactionalSink:
                 up_to = int(current["upToBatch"]) if current else -1
             with self._cond:
                 self._set_head(head, up_to)
+        self._snapshot_hint = self._head_hint(checkpoint_id, restored, current)
         self._history_resumed()
         if head_checkpoint(current) != self.head:
             check_fence(self.store, self.job, self.attempt)
             doc = {"kind": "continuation", "attempt": self.attempt, "previous": self.head,
                    "upToBatch": self.published_through}
+            if self._snapshot_hint is not None:
+                doc["snapshot"] = self._snapshot_hint
             if self.incarnation:
                 doc["incarnation"] = self.incarnation
             self._put_entry(commit_key(self.job, self.path, continuation_id(self.attempt)), doc)
@@ -347,5 +370,6 @@ class TransactionalSink:
                 "up_to_batch": self.published_through})
         # How far the head is past the newest snapshot (by checkpoint number: a trigger, not a count):
         # a store from before snapshots is compacted forward at the first publish, off the start's path.
-        newest = max((_number(i) for i in snapshot_ids(self.store, self.job, self.path)), default=0)
+        ids = chain_snapshot_ids(self.store, self.job, self.path, self.head, self._snapshot_hint)
+        newest = max((_number(i) for i in ids), default=0)
         self._unsnapshotted = max(0, _number(self.head) - newest)

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from sparkpoint.runtime.checkpoint import write_fence
 from sparkpoint.runtime.cli import output as cli_output
-from sparkpoint.runtime.sink import transactional
+from sparkpoint.runtime.sink import history, transactional
 from sparkpoint.runtime.sink.history import SegmentReader, compact_forward, snapshot_ids, snapshot_key
+from sparkpoint.runtime.sink.history_stream import HistoryStream
 from sparkpoint.runtime.sink.journal import SinkJournal
 from sparkpoint.runtime.sink.keys import commit_key
 from sparkpoint.runtime.sink.lineage import follow_chain, head_entry
@@ -51,9 +52,11 @@ class CountingStore(DirectoryStore):
             yield info
 
 
-def aged_store(root: Path, n: int, segment: int | None) -> tuple[CountingStore, JobRef]:
+def aged_store(root: Path, n: int, segment: int | None, page: int | None = None,
+               hints: bool = True) -> tuple[CountingStore, JobRef]:
     """A transactional sink's store aged `n` checkpoints (one linear history, one file per entry, the
-    last 3 checkpoints retained), snapshotted every `segment` entries (None: as before snapshots)."""
+    last 3 checkpoints retained), snapshotted every `segment` entries (None: as before snapshots),
+    each entry naming the newest snapshot before it as the runtime's do (`hints`)."""
     store, job = CountingStore(root), JobRef("default", "aged")
     write_fence(store, job)
     previous = None
@@ -64,14 +67,17 @@ def aged_store(root: Path, n: int, segment: int | None) -> tuple[CountingStore, 
         files = [{"batch": i, "rows": 1, "format": "jsonl", "keys": [key]}]
         entry = {"checkpoint": cid, "attempt": 1, "previous": previous, "afterBatch": i - 1, "upToBatch": i,
                  "files": files}
+        hint = {"snapshot": f"chk-{i // segment * segment:06d}"} if segment and hints and i >= segment else {}
+        entry.update(hint)
         store.put_bytes(commit_key(job, "default", cid), json.dumps(entry).encode())
         if i >= n - 3:
             write_manifest(store, job, cid, 1, {"sink": {"kind": "transactional", "path": "default", "attempt": 1,
                                                          "previous": previous, "afterBatch": i - 1,
-                                                         "upToBatch": i, "files": files}})
+                                                         "upToBatch": i, "files": files, **hint}})
         previous = cid
     if segment:
-        compact_forward(store, job, "default", previous, 1, _loader(store, job, "default"), segment=segment)
+        compact_forward(store, job, "default", previous, 1, _loader(store, job, "default"), segment=segment,
+                        page=page)
     return store, job
 
 
@@ -161,7 +167,8 @@ def test_with_snapshots_every_two_entries_readers_and_gc_see_exactly_the_entries
     every 2 entries: after every step the history read through snapshots is the one the entries
     name (all of them, also those GC deleted because a snapshot holds them), readers see exactly the
     durable rows, and GC keeps what a restore needs."""
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(transactional, "SEGMENT", 2):
+    with (tempfile.TemporaryDirectory() as tmp, mock.patch.object(transactional, "SEGMENT", 2),
+          mock.patch.object(history, "PAGE", 2)):
         root = Path(tmp)
         model = Model(store=open_store(f"file://{root}/store"), job=JobRef("default", "prop"), root=root)
         ever: dict[str, dict] = {}
@@ -172,6 +179,13 @@ def test_with_snapshots_every_two_entries_readers_and_gc_see_exactly_the_entries
             through = follow_chain(head_entry(ids, load), ids, load, SegmentReader(model.store, model.job, "default"))
             assert through == _read_entry_by_entry(model.store, model.job, ever), (action, arg)
             assert [r["v"] for r in read_committed(model.store, model.job)] == list(range(model.durable))
+            # the stream jumps by the newest snapshot's index and totals: the same items and summary
+            stream = HistoryStream(model.store, model.job, "default")
+            items = [item for e in through for item in e.get("files", [])]
+            assert [i["keys"] for i in stream.items()] == [i["keys"] for i in items], (action, arg)
+            assert (stream.summary.batches, stream.summary.rows) == (len(items), sum(i["rows"] for i in items))
+            assert (stream.summary.first, stream.summary.last) == ((items[0]["batch"], items[-1]["batch"])
+                                                                   if items else (None, None))
 
 
 def test_a_readers_walk_costs_one_get_per_segment(tmp_path):
@@ -250,3 +264,32 @@ def test_a_restore_of_a_point_whose_predecessor_gc_took_into_a_snapshot_reads_it
     write_manifest(store, job, "chk-000101", 1, extra)  # kept again (a savepoint of it, say): GC reads its history
     result = output_gc_pass(store, job, grace_seconds=0, clock=later)
     assert not result.skipped_paths and [r["v"] for r in read_committed(store, job)] == list(range(101))
+
+
+def test_a_branched_history_read_through_index_pages_is_its_own(tmp_path):
+    """The runtime's own sink, a snapshot per entry and pages of 2: 8 checkpoints, a restore of the
+    third, 6 more. The restored branch's snapshots index its own chain (the first three, then its
+    own), and the stream reads exactly the entries the chain names, through pages."""
+    with mock.patch.object(transactional, "SEGMENT", 1), mock.patch.object(history, "PAGE", 2):
+        model = Model(store=open_store(f"file://{tmp_path}/store"), job=JobRef("default", "branch"), root=tmp_path)
+        for _ in range(8):
+            model.step("batch", 2)
+            model.step("checkpoint", 0)
+        model.sink = model.attempt(SinkJournal(tmp_path / "pod-branch"))
+        model.sink.resume("chk-000003", model.points["chk-000003"][1])
+        model.pos, model.batch = model.points["chk-000003"][0], 2
+        for _ in range(6):
+            model.step("batch", 3)
+            model.step("checkpoint", 0)
+    store, job = model.store, model.job
+    head = json.loads(store.get_bytes(snapshot_key(job, "default", "chk-000014")))
+    # pages of 2: every second snapshot of the chain (1, 2, 3, 9, ..., 14) names the one before it
+    assert head["index"] == {"pages": ["chk-000002", "chk-000009", "chk-000011", "chk-000013"], "since": []}
+    assert head["totals"] == {"batches": 9, "rows": 3 * 2 + 6 * 3, "first": 0, "last": 8}
+    stream = HistoryStream(store, job, "default")
+    assert stream.pieces == [("snapshot", "chk-000014"), ("page", "chk-000013"), ("page", "chk-000011"),
+                             ("page", "chk-000009"), ("page", "chk-000002")]
+    through = committed_entries(store, job, "default")
+    assert [e["checkpoint"] for e in through] == [f"chk-{i:06d}" for i in (1, 2, 3, *range(9, 15))]
+    assert [i["keys"] for i in stream.items()] == [i["keys"] for e in through for i in e["files"]]
+    assert [r["v"] for r in read_committed(store, job)] == list(range(6 + 18))

@@ -87,3 +87,54 @@ def _history_and_records(draw):  # type: ignore[no-untyped-def]
 def test_records_applied_a_window_at_a_time_are_the_whole_lists(history, window):
     items, records = history
     assert list(apply_in_windows(iter(items), records, window)) == apply_records(items, records)
+
+
+def test_the_first_rows_cost_the_same_requests_at_any_age(tmp_path, capsys, monkeypatch):
+    """Snapshots name the ones before them (an index, in pages) and the history's totals, and entries
+    name a snapshot of their chain: `output read --limit 10` reads the newest snapshot, the first page
+    and the first snapshot, and lists `_snapshots/` from the head's snapshot on, at 16x the age too
+    (before: one GET per snapshot and every snapshot listed; a year of 10 s checkpoints: ~3,150 each)."""
+    n, segment, page = 100, 10, 4
+    _read_first_rows(*aged_store(tmp_path / "warm", 30, segment, page), capsys, monkeypatch)
+    reads = {}
+    for name, age in (("young", n), ("old", 16 * n)):
+        store, job = aged_store(tmp_path / name, age, segment, page)
+        _, gets, lines = _read_first_rows(store, job, capsys, monkeypatch)
+        assert lines[0].endswith(f": {age} committed (batches 0..{age - 1}), {age} rows, head chk-{age:06d}")
+        assert [json.loads(x) for x in lines[1:]] == [{"v": i} for i in range(10)]
+        store.listed = 0
+        monkeypatch.setattr(cli_common, "open_store", lambda url, s=store, **kw: s)
+        assert main(["output", "read", "--store", store.url, "--job", str(job), "--limit", "10"]) == 0
+        capsys.readouterr()
+        reads[name] = (gets, store.listed)
+    assert reads["old"] == reads["young"], reads
+    assert reads["old"][0] == 4 + 10  # the head, its snapshot, a page, the first snapshot; 10 part files
+
+
+def test_a_stream_over_snapshots_from_before_the_index_reads_the_same_and_the_next_one_carries_it(tmp_path):
+    """Snapshots written before `index` existed: a reader walks them as before; the next snapshot
+    computes the index once and readers then jump, reading exactly the same rows."""
+    from sparkpoint.runtime.sink.history import compact_forward, snapshot_key
+    from sparkpoint.runtime.sink.reader import _loader
+
+    store, job = aged_store(tmp_path / "s", 95, 10, 3, hints=False)
+    for i in range(10, 91, 10):  # as an older runtime wrote them
+        key = snapshot_key(job, "default", f"chk-{i:06d}")
+        doc = json.loads(store.get_bytes(key))
+        store.put_bytes(key, json.dumps({k: v for k, v in doc.items() if k not in ("index", "totals")}).encode())
+    whole = committed_files(store, job, "default")
+    legacy = HistoryStream(store, job, "default")
+    assert len(legacy.pieces) == 9 + 5 and [i["keys"] for i in legacy.items()] == [f["keys"] for f in whole]
+    fresh, _ = aged_store(tmp_path / "fresh", 100, 10, 3, hints=False)
+    extended, _ = aged_store(tmp_path / "ext", 100, None, hints=False)
+    for i in range(10, 91, 10):  # the old snapshots again, then one written by this code
+        key = snapshot_key(job, "default", f"chk-{i:06d}")
+        extended.put_bytes(key, store.get_bytes(key))
+    assert compact_forward(extended, job, "default", "chk-000100", 1, _loader(extended, job, "default"),
+                           segment=10, page=3) == (1, "chk-000100")
+    newest = snapshot_key(job, "default", "chk-000100")
+    assert json.loads(extended.get_bytes(newest)) == json.loads(fresh.get_bytes(newest))
+    stream = HistoryStream(extended, job, "default")
+    assert (stream.summary.batches, stream.summary.first, stream.summary.last) == (100, 0, 99)
+    assert len(stream.pieces) == 1 + 0 + 3  # chk-100, then the pages chk-90, chk-60, chk-30
+    assert [i["keys"] for i in stream.items()] == [f["keys"] for f in committed_files(extended, job, "default")]
