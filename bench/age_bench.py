@@ -167,6 +167,9 @@ def build(root: Path, n: int) -> str:
     job = JobRef(*JOB)
     out = root / job.root / "outputs" / "default"
     (out / "_commits").mkdir(parents=True)
+    # Entries name a snapshot of their chain where the measured code writes them (a runtime from
+    # before refuses to re-publish an entry that names one: its own document lacks the field).
+    hints = "chain_snapshot_ids" in (Path(CODE["tree"]) / "runtime" / "sink" / "history.py").read_text()
     sample = root / "sample.parquet"
     pq.write_table(pa.table({"v": pa.array([1], pa.int64())}), sample)
     samples = [sample]
@@ -184,7 +187,7 @@ def build(root: Path, n: int) -> str:
         entry = {"checkpoint": cid, "attempt": 1, "previous": previous, "afterBatch": i - 1, "upToBatch": i,
                  "incarnation": "uid", "files": [{"batch": i, "rows": 1, "format": "parquet", "keys": [
                      f"{job.root}/outputs/default/staging/attempt-1/{folder}/part-00000.parquet"]}]}
-        hint = {"snapshot": f"chk-{i // 1000 * 1000:06d}"} if i >= 1000 else {}  # as the runtime names it
+        hint = {"snapshot": f"chk-{i // 1000 * 1000:06d}"} if hints and i >= 1000 else {}  # as the runtime names it
         entry.update(hint)
         (out / "_commits" / f"{cid}.json").write_text(json.dumps(entry, sort_keys=True))
         if i >= n - 3:  # the retained checkpoints' manifests

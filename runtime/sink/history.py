@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -83,13 +84,21 @@ def snapshot_ids(store: ObjectStore, job: JobRef, path: str) -> set[str]:
 
 def chain_snapshot_ids(store: ObjectStore, job: JobRef, path: str, head: str | None, hint: str | None) -> set[str]:
     """The snapshot ids a walk back from entry `head` can meet until it reaches `hint` (a snapshot on
-    head's chain, what the head entry names): `_snapshots/` listed from `hint` on, so a start or a
-    reader lists what the job wrote lately, not over its life. Ids sort by number only at one width:
-    when head's id is wider than the hint's, snapshots between may sort before it, and all are listed."""
-    if hint is None or head is None or _number(hint) < 0 or len(head) != len(hint):
+    head's chain, what the head entry names): those numbered from `hint` to `head`, so a start or a
+    reader lists what the job wrote lately, not over its life. Ids sort by number only at one width,
+    so the listing is of the digits both share (every id of that width between them has them) from
+    `hint` on; when head's id is wider than the hint's (the crossing of 999,999), all are listed."""
+    if hint is None or head is None or _number(hint) < 0 or _number(head) < 0 or len(head) != len(hint):
         return snapshot_ids(store, job, path)
+    shared = os.path.commonprefix([hint, head])
     prefix = snapshots_prefix(job, path)
-    return {id_from_json_key(o.key) for o in store.list_after(prefix, prefix + hint) if o.key.endswith(".json")}
+    return {id_from_json_key(o.key) for o in store.list_after(prefix + shared, prefix + hint)
+            if o.key.endswith(".json") and _between(id_from_json_key(o.key), hint, head)}
+
+
+def _between(cid: str, low: str, high: str) -> bool:
+    """On a chain from `low` to `high` (ids of one width): the narrower ids a prefix listing meets are not."""
+    return len(cid) == len(high) and _number(low) <= _number(cid) <= _number(high)
 
 
 class SegmentReader:

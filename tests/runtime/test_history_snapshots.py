@@ -293,3 +293,25 @@ def test_a_branched_history_read_through_index_pages_is_its_own(tmp_path):
     assert [e["checkpoint"] for e in through] == [f"chk-{i:06d}" for i in (1, 2, 3, *range(9, 15))]
     assert [i["keys"] for i in stream.items()] == [i["keys"] for e in through for i in e["files"]]
     assert [r["v"] for r in read_committed(store, job)] == list(range(6 + 18))
+
+
+def test_a_walk_lists_the_snapshots_between_its_hint_and_its_head_across_the_width_of_ids(tmp_path):
+    """Past chk-999999 ids are 7 digits wide and sort among the 6-digit ones (chk-1000000 < chk-200000):
+    a listing from the hint on would take every older 6-digit snapshot with larger leading digits (at a
+    year, 600). The listing is of the digits hint and head share, from the hint on: only the chain's
+    recent snapshots, at any width; while head and hint differ in width, all are listed."""
+    from sparkpoint.runtime.sink.history import chain_snapshot_ids
+
+    store, job = CountingStore(tmp_path), JobRef("default", "wide")
+    ids = [f"chk-{n:06d}" for n in range(1000, 1_000_000, 1000)] + [f"chk-{n}" for n in range(1_000_000, 3_152_000, 1000)]
+    for cid in ids:
+        store.put_bytes(snapshot_key(job, "default", cid), b"{}")
+    store.listed = 0
+    assert chain_snapshot_ids(store, job, "default", "chk-3150857", "chk-3150000") == {"chk-3150000"}
+    assert store.listed == 1
+    store.listed = 0
+    assert chain_snapshot_ids(store, job, "default", "chk-3151857", "chk-3149000") == {
+        "chk-3149000", "chk-3150000", "chk-3151000"}
+    assert store.listed <= 3 + 10  # and the ten 6-digit chk-31x000 the prefix chk-31 holds
+    assert chain_snapshot_ids(store, job, "default", "chk-1000500", "chk-999000") == set(ids)  # the crossing
+    assert chain_snapshot_ids(store, job, "default", "chk-000700", None) == set(ids)  # an entry without a hint
