@@ -3,6 +3,7 @@ the last pass is listed and walked; anything it cannot decide raises Diverged be
 
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -177,13 +178,17 @@ def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any,
 
 def _snapshot_listing(ctx: PassContext, path: str, settled: int, ids: list[str]) -> Iterator[ObjectInfo]:
     """`_snapshots/` from the settled snapshot S on (those before it are on M's chain and no walk
-    goes below S). Ids sort by number only at one width: when a checkpoint id is wider than S's,
-    snapshots of that width may sort before S, and the listing is whole."""
+    goes below S) up to the newest id named (a snapshot ends at an entry). Ids sort by number only at
+    one width: the listing is of the digits S and the newest id share (every id of that width
+    between them has them; past chk-999999 a listing from S alone also took every older 6-digit
+    snapshot with larger leading digits), and whole while a checkpoint id is wider than S's."""
     prefix = snapshots_prefix(ctx.job, path)
     first = f"chk-{settled:06d}"
-    if settled <= 0 or max((len(i) for i in ids if number(i) >= 0), default=0) > len(first):
+    top = f"chk-{max(settled, *(number(i) for i in ids)):06d}"
+    if settled <= 0 or len(top) > len(first):
         return ctx.store.list(prefix)
-    return ctx.store.list_after(prefix, prefix + first)  # S itself sorts after its bare id
+    shared = os.path.commonprefix([first, top])
+    return ctx.store.list_after(prefix + shared, prefix + first)  # S itself sorts after its bare id
 
 
 def _list_folders(ctx: PassContext, path: str, cursor: Cursor, named: set[str], manifest_keys: set[str],

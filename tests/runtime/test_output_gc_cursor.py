@@ -199,3 +199,25 @@ def test_the_sidecars_output_metrics_from_a_cursor_equal_a_full_passs(tmp_path):
 def _entries(store: ObjectStore, job: JobRef) -> list[dict]:
     return [json.loads(store.get_bytes(o.key)) for o in store.list(f"{job.root}/outputs/default/_commits/")
             if o.key.endswith(".json")]
+
+
+def test_a_pass_lists_the_snapshots_after_its_settled_one_by_their_shared_digits_past_chk_999999(tmp_path):
+    """Past chk-999999 ids are 7 digits wide and sort among the 6-digit ones: a listing after S alone
+    took every older 6-digit snapshot with larger leading digits, each pass (at a year, ~600 keys)."""
+    from types import SimpleNamespace
+
+    from sparkpoint.runtime.sink.gc_cursor_pass import _snapshot_listing
+    from sparkpoint.runtime.sink.history import snapshot_key
+
+    from .test_history_snapshots import CountingStore
+
+    store, job = CountingStore(tmp_path), JobRef("default", "wide")
+    numbers = [*range(1000, 1_000_000, 1000), *range(1_000_000, 3_152_000, 1000)]
+    for n in numbers:
+        store.put_bytes(snapshot_key(job, "default", f"chk-{n:06d}"), b"{}")
+    ctx = SimpleNamespace(store=store, job=job)
+    listed = {o.key.rsplit("/", 1)[1] for o in _snapshot_listing(ctx, "default", 3_149_000, ["chk-3151857", "continue-a3"])}
+    assert {"chk-3149000.json", "chk-3150000.json", "chk-3151000.json"} <= listed
+    assert len(listed) <= 3 + 10  # and the 6-digit chk-31x000 the digits chk-31 hold; before: 688
+    # while an id is wider than S (the crossing), the listing is whole
+    assert len(list(_snapshot_listing(ctx, "default", 999_000, ["chk-1000500"]))) == len(numbers)
