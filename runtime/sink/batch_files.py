@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,7 +61,28 @@ class StagedOutputIncomplete(Exception):
 
 def part_files(directory: Path) -> list[Path]:
     """The part files Spark wrote into `directory`, in name order (its _SUCCESS and .crc left out)."""
-    return sorted(p for p in directory.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc"))
+    parts = sorted(p for p in directory.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc"))
+    return _stale_listing(parts)
+
+
+# Fault injection for the reliability tests (unset in production): `SPARKPOINT_FAULT_STALE_LISTING=<n>`
+# makes the first n listings of a batch folder that show two or more parts leave the last one out, as
+# a stale NFS listing would. The check in write_checked is the real one; only the listing is stale.
+_stale_lock = threading.Lock()
+_stale_listings = 0
+
+
+def _stale_listing(parts: list[Path]) -> list[Path]:
+    global _stale_listings
+    limit = int(os.environ.get("SPARKPOINT_FAULT_STALE_LISTING") or 0)
+    if limit <= 0 or len(parts) < 2:
+        return parts
+    with _stale_lock:
+        if _stale_listings >= limit:
+            return parts
+        _stale_listings += 1
+    log.warning("fault injection: a stale listing hides a part file", extra={"hidden": parts[-1].name})
+    return parts[:-1]
 
 
 def part_rows(path: Path, fmt: str) -> int:
