@@ -95,20 +95,35 @@ def part_rows(path: Path, fmt: str) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
+def try_folder(directory: Path, attempt: int) -> Path:
+    """The folder try `attempt` writes into: `directory`, then `<directory>-r<n>`."""
+    return directory if attempt == 1 else directory.with_name(f"{directory.name}-r{attempt}")
+
+
+def remove_tries(directory: Path, tries: int = WRITE_TRIES) -> None:
+    """Remove every try's folder that is left (best effort: a later sweep of the work dir gets the rest)."""
+    for attempt in range(1, tries + 1):
+        shutil.rmtree(try_folder(directory, attempt), ignore_errors=True)
+
+
 def write_checked(write_files: Callable[[Any, Path, str], int], df: Any, directory: Path, fmt: str,
-                  tries: int = WRITE_TRIES) -> tuple[int, list[Path]]:
+                  tries: int = WRITE_TRIES) -> tuple[int, Path, list[Path]]:
     """`write_files` into `directory`, then check the parts' rows against Spark's count; on a mismatch
     write the batch again (a foreachBatch DataFrame may be evaluated more than once) and after `tries`
     raise StagedOutputIncomplete, which fails the batch: never stage a batch with rows missing.
-    Returns the rows and the checked part files (the caller adopts these, not a later listing)."""
+    Each try writes a folder of its own (try_folder): Spark never writes into an existing folder, and
+    a short try's folder may outlive its removal (on NFS the delete lists the folder as stale as the
+    check did, and the folder it cannot empty stays). Returns the rows, the folder and the checked
+    part files (the caller adopts these, not a later listing); remove_tries cleans up."""
     for attempt in range(1, tries + 1):
-        rows = write_files(df, directory, fmt)
-        parts = part_files(directory) if directory.exists() else []
+        folder = try_folder(directory, attempt)
+        rows = write_files(df, folder, fmt)
+        parts = part_files(folder) if folder.exists() else []
         found = sum(part_rows(p, fmt) for p in parts)
         if found == rows:
-            return rows, parts
+            return rows, folder, parts
         log.warning("a batch's part files hold other than the rows Spark counted; writing it again",
                     extra={"counted_rows": rows, "rows_in_parts": found, "try": attempt, "tries": tries})
-        shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
     raise StagedOutputIncomplete(f"the part files in {directory} held {found} rows, Spark counted {rows}, "
                                  f"on each of {tries} tries; the batch is not staged")

@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -46,7 +45,7 @@ from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, outputs_prefix
 
-from .batch_files import write_batch_files, write_checked
+from .batch_files import remove_tries, write_batch_files, write_checked
 from .history import SEGMENT, SegmentReader, compact_forward, snapshot_ids, snapshot_key
 from .journal import SinkJournal
 from .keys import batch_dir_key, commit_key, commits_prefix, file_keys, sink_root
@@ -114,17 +113,17 @@ class TransactionalSink:
         """Stage the batch's files locally (not visible to readers yet); returns the row count."""
         run, written = self.journal.new_run(batch_id)
         try:
-            rows, parts = write_checked(self.write_files, df, written, self.fmt)
+            rows, folder, parts = write_checked(self.write_files, df, written, self.fmt)
             if not rows:
                 self.journal.drop(batch_id)  # a re-run that emits nothing must not publish the old run's rows
                 return 0
             # The files exist before the budget is checked (their size is known only now): at most
             # one batch beyond the budget sits on disk while it waits.
             self._wait_for_budget(sum(p.stat().st_size for p in parts))
-            self.journal.stage(batch_id, run, written, self.fmt, rows, [p.name for p in parts])
+            self.journal.stage(batch_id, run, folder, self.fmt, rows, [p.name for p in parts])
             return rows
         finally:
-            shutil.rmtree(written, ignore_errors=True)  # left only if staging did not adopt it
+            remove_tries(written)  # left only if staging did not adopt them
 
     def staged_bytes(self) -> int:
         return self.journal.staged_bytes()

@@ -50,7 +50,7 @@ from sparkpoint.runtime.checkpoint.fence import FencedError, check_fence, read_f
 from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.base import StoreUnreachableError
 
-from .batch_files import write_batch_files, write_checked
+from .batch_files import remove_tries, write_batch_files, write_checked
 from .compaction import CompactionSettings
 from .keys import FORMATS, sink_root
 from .reader import decode_file
@@ -94,7 +94,7 @@ class UpsertSink:
         run = uuid.uuid4().hex[:12]
         local = self.staging_dir / f"batch-{batch_id}-{run}"
         try:
-            rows, parts = write_checked(self.write_files, df, local, self.fmt)
+            rows, _, parts = write_checked(self.write_files, df, local, self.fmt)
             if not rows:
                 return 0
             root = f"{sink_root(self.job, self.path)}/upserts/batch-{batch_id:09d}-a{self.attempt:06d}"
@@ -106,7 +106,7 @@ class UpsertSink:
             self._until_stored(self.store.put_bytes, f"{root}.json", json.dumps(marker).encode())
             return rows
         finally:
-            shutil.rmtree(local, ignore_errors=True)
+            remove_tries(local)
 
     def _until_stored(self, put: Callable[[str, Any], object], key: str, source: Any) -> None:
         delay = 1.0

@@ -90,3 +90,34 @@ def test_upsert_sink_stores_every_row_after_a_missed_part(store, job, tmp_path):
     assert sink.write_batch(FakeBatch(ROWS), 0) == 6
     assert writer.writes == 2
     assert sorted(row["k"] for row in read_upserted(store, job, "agg", ["k"]).values()) == list(range(6))
+
+
+@pytest.mark.parametrize("kind", ["transactional", "upsert"])
+def test_a_retry_writes_a_folder_of_its_own_when_the_short_one_stays(store, job, tmp_path, monkeypatch, kind):
+    """On NFS the short try's folder may not go away: its delete lists the folder as stale as the check
+    did, removes what it sees, and the folder, still holding the hidden part, stays. Spark never
+    writes into an existing folder (fake_write_files refuses one as Spark's errorifexists does), so the
+    retry must write elsewhere; before, it failed the batch on the leftover folder."""
+    import sparkpoint.runtime.sink.batch_files as batch_files
+
+    stays: list[Path] = []
+    real_rmtree = batch_files.shutil.rmtree
+
+    def stale_rmtree(path, ignore_errors=False):
+        if Path(path).name.startswith((".tmp-batch-", "batch-")) and Path(path).exists() and not stays:
+            stays.append(Path(path))  # the first short try's folder: its delete leaves it in place
+            return
+        real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(batch_files.shutil, "rmtree", stale_rmtree)
+    writer = StaleListing(misses=1)
+    if kind == "transactional":
+        sink = _transactional(store, job, tmp_path, writer)
+        assert sink.write_batch(FakeBatch(ROWS), 0) == 6
+        _publish(sink, "chk-000001", 0)
+        assert sorted(r["k"] for r in read_committed(store, job)) == list(range(6))
+    else:
+        up = UpsertSink(store, job, path="agg", key_columns=["k"], staging_dir=tmp_path / "up", write_files=writer)
+        assert up.write_batch(FakeBatch(ROWS), 0) == 6
+        assert sorted(row["k"] for row in read_upserted(store, job, "agg", ["k"]).values()) == list(range(6))
+    assert writer.writes == 2 and stays
