@@ -107,14 +107,15 @@ def remove_tries(directory: Path, tries: int = WRITE_TRIES) -> None:
 
 
 def write_checked(write_files: Callable[[Any, Path, str], int], df: Any, directory: Path, fmt: str,
-                  tries: int = WRITE_TRIES) -> tuple[int, Path, list[Path]]:
+                  tries: int = WRITE_TRIES, on_short: Callable[[], None] | None = None) -> tuple[int, Path, list[Path]]:
     """`write_files` into `directory`, then check the parts' rows against Spark's count; on a mismatch
     write the batch again (a foreachBatch DataFrame may be evaluated more than once) and after `tries`
     raise StagedOutputIncomplete, which fails the batch: never stage a batch with rows missing.
     Each try writes a folder of its own (try_folder): Spark never writes into an existing folder, and
     a short try's folder may outlive its removal (on NFS the delete lists the folder as stale as the
     check did, and the folder it cannot empty stays). Returns the rows, the folder and the checked
-    part files (the caller adopts these, not a later listing); remove_tries cleans up."""
+    part files (the caller adopts these, not a later listing); remove_tries cleans up. `on_short` is
+    called once per short try (the sinks count them for `sparkpoint_sink_short_writes_total`)."""
     for attempt in range(1, tries + 1):
         folder = try_folder(directory, attempt)
         rows = write_files(df, folder, fmt)
@@ -124,6 +125,8 @@ def write_checked(write_files: Callable[[Any, Path, str], int], df: Any, directo
             return rows, folder, parts
         log.warning("a batch's part files hold other than the rows Spark counted; writing it again",
                     extra={"counted_rows": rows, "rows_in_parts": found, "try": attempt, "tries": tries})
+        if on_short is not None:
+            on_short()
         shutil.rmtree(folder, ignore_errors=True)
     raise StagedOutputIncomplete(f"the part files in {directory} held {found} rows, Spark counted {rows}, "
                                  f"on each of {tries} tries; the batch is not staged")

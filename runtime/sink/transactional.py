@@ -104,6 +104,7 @@ class TransactionalSink:
         self.head: str | None = None  # the last entry of the history this attempt continues
         self.stopping = threading.Event()  # set on drain: a batch waiting for budget gives up
         self.on_over_budget: Callable[[], None] | None = None  # asks for a checkpoint (the runner sets it)
+        self.short_writes = 0  # tries whose part files held fewer rows than Spark counted (batch_files.py)
         self._cond = threading.Condition()
         self._uploaded: dict[str, int] = {}  # staged keys in the store -> batch
         self._unsnapshotted = 0  # entries published since the history was last snapshotted (history.py)
@@ -113,7 +114,7 @@ class TransactionalSink:
         """Stage the batch's files locally (not visible to readers yet); returns the row count."""
         run, written = self.journal.new_run(batch_id)
         try:
-            rows, folder, parts = write_checked(self.write_files, df, written, self.fmt)
+            rows, folder, parts = write_checked(self.write_files, df, written, self.fmt, on_short=self._short_write)
             if not rows:
                 self.journal.drop(batch_id)  # a re-run that emits nothing must not publish the old run's rows
                 return 0
@@ -124,6 +125,9 @@ class TransactionalSink:
             return rows
         finally:
             remove_tries(written)  # left only if staging did not adopt them
+
+    def _short_write(self) -> None:
+        self.short_writes += 1
 
     def staged_bytes(self) -> int:
         return self.journal.staged_bytes()

@@ -56,6 +56,7 @@ def test_transactional_sink_rewrites_a_batch_whose_listing_missed_a_part(store, 
     sink = _transactional(store, job, tmp_path, writer, fmt=fmt)
     assert sink.write_batch(FakeBatch(ROWS), 0) == 6
     assert writer.writes == 3  # two short writes, then a whole one
+    assert sink.short_writes == 2  # what sparkpoint_sink_short_writes_total exports
     entry = sink.journal.entry(0)
     assert entry is not None and entry["rows"] == 6
     staged = tmp_path / "journal" / f"batch-0-{entry['run']}"
@@ -88,7 +89,7 @@ def test_upsert_sink_stores_every_row_after_a_missed_part(store, job, tmp_path):
     writer = StaleListing(misses=1)
     sink = UpsertSink(store, job, path="agg", key_columns=["k"], staging_dir=tmp_path / "up", write_files=writer)
     assert sink.write_batch(FakeBatch(ROWS), 0) == 6
-    assert writer.writes == 2
+    assert writer.writes == 2 and sink.short_writes == 1
     assert sorted(row["k"] for row in read_upserted(store, job, "agg", ["k"]).values()) == list(range(6))
 
 
@@ -121,3 +122,13 @@ def test_a_retry_writes_a_folder_of_its_own_when_the_short_one_stays(store, job,
         assert up.write_batch(FakeBatch(ROWS), 0) == 6
         assert sorted(row["k"] for row in read_upserted(store, job, "agg", ["k"]).values()) == list(range(6))
     assert writer.writes == 2 and stays
+
+
+def test_the_short_writes_metric_reads_the_sinks_count():
+    from sparkpoint.runtime.service.metrics import RuntimeMetrics
+
+    metrics, counted = RuntimeMetrics(), {"n": 0}
+    assert b"sparkpoint_sink_short_writes_total 0.0" in metrics.render()  # before the sink is there
+    metrics.sink_short_writes.set_function(lambda: counted["n"])
+    counted["n"] = 2
+    assert b"sparkpoint_sink_short_writes_total 2.0" in metrics.render()
