@@ -132,3 +132,15 @@ def test_the_short_writes_metric_reads_the_sinks_count():
     metrics.sink_short_writes.set_function(lambda: counted["n"])
     counted["n"] = 2
     assert b"sparkpoint_sink_short_writes_total 2.0" in metrics.render()
+
+
+def test_the_console_sink_prints_every_row_after_a_missed_part(tmp_path):
+    import io
+
+    from sparkpoint.runtime.sink.console import ConsoleSink
+
+    out, writer = io.StringIO(), StaleListing(misses=1)
+    sink = ConsoleSink(tmp_path / "console", out=out, write_files=writer)
+    assert sink.write_batch(FakeBatch(ROWS), 0) == 6
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "# batch 0: 6 rows" and len(lines) == 1 + 6 and writer.writes == 2
