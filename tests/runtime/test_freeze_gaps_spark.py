@@ -18,7 +18,7 @@ from sparkpoint.runtime.store import JobRef, open_store
 
 from .test_recovery_spark import log_lines
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.ci_sample, pytest.mark.timeout(1800)]
 
 STALE = 2
 

@@ -43,7 +43,8 @@ def _messages(events: list[dict], prefix: str) -> list[dict]:
     return [e for e in events if str(e.get("msg", "")).startswith(prefix)]
 
 
-@pytest.mark.parametrize("kind", ["transactional", "delta", "upsert"])
+# CI runs the transactional case (two runtime starts, about a minute); the others share its path.
+@pytest.mark.parametrize("kind", [pytest.param("transactional", marks=pytest.mark.ci_sample), "delta", "upsert"])
 def test_a_part_missing_from_the_listing_never_commits_a_short_batch(tmp_path, minio_env, kind):
     job = WindowedJob(name=f"stale-{kind}", rows_per_batch=400, keys=40, total_batches=8, window_seconds=2,
                       watermark_seconds=1, trigger="300ms", checkpoint_interval="2s")
