@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .spark_files import SparkFileError, check_snapshot_zip, check_state_file, parse_log_entry
+from .state_gaps import SNAPSHOT_KINDS as _SNAPSHOT_KINDS
+from .state_gaps import VERSIONED as _VERSIONED
+from .state_gaps import state_gaps
 
-_VERSIONED = re.compile(r"^(\d+)(?:_([A-Za-z0-9-]+))?\.(zip|changelog|delta|snapshot)$")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_SNAPSHOT_KINDS = ("zip", "snapshot")
 _BATCH_FILE = re.compile(r"^\d+$")
 
 
@@ -151,36 +152,19 @@ def _v2_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int,
     return out
 
 
-def _check_chain(rel_dir: str, base: int, deltas: set[int], max_version: int) -> None:
-    """A store directory restarts at `max_version` only from its newest snapshot `base` (0: the empty
-    store) plus every delta after it: a listing that misses one (a stale NFS directory listing, a file
-    purged or lost) would complete a checkpoint that cannot restart."""
-    missing = [v for v in range(base + 1, max_version + 1) if v not in deltas]
-    if missing:
-        shown = ", ".join(str(v) for v in missing[:5]) + (", ..." if len(missing) > 5 else "")
-        raise FreezeError(f"{rel_dir}: state version {max_version} needs the changelogs/deltas after "
-                          f"{'snapshot ' + str(base) if base else 'the empty store'}, and versions "
-                          f"{shown} are not there")
-
-
-def _check_partitions(hot: Path, batch: int, store_dirs: set[str]) -> None:
-    """Every stateful operator has a store for each of the query's state partitions (the number the
-    offsets log of `batch` records; a query whose log does not say is not checked)."""
+def _state_partitions(hot: Path, batch: int) -> tuple[int | None, list[str]]:
+    """The state partitions the offsets log of `batch` names (None: it does not say) and the operator
+    directories under state/."""
     try:
         conf = parse_log_entry(hot / "offsets" / str(batch), "offsets").get("conf") or {}
-        partitions = int(conf["spark.sql.shuffle.partitions"])
+        partitions: int | None = int(conf["spark.sql.shuffle.partitions"])
     except (SparkFileError, KeyError, TypeError, ValueError, AttributeError):
-        return
+        partitions = None
     try:
         operators = [d for d in os.listdir(hot / "state") if d.isdigit()]
     except FileNotFoundError:
-        return
-    for op in operators:
-        missing = [p for p in range(partitions) if not any(
-            d == f"state/{op}/{p}" or d.startswith(f"state/{op}/{p}/") for d in store_dirs)]
-        if missing:
-            raise FreezeError(f"state/{op}: the offsets log of batch {batch} names {partitions} state "
-                              f"partitions and partitions {missing[:5]} have no state files")
+        operators = []
+    return partitions, operators
 
 
 def _state_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int,
@@ -199,8 +183,6 @@ def _state_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int
             versioned.append((int(m.group(1)), m.group(3), name))
     snapshots = [v for v, kind, _ in versioned if kind in _SNAPSHOT_KINDS]
     base = max(snapshots, default=0)
-    if names:
-        _check_chain(rel_dir, base, {v for v, kind, _ in versioned if kind not in _SNAPSHOT_KINDS}, max_version)
     out = []
     for version, kind, name in versioned:
         if (kind in _SNAPSHOT_KINDS and version == base) or (kind not in _SNAPSHOT_KINDS and version > base):
@@ -210,11 +192,27 @@ def _state_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int
     return out
 
 
+# Fault injection for the reliability tests (unset in production): `SPARKPOINT_FAULT_STALE_STATE_LISTING=<n>`
+# makes the first n listings of the state (a freeze's, or local recovery's check) leave the first store
+# directory's changelog/delta of the restart version out, as a stale NFS listing would; state_gaps,
+# which must refuse that set, is the real check.
+_stale_state_listings = 0
+
+
+def _stale_state_listing() -> bool:
+    global _stale_state_listings
+    if _stale_state_listings >= int(os.environ.get("SPARKPOINT_FAULT_STALE_STATE_LISTING") or 0):
+        return False
+    _stale_state_listings += 1  # listings run one at a time (the coordinator's sync phase)
+    return True
+
+
 def _state_files(hot: Path, batch: int) -> list[str]:
     """Every state file a restart after `batch` needs (state version = batch + 1)."""
     out: list[str] = []
     lineage = commit_lineage(hot)
-    store_dirs: set[str] = set()
+    stores: dict[str, list[str]] = {}  # store directory -> its versioned names, for state_gaps
+    stale = {f"{batch + 1}.changelog", f"{batch + 1}.delta"} if _stale_state_listing() else set()
     for root, dirs, files in os.walk(hot / "state"):
         dirs[:] = [d for d in dirs if not _is_temp(d) and d != "SSTs"]
         rel_root = Path(root).relative_to(hot).as_posix()
@@ -223,11 +221,15 @@ def _state_files(hot: Path, batch: int) -> list[str]:
             out.extend(f"{rel_root}/{f}" for f in plain)  # operator and schema metadata
             continue
         versioned = [f for f in plain if _VERSIONED.match(f)]
+        if stale & set(versioned):
+            versioned, stale = [f for f in versioned if f not in stale], set()
         if versioned:
-            store_dirs.add(rel_root)
+            stores[rel_root] = versioned
         out.extend(_state_dir_files(hot, rel_root, versioned, batch + 1, lineage))
         out.extend(f"{rel_root}/{f}" for f in plain if not _VERSIONED.match(f))
-    _check_partitions(hot, batch, store_dirs)
+    partitions, operators = _state_partitions(hot, batch)
+    if reasons := state_gaps(stores, batch + 1, partitions=partitions, operators=operators, batch=batch):
+        raise FreezeError("; ".join(reasons))
     return out
 
 

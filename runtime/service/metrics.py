@@ -5,7 +5,10 @@ One registry per runtime instance, so tests can run several in one process.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
 
 _DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
@@ -71,5 +74,28 @@ class RuntimeMetrics:
             "sparkpoint_delta_compaction_duration_seconds", "Duration of a compaction run that compacted",
             buckets=_DURATION_BUCKETS, registry=r)
 
+        self.sink_short_writes = ReadCounter(
+            "sparkpoint_sink_short_writes",
+            "Batch writes whose part files held fewer rows than Spark counted (a stale listing); each was "
+            "written again, or the batch failed after three", registry=r)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class ReadCounter:
+    """A counter another part keeps (the sink counts its short writes): the registry exports what
+    `set_function`'s callable reads, 0 until one is set."""
+
+    def __init__(self, name: str, documentation: str, registry: CollectorRegistry):
+        self.name, self.documentation = name, documentation
+        self.read: Callable[[], float] = lambda: 0
+        registry.register(self)
+
+    def set_function(self, read: Callable[[], float]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation)
+        family.add_metric([], self.read())
+        yield family

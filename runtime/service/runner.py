@@ -318,6 +318,7 @@ class JobRuntime:
         self.start_phases.mark("query")
         self.metrics.checkpoint_consecutive_failures.set_function(coord.consecutive_failures)
         self.metrics.sink_staged_bytes.set_function(self._staged_bytes)
+        self.metrics.sink_short_writes.set_function(lambda: getattr(self.sink, "short_writes", 0))
         coord.start()
         if self.rescale is not None:  # the repartitioned state is only in the hot dir: make it durable now
             coord.request(kind="checkpoint", trigger="rescale")

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,7 +61,28 @@ class StagedOutputIncomplete(Exception):
 
 def part_files(directory: Path) -> list[Path]:
     """The part files Spark wrote into `directory`, in name order (its _SUCCESS and .crc left out)."""
-    return sorted(p for p in directory.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc"))
+    parts = sorted(p for p in directory.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc"))
+    return _stale_listing(parts)
+
+
+# Fault injection for the reliability tests (unset in production): `SPARKPOINT_FAULT_STALE_LISTING=<n>`
+# makes the first n listings of a batch folder that show two or more parts leave the last one out, as
+# a stale NFS listing would. The check in write_checked is the real one; only the listing is stale.
+_stale_lock = threading.Lock()
+_stale_listings = 0
+
+
+def _stale_listing(parts: list[Path]) -> list[Path]:
+    global _stale_listings
+    limit = int(os.environ.get("SPARKPOINT_FAULT_STALE_LISTING") or 0)
+    if limit <= 0 or len(parts) < 2:
+        return parts
+    with _stale_lock:
+        if _stale_listings >= limit:
+            return parts
+        _stale_listings += 1
+    log.warning("fault injection: a stale listing hides a part file", extra={"hidden": parts[-1].name})
+    return parts[:-1]
 
 
 def part_rows(path: Path, fmt: str) -> int:
@@ -72,20 +95,38 @@ def part_rows(path: Path, fmt: str) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
+def try_folder(directory: Path, attempt: int) -> Path:
+    """The folder try `attempt` writes into: `directory`, then `<directory>-r<n>`."""
+    return directory if attempt == 1 else directory.with_name(f"{directory.name}-r{attempt}")
+
+
+def remove_tries(directory: Path, tries: int = WRITE_TRIES) -> None:
+    """Remove every try's folder that is left (best effort: a later sweep of the work dir gets the rest)."""
+    for attempt in range(1, tries + 1):
+        shutil.rmtree(try_folder(directory, attempt), ignore_errors=True)
+
+
 def write_checked(write_files: Callable[[Any, Path, str], int], df: Any, directory: Path, fmt: str,
-                  tries: int = WRITE_TRIES) -> tuple[int, list[Path]]:
+                  tries: int = WRITE_TRIES, on_short: Callable[[], None] | None = None) -> tuple[int, Path, list[Path]]:
     """`write_files` into `directory`, then check the parts' rows against Spark's count; on a mismatch
     write the batch again (a foreachBatch DataFrame may be evaluated more than once) and after `tries`
     raise StagedOutputIncomplete, which fails the batch: never stage a batch with rows missing.
-    Returns the rows and the checked part files (the caller adopts these, not a later listing)."""
+    Each try writes a folder of its own (try_folder): Spark never writes into an existing folder, and
+    a short try's folder may outlive its removal (on NFS the delete lists the folder as stale as the
+    check did, and the folder it cannot empty stays). Returns the rows, the folder and the checked
+    part files (the caller adopts these, not a later listing); remove_tries cleans up. `on_short` is
+    called once per short try (the sinks count them for `sparkpoint_sink_short_writes_total`)."""
     for attempt in range(1, tries + 1):
-        rows = write_files(df, directory, fmt)
-        parts = part_files(directory) if directory.exists() else []
+        folder = try_folder(directory, attempt)
+        rows = write_files(df, folder, fmt)
+        parts = part_files(folder) if folder.exists() else []
         found = sum(part_rows(p, fmt) for p in parts)
         if found == rows:
-            return rows, parts
+            return rows, folder, parts
         log.warning("a batch's part files hold other than the rows Spark counted; writing it again",
                     extra={"counted_rows": rows, "rows_in_parts": found, "try": attempt, "tries": tries})
-        shutil.rmtree(directory, ignore_errors=True)
+        if on_short is not None:
+            on_short()
+        shutil.rmtree(folder, ignore_errors=True)
     raise StagedOutputIncomplete(f"the part files in {directory} held {found} rows, Spark counted {rows}, "
                                  f"on each of {tries} tries; the batch is not staged")

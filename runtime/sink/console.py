@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from .batch_files import write_batch_files
+from .batch_files import remove_tries, write_batch_files, write_checked
 
 
 class ConsoleSink:
@@ -32,16 +32,16 @@ class ConsoleSink:
         out = self.out or sys.stdout  # looked up per batch: tests and the supervisor may swap stdout
         local = self.staging_dir / f"batch-{batch_id}-{uuid.uuid4().hex[:12]}"
         try:
-            rows = self.write_files(df, local, "jsonl")
+            # checked as the other sinks' batches: a stale listing must not print a batch short
+            rows, _, parts = write_checked(self.write_files, df, local, "jsonl")
             out.write(f"# batch {batch_id}: {rows} rows\n")
-            if rows:
-                for part in sorted(p for p in local.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc")):
-                    with open(part, encoding="utf-8") as f:
-                        out.writelines(f)  # one line at a time: a batch may be larger than memory
+            for part in parts:
+                with open(part, encoding="utf-8") as f:
+                    out.writelines(f)  # one line at a time: a batch may be larger than memory
             out.flush()
             return rows
         finally:
-            shutil.rmtree(local, ignore_errors=True)
+            remove_tries(local)
 
     def manifest_extra(self, up_to_batch: int) -> dict[str, Any]:
         return {}

@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -46,7 +45,7 @@ from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, outputs_prefix
 
-from .batch_files import write_batch_files, write_checked
+from .batch_files import remove_tries, write_batch_files, write_checked
 from .history import SEGMENT, SegmentReader, chain_snapshot_ids, compact_forward, snapshot_key
 from .journal import SinkJournal
 from .keys import batch_dir_key, commit_key, commits_prefix, file_keys, sink_root
@@ -105,6 +104,7 @@ class TransactionalSink:
         self.head: str | None = None  # the last entry of the history this attempt continues
         self.stopping = threading.Event()  # set on drain: a batch waiting for budget gives up
         self.on_over_budget: Callable[[], None] | None = None  # asks for a checkpoint (the runner sets it)
+        self.short_writes = 0  # tries whose part files held fewer rows than Spark counted (batch_files.py)
         self._cond = threading.Condition()
         self._uploaded: dict[str, int] = {}  # staged keys in the store -> batch
         self._unsnapshotted = 0  # entries published since the history was last snapshotted (history.py)
@@ -115,17 +115,20 @@ class TransactionalSink:
         """Stage the batch's files locally (not visible to readers yet); returns the row count."""
         run, written = self.journal.new_run(batch_id)
         try:
-            rows, parts = write_checked(self.write_files, df, written, self.fmt)
+            rows, folder, parts = write_checked(self.write_files, df, written, self.fmt, on_short=self._short_write)
             if not rows:
                 self.journal.drop(batch_id)  # a re-run that emits nothing must not publish the old run's rows
                 return 0
             # The files exist before the budget is checked (their size is known only now): at most
             # one batch beyond the budget sits on disk while it waits.
             self._wait_for_budget(sum(p.stat().st_size for p in parts))
-            self.journal.stage(batch_id, run, written, self.fmt, rows, [p.name for p in parts])
+            self.journal.stage(batch_id, run, folder, self.fmt, rows, [p.name for p in parts])
             return rows
         finally:
-            shutil.rmtree(written, ignore_errors=True)  # left only if staging did not adopt it
+            remove_tries(written)  # left only if staging did not adopt them
+
+    def _short_write(self) -> None:
+        self.short_writes += 1
 
     def staged_bytes(self) -> int:
         return self.journal.staged_bytes()

@@ -50,7 +50,7 @@ from sparkpoint.runtime.checkpoint.fence import FencedError, check_fence, read_f
 from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.base import StoreUnreachableError
 
-from .batch_files import write_batch_files, write_checked
+from .batch_files import remove_tries, write_batch_files, write_checked
 from .compaction import CompactionSettings
 from .keys import FORMATS, sink_root
 from .reader import decode_file
@@ -85,6 +85,7 @@ class UpsertSink:
         self.staging_dir.mkdir(parents=True, exist_ok=True)
         self.stopping = threading.Event()
         self.compaction = compaction  # None: never snapshots
+        self.short_writes = 0  # tries whose part files held fewer rows than Spark counted (batch_files.py)
         self._compacted_at = time.monotonic()
 
     def write_batch(self, df: Any, batch_id: int) -> int:
@@ -94,7 +95,7 @@ class UpsertSink:
         run = uuid.uuid4().hex[:12]
         local = self.staging_dir / f"batch-{batch_id}-{run}"
         try:
-            rows, parts = write_checked(self.write_files, df, local, self.fmt)
+            rows, _, parts = write_checked(self.write_files, df, local, self.fmt, on_short=self._short_write)
             if not rows:
                 return 0
             root = f"{sink_root(self.job, self.path)}/upserts/batch-{batch_id:09d}-a{self.attempt:06d}"
@@ -106,7 +107,10 @@ class UpsertSink:
             self._until_stored(self.store.put_bytes, f"{root}.json", json.dumps(marker).encode())
             return rows
         finally:
-            shutil.rmtree(local, ignore_errors=True)
+            remove_tries(local)
+
+    def _short_write(self) -> None:
+        self.short_writes += 1
 
     def _until_stored(self, put: Callable[[str, Any], object], key: str, source: Any) -> None:
         delay = 1.0

@@ -56,6 +56,7 @@ def test_transactional_sink_rewrites_a_batch_whose_listing_missed_a_part(store, 
     sink = _transactional(store, job, tmp_path, writer, fmt=fmt)
     assert sink.write_batch(FakeBatch(ROWS), 0) == 6
     assert writer.writes == 3  # two short writes, then a whole one
+    assert sink.short_writes == 2  # what sparkpoint_sink_short_writes_total exports
     entry = sink.journal.entry(0)
     assert entry is not None and entry["rows"] == 6
     staged = tmp_path / "journal" / f"batch-0-{entry['run']}"
@@ -88,5 +89,58 @@ def test_upsert_sink_stores_every_row_after_a_missed_part(store, job, tmp_path):
     writer = StaleListing(misses=1)
     sink = UpsertSink(store, job, path="agg", key_columns=["k"], staging_dir=tmp_path / "up", write_files=writer)
     assert sink.write_batch(FakeBatch(ROWS), 0) == 6
-    assert writer.writes == 2
+    assert writer.writes == 2 and sink.short_writes == 1
     assert sorted(row["k"] for row in read_upserted(store, job, "agg", ["k"]).values()) == list(range(6))
+
+
+@pytest.mark.parametrize("kind", ["transactional", "upsert"])
+def test_a_retry_writes_a_folder_of_its_own_when_the_short_one_stays(store, job, tmp_path, monkeypatch, kind):
+    """On NFS the short try's folder may not go away: its delete lists the folder as stale as the check
+    did, removes what it sees, and the folder, still holding the hidden part, stays. Spark never
+    writes into an existing folder (fake_write_files refuses one as Spark's errorifexists does), so the
+    retry must write elsewhere; before, it failed the batch on the leftover folder."""
+    import sparkpoint.runtime.sink.batch_files as batch_files
+
+    stays: list[Path] = []
+    real_rmtree = batch_files.shutil.rmtree
+
+    def stale_rmtree(path, ignore_errors=False):
+        if Path(path).name.startswith((".tmp-batch-", "batch-")) and Path(path).exists() and not stays:
+            stays.append(Path(path))  # the first short try's folder: its delete leaves it in place
+            return
+        real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(batch_files.shutil, "rmtree", stale_rmtree)
+    writer = StaleListing(misses=1)
+    if kind == "transactional":
+        sink = _transactional(store, job, tmp_path, writer)
+        assert sink.write_batch(FakeBatch(ROWS), 0) == 6
+        _publish(sink, "chk-000001", 0)
+        assert sorted(r["k"] for r in read_committed(store, job)) == list(range(6))
+    else:
+        up = UpsertSink(store, job, path="agg", key_columns=["k"], staging_dir=tmp_path / "up", write_files=writer)
+        assert up.write_batch(FakeBatch(ROWS), 0) == 6
+        assert sorted(row["k"] for row in read_upserted(store, job, "agg", ["k"]).values()) == list(range(6))
+    assert writer.writes == 2 and stays
+
+
+def test_the_short_writes_metric_reads_the_sinks_count():
+    from sparkpoint.runtime.service.metrics import RuntimeMetrics
+
+    metrics, counted = RuntimeMetrics(), {"n": 0}
+    assert b"sparkpoint_sink_short_writes_total 0.0" in metrics.render()  # before the sink is there
+    metrics.sink_short_writes.set_function(lambda: counted["n"])
+    counted["n"] = 2
+    assert b"sparkpoint_sink_short_writes_total 2.0" in metrics.render()
+
+
+def test_the_console_sink_prints_every_row_after_a_missed_part(tmp_path):
+    import io
+
+    from sparkpoint.runtime.sink.console import ConsoleSink
+
+    out, writer = io.StringIO(), StaleListing(misses=1)
+    sink = ConsoleSink(tmp_path / "console", out=out, write_files=writer)
+    assert sink.write_batch(FakeBatch(ROWS), 0) == 6
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "# batch 0: 6 rows" and len(lines) == 1 + 6 and writer.writes == 2
