@@ -10,6 +10,14 @@ A job's keys live under <prefix>/<namespace>/<job>/ (layout.py). Roles:
            operator's deletions `gc`)
   history  list and read the job's Spark event logs (history/*) only: the chart's History Server
            mirror (`sparkpoint history sync`); one statement set per job it shows
+  executor an executor uploading its own partitions' state and sink parts (issue 42; not given to
+           any pod yet): list objects/, read objects/ and savepoints' object copies, write objects/
+           and the sinks' staged batch folders (outputs/<path>/staging/attempt-<A>/batch-*); nothing
+           else: no delete, no manifest, pending marker, fence, attempt claim, commit entry, snapshot,
+           compaction record, Delta log, upsert marker or GC cursor. `*` matching '/' would let the
+           staging grant reach the areas of a sink path nested inside a staging folder
+           (`a/staging/attempt-1/batch-2`'s `_commits/`): explicit Deny statements refuse every
+           output area below a `staging/attempt-` segment (`EXECUTOR_DENIED_AREAS`).
 And one for the whole store (`store_history_policy`, the CLI without a job): the History Server mirror
 that finds the jobs itself (`sparkpoint history sync` without --job): names one level down at any
 depth (delimiter listings: namespaces, jobs) and list/read of `<prefix>/*/*/history/*`. IAM's `*`
@@ -31,8 +39,11 @@ from typing import Any
 
 from .layout import JobRef
 
-ROLES = ("runtime", "gc", "job", "history")
+ROLES = ("runtime", "gc", "job", "history", "executor")
 PROBE_DIR = ".sparkpoint-check"
+# A sink path's areas besides staging/ (the sinks' keys.py, lineage, history, compaction, delta and
+# upsert modules; output_gc's area list, which a test keeps this in step with). An executor writes none.
+EXECUTOR_DENIED_AREAS = ("_commits", "_snapshots", "_compactions", "_delta_log", "upserts", "_gc")
 
 
 def _join(*parts: str) -> str:
@@ -50,20 +61,19 @@ def job_policy(bucket: str, prefix: str, job: JobRef, role: str) -> dict[str, An
              "Resource": [f"arn:aws:s3:::{bucket}"], "Condition": {"StringLike": {"s3:prefix": [f"{root}/history/*"]}}},
             {"Sid": "ReadTheJobsEventLogs", "Effect": "Allow", "Action": ["s3:GetObject"],
              "Resource": [f"arn:aws:s3:::{bucket}/{root}/history/*"]}]}
+    if role == "executor":
+        return _executor_policy(bucket, top, root)
     bucket_arn, objects = f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/{root}/*"
     statements: list[dict[str, Any]] = [
         {"Sid": "ListTheJobsKeys", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
          "Condition": {"StringLike": {"s3:prefix": [f"{root}/*"]}}},
-        {"Sid": "ListTheStoreTopLevel", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
-         # With the delimiter only: the names one level down (namespaces), never every job's keys.
-         "Condition": {"StringEquals": {"s3:prefix": [f"{top}/" if top else ""], "s3:delimiter": ["/"]}}},
+        _top_level_listing(bucket, top),
         {"Sid": "ReadTheJobsKeys", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [objects]},
     ]
     if role in ("runtime", "job"):
         statements += [
             {"Sid": "WriteTheJobsKeys", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [objects]},
-            {"Sid": "ConditionalWriteProbe", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
-             "Resource": [f"arn:aws:s3:::{bucket}/{_join(top, PROBE_DIR)}/*"]},
+            _probe(bucket, top),
         ]
     if role == "runtime":
         statements.append({"Sid": "DropOwnPendingMarkers", "Effect": "Allow", "Action": ["s3:DeleteObject"],
@@ -75,6 +85,47 @@ def job_policy(bucket: str, prefix: str, job: JobRef, role: str) -> dict[str, An
         statements.append({"Sid": "WriteOutputGcCursors", "Effect": "Allow", "Action": ["s3:PutObject"],
                            "Resource": [f"arn:aws:s3:::{bucket}/{root}/outputs/_gc-cursors.json"]})
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _top_level_listing(bucket: str, top: str) -> dict[str, Any]:
+    # With the delimiter only: the names one level down (namespaces), never every job's keys.
+    return {"Sid": "ListTheStoreTopLevel", "Effect": "Allow", "Action": ["s3:ListBucket"],
+            "Resource": [f"arn:aws:s3:::{bucket}"],
+            "Condition": {"StringEquals": {"s3:prefix": [f"{top}/" if top else ""], "s3:delimiter": ["/"]}}}
+
+
+def _probe(bucket: str, top: str) -> dict[str, Any]:
+    """The conditional-write probe of a writer's store check (s3.py, CONDITIONAL_PROBE_KEY)."""
+    return {"Sid": "ConditionalWriteProbe", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+            "Resource": [f"arn:aws:s3:::{bucket}/{_join(top, PROBE_DIR)}/*"]}
+
+
+def _executor_policy(bucket: str, top: str, root: str) -> dict[str, Any]:
+    """Uploads of content-addressed objects and staged sink parts, reads of what a restore fetches.
+    The driver claims the checkpoint id (pending marker), checks the fence and commits (manifest, commit
+    entry): none of that is granted. PutObject cannot be limited to creates: an executor could
+    overwrite an object or a staged part (a restore's CRC check catches different bytes in an object)."""
+    arn = f"arn:aws:s3:::{bucket}/{root}"
+    staged = f"{arn}/outputs/*/staging/attempt-*"
+    return {"Version": "2012-10-17", "Statement": [
+        # The upload plan's one listing of objects/ (plan.py), and nothing else of the job.
+        {"Sid": "ListTheJobsObjects", "Effect": "Allow", "Action": ["s3:ListBucket"],
+         "Resource": [f"arn:aws:s3:::{bucket}"], "Condition": {"StringLike": {"s3:prefix": [f"{root}/objects/*"]}}},
+        # A restore from a checkpoint or a savepoint (whose copies live under savepoints/<name>/objects/;
+        # a savepoint's name has no '/', so only its objects match): the driver hands out the file list.
+        {"Sid": "ReadRestoredObjects", "Effect": "Allow", "Action": ["s3:GetObject"],
+         "Resource": [f"{arn}/objects/*", f"{arn}/savepoints/*/objects/*"]},
+        {"Sid": "UploadObjectsAndStagedBatches", "Effect": "Allow", "Action": ["s3:PutObject"],
+         "Resource": [f"{arn}/objects/*", f"{staged}/batch-*"]},
+        # `*` matches '/': a sink path nested in a staging folder (`a/staging/attempt-1/batch-2`, or
+        # `a/staging/attempt-1` for an upsert marker `upserts/batch-…`) would put its commit entries
+        # and markers under the grant above. A staged part's key has no area segment after
+        # `staging/attempt-`, so these deny only such nested paths' areas; an explicit Deny wins.
+        {"Sid": "NoOutputAreaBelowAStagingFolder", "Effect": "Deny", "Action": ["s3:PutObject"],
+         "Resource": [f"{staged}/{area}/*" for area in EXECUTOR_DENIED_AREAS]},
+        _top_level_listing(bucket, top),
+        _probe(bucket, top),
+    ]}
 
 
 def store_history_policy(bucket: str, prefix: str) -> dict[str, Any]:
