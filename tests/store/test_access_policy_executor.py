@@ -58,7 +58,7 @@ def _upsert_marker(job: JobRef, path: str) -> str:
 ALLOWED_PUTS = [
     object_key(JOB, SHA),
     _part(JOB, "default"), _part(JOB, "out/agg", ".json"),
-    _part(JOB, "objects"),  # a sink path named like the objects folder
+    _part(JOB, "objects"), _part(JOB, "staging"),  # sink paths named like the folders of the grants
     _part(JOB, NESTED), _part(JOB, NESTED_UPSERT),  # the nested paths still stage their own parts
 ]
 ALLOWED_READS = [object_key(JOB, SHA), savepoint_object_key(JOB, "sp1", SHA)]
@@ -76,6 +76,7 @@ REFUSED_PUTS = [
     f"{compactions_prefix(JOB, NESTED)}cmp-3-1.json", f"{sink_root(JOB, NESTED)}/_delta_log/" + "0" * 20 + ".json",
     _upsert_marker(JOB, NESTED), _upsert_marker(JOB, NESTED_UPSERT),
     f"{sink_root(JOB, NESTED_UPSERT)}/upserts/_restores/a000001.json", commit_key(JOB, "objects", "chk-000001"),
+    commit_key(JOB, "staging", "chk-000001"), commit_key(JOB, "a/staging", "chk-000001"),
     # another job's keys
     object_key(OTHER, SHA), _part(OTHER, "default"), object_key(SIBLING, SHA), _part(SIBLING, "default"),
 ]
