@@ -77,6 +77,13 @@ def first_new_batch(proc: RuntimeProcess, killed_at: float) -> tuple[float, dict
     return proc.started + line["phases"]["firstBatchCommitted"] - killed_at, line
 
 
+def first_batch_seconds(proc: RuntimeProcess, restored: int | None) -> dict[str, float]:
+    """The first batch after the restored one as Spark times it (its progress event's durationMs, in s)."""
+    after = -1 if restored is None else restored
+    done = [e for e in report.log_events(proc.log_path, "batch completed") if e.get("batchId", -1) > after]
+    return dict(done[0].get("phaseSeconds") or {}) if done else {}
+
+
 def start(job_file: Path, base: Path, env: dict[str, str], tag: str, *extra: str) -> RuntimeProcess:
     return RuntimeProcess(job_file, base / f"{tag}-pod", base / f"{tag}.log", until_batch=None, env=env,
                           extra_args=extra).start()
@@ -113,6 +120,7 @@ def one_round(i: int, job_file: Path, base: Path, env: dict[str, str], store: An
         promote(standby.work_dir)
         standby_s, line = first_new_batch(standby, killed)
         promoted = status(standby.work_dir)
+        first = first_batch_seconds(standby, promoted["restore"].get("batchId"))
         load_b = os.getloadavg()[0]
         # the promoted standby runs and checkpoints; then (a): kill it, start a cold one at once
         wait_until(lambda: load_manifest(store, ref, list_checkpoint_ids(store, ref)[-1]).attempt
@@ -129,6 +137,7 @@ def one_round(i: int, job_file: Path, base: Path, env: dict[str, str], store: An
     restore = promoted["restore"]
     return {"round": i, "standby_s": standby_s, "cold_s": cold_s, "load_b": load_b, "load_a": load_a,
             "standby_phases": line["phases"], "cold_phases": cold_line["phases"], "held_at_kill": before["checkpoint"],
+            "standby_first_batch": first,
             "newest_at_kill": newest, "topup": promoted["standby"]["promotion"], "restore_seconds": restore["seconds"],
             "restored": restore["checkpoint"], "cost": cost}
 
@@ -139,8 +148,12 @@ def _cell(values: list[float]) -> str:
 
 def render(results: list[dict[str, Any]], job: WindowedJob, payload: int, checkpoint_bytes: int) -> str:
     n = len(results)
-    after_kill = {k: [r["standby_phases"][k] - r["standby_phases"]["promoted"] for r in results]
-                  for k in ("fence", "restored", "query", "firstBatchCommitted")}
+    after_kill = {k: [r["standby_phases"][k] - r["standby_phases"]["promoted"] for r in results
+                      if k in r["standby_phases"]]
+                  for k in ("fence", "restored", "built", "query", "firstBatchPlanned", "firstBatchCommitted")}
+    spark = sorted({k for r in results for k in r.get("standby_first_batch") or {}})
+    first = [f"{k} {statistics.median([r['standby_first_batch'][k] for r in results if k in r['standby_first_batch']]):.2f}"
+             for k in spark]
     cold = {k: [r["cold_phases"][k] for r in results if k in r["cold_phases"]]
             for k in ("api", "fence", "restored", "session", "query", "firstBatchCommitted")}
     c = [r["cost"] for r in results]
@@ -160,7 +173,8 @@ def render(results: list[dict[str, Any]], job: WindowedJob, payload: int, checkp
         f"{max(max(r['load_b'], r['load_a']) for r in results):.1f}. The operator's reaction is not included: the "
         "next runtime is started (a) or promoted (b) the moment the old one is SIGKILLed.", "", *rows, "",
         "Where (b)'s seconds go after the promotion request (median s): "
-        + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in after_kill.items())
+        + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in after_kill.items() if v)
+        + (" (its first batch as Spark times it, durationMs in s: " + ", ".join(first) + ")" if first else "")
         + "; (a)'s since its process started: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in cold.items() if v)
         + f". The top-up at the promotion reused {statistics.median([t['reusedFiles'] for t in topup]):.0f} held "
         f"files and downloaded {statistics.median([t['downloadedFiles'] for t in topup]):.0f} (medians; the "

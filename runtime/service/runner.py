@@ -289,6 +289,7 @@ class JobRuntime:
             install_signal_handlers(self)  # again: SparkContext replaces the SIGINT handler
         self._rescale_state(spark)
         df = build_stream(func, spark, spec.job.args, spec.job.entrypoint)
+        self.start_phases.mark("built")
         self.listener = install_progress_listener(spark, self._on_progress)
         r = self.restore
         writer = CheckpointWriter(self.store, self.job, attempt=self.attempt,
