@@ -80,8 +80,11 @@ def first_new_batch(proc: RuntimeProcess, killed_at: float) -> tuple[float, dict
 def first_batch_seconds(proc: RuntimeProcess, restored: int | None) -> dict[str, float]:
     """The first batch after the restored one as Spark times it (its progress event's durationMs, in s)."""
     after = -1 if restored is None else restored
-    done = [e for e in report.log_events(proc.log_path, "batch completed") if e.get("batchId", -1) > after]
-    return dict(done[0].get("phaseSeconds") or {}) if done else {}
+
+    def done() -> list[dict[str, Any]]:  # (its progress event is logged a moment after the commit)
+        return [e for e in report.log_events(proc.log_path, "batch completed") if e.get("batchId", -1) > after]
+    wait_until(lambda: bool(done()), 120, "the first batch's progress event", proc)
+    return dict(done()[0].get("phaseSeconds") or {})
 
 
 def start(job_file: Path, base: Path, env: dict[str, str], tag: str, *extra: str) -> RuntimeProcess:
@@ -90,9 +93,9 @@ def start(job_file: Path, base: Path, env: dict[str, str], tag: str, *extra: str
 
 
 def one_round(i: int, job_file: Path, base: Path, env: dict[str, str], store: Any, ref: JobRef,
-              follow_seconds: float) -> dict[str, Any]:
+              follow_seconds: float, warmup: bool = False) -> dict[str, Any]:
     active = start(job_file, base, env, f"active-{i}")
-    standby = start(job_file, base, env, f"standby-{i}", "--standby")
+    standby = start(job_file, base, env, f"standby-{i}", "--standby", *(["--standby-warmup"] if warmup else []))
     cold = None
     try:
         wait_until(lambda: report.log_events(active.log_path, "start phases"), 600, "the active's first batch", active)
@@ -103,6 +106,9 @@ def one_round(i: int, job_file: Path, base: Path, env: dict[str, str], store: An
             held = status(standby.work_dir, "standby.json")["standby"]["checkpoint"]
             return held is not None and load_manifest(store, ref, held).attempt == attempt
         wait_until(holds_the_actives, 300, "the standby to hold a checkpoint of the active", standby)
+        if warmup:
+            wait_until(lambda: (status(standby.work_dir, "standby.json")["standby"]["warmup"] or {}).get("state")
+                       not in (None, "pending"), 600, "the standby's warm-up", standby)
         before = status(standby.work_dir, "standby.json")["standby"]
         t0 = time.monotonic()
         time.sleep(follow_seconds)  # following a running job: its cost
@@ -137,7 +143,7 @@ def one_round(i: int, job_file: Path, base: Path, env: dict[str, str], store: An
     restore = promoted["restore"]
     return {"round": i, "standby_s": standby_s, "cold_s": cold_s, "load_b": load_b, "load_a": load_a,
             "standby_phases": line["phases"], "cold_phases": cold_line["phases"], "held_at_kill": before["checkpoint"],
-            "standby_first_batch": first,
+            "standby_first_batch": first, "warmup": promoted["standby"].get("warmup"),
             "newest_at_kill": newest, "topup": promoted["standby"]["promotion"], "restore_seconds": restore["seconds"],
             "restored": restore["checkpoint"], "cost": cost}
 
@@ -157,6 +163,9 @@ def render(results: list[dict[str, Any]], job: WindowedJob, payload: int, checkp
     cold = {k: [r["cold_phases"][k] for r in results if k in r["cold_phases"]]
             for k in ("api", "fence", "restored", "session", "query", "firstBatchCommitted")}
     c = [r["cost"] for r in results]
+    warm = [r["warmup"] for r in results if r.get("warmup")]
+    warm_text = (" Each standby warmed up first (`--standby-warmup`): " + ", ".join(
+        f"{w.get('state')} in {w.get('seconds', 0):.1f} s" for w in warm) + "." if warm else "")
     topup = [r["topup"] for r in results]
     rows = [
         "| kill -> first new batch committed (s) | median (min-max) |", "| --- | --- |",
@@ -178,7 +187,8 @@ def render(results: list[dict[str, Any]], job: WindowedJob, payload: int, checkp
         + "; (a)'s since its process started: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in cold.items() if v)
         + f". The top-up at the promotion reused {statistics.median([t['reusedFiles'] for t in topup]):.0f} held "
         f"files and downloaded {statistics.median([t['downloadedFiles'] for t in topup]):.0f} (medians; the "
-        f"standby was {', '.join(str(r['cost']['behind']) for r in results)} checkpoint(s) behind at the kill).", "",
+        f"standby was {', '.join(str(r['cost']['behind']) for r in results)} checkpoint(s) behind at the kill)."
+        + warm_text, "",
         f"The standby's cost while following the running job: RSS {_cell([x['standby_rss_mib'] for x in c])} MiB "
         f"(the active's {_cell([x['active_rss_mib'] for x in c])} MiB; both Python and the driver JVM), store "
         f"requests {_cell([x['lists_per_hour'] for x in c])} LIST and {_cell([x['gets_per_hour'] for x in c])} GET "
@@ -196,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--follow", type=float, default=30.0, help="seconds of following measured per round")
     parser.add_argument("--small", action="store_true", help="a quick pass: 5000 keys, 64 bytes, 2 rounds")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--warmup", action="store_true", help="standbys started with --standby-warmup")
     args = parser.parse_args(argv)
     if args.small:
         args.keys, args.payload, args.rounds, args.follow = min(args.keys, 5000), min(args.payload, 64), 2, 15.0
@@ -211,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         seed(job, job_file, base, env, url)
         store, ref = open_store(url, env=env), JobRef("default", job.name)
         for i in range(args.rounds):
-            r = one_round(i, job_file, base, env, store, ref, args.follow)
+            r = one_round(i, job_file, base, env, store, ref, args.follow, args.warmup)
             results.append(r)
             print(json.dumps(r), flush=True)
         checkpoint_bytes = load_manifest(store, ref, list_checkpoint_ids(store, ref)[-1]).totals.bytes

@@ -22,6 +22,12 @@ def result(standby_s: float, cold_s: float) -> dict:
                      "lists_per_hour": 1800.0, "gets_per_hour": 900.0, "fetched_mib_per_hour": 50.0, "behind": 0}}
 
 
+def test_a_warmed_up_standby_is_said_so() -> None:
+    warm = [result(10.0, 50.0) | {"warmup": {"state": "warm", "seconds": 41.2}}]
+    assert "(`--standby-warmup`): warm in 41.2 s." in bench.render(warm, WindowedJob(keys=10), 64, 2**20)
+    assert "--standby-warmup" not in bench.render([result(10.0, 50.0)], WindowedJob(keys=10), 64, 2**20)
+
+
 def test_the_section_has_both_variants_the_top_up_and_the_cost() -> None:
     text = bench.render([result(10.0, 50.0), result(12.0, 40.0), result(20.0, 45.0)], WindowedJob(keys=10), 64,
                         3 * 2**20)
