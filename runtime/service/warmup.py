@@ -2,8 +2,8 @@
 runs on the standby's session for one batch, from a scratch checkpoint dir of its own into a sink that
 writes nothing, then stops. The promoted query then starts on a JVM that has already loaded Spark's
 classes for this plan, generated its code, made its state store provider and run its foreachBatch
-callback: the first batch after a promotion was ~20-40 s on a JVM new to the query, against a few
-seconds for the batches after it (docs/benchmarks.md, "Recovery with a standby").
+callback: the first batch after a promotion took 14-27 s on a JVM new to the query, against 2-5 s for
+the batches after it; with the warm-up 6-18 s (docs/benchmarks.md, "Recovery with a standby: the warm-up").
 
 Nothing of it reaches what a start owns: no fence (the standby claims none), nothing in the store or the
 hot dir (its checkpoint dir is `standby-warmup/`, deleted after), nothing published (each batch goes to
