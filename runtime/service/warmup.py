@@ -6,8 +6,10 @@ callback: the first batch after a promotion took 14-27 s on a JVM new to the que
 the batches after it; with the warm-up 6-18 s (docs/benchmarks.md, "Recovery with a standby: the warm-up").
 
 Nothing of it reaches what a start owns: no fence (the standby claims none), nothing in the store or the
-hot dir (its checkpoint dir is `standby-warmup/`, deleted after), nothing published (each batch goes to
-Spark's `noop` format). It starts from no state, so it loads none of the job's: that part of the first
+hot dir (its checkpoint dir is `standby-warmup/`), nothing published (each batch goes to Spark's `noop`
+format). That dir is emptied when a warm-up starts, not after one: Spark's state store maintenance still
+visits a stopped query's loaded providers once (then unloads them), and a checkpoint dir gone under it
+fails that maintenance, which unloads every provider, the promoted query's too. It starts from no state, so it loads none of the job's: that part of the first
 batch stays. It reads its sources like a new query of the job would (a rate source's first rows, a
 Kafka topic from the job's own starting offsets), which is why it is opt-in (`--standby-warmup`). A
 promotion or a stop ends it at once (the query is stopped, its batch abandoned); it is bounded by
@@ -113,5 +115,3 @@ class Warmup:
             self._stop_query()
             self.outcome = {"state": "failed", "error": str(exc)[:300], "seconds": round(self.clock() - t0, 3)}
             log.warning("standby warm-up failed; the promoted query starts cold", extra=self.outcome)
-        finally:
-            shutil.rmtree(self.scratch, ignore_errors=True)
