@@ -3,9 +3,13 @@ reached it for decisions/liveness.poll_period(lostAfter), so a runtime that hang
 a period, not at the next checkpoint trigger (docs/design.md §11, "Lost attempts").
 
 It runs inside the job's loop (Reconciler.run), in the wait between two rounds, so rounds and polls
-never overlap: a wake-up, the stop or the next round's time ends a poll in flight (its answer is then
-not needed: the round asks, or its decision goes by time). A poll whose outcome starts or ends the
-runtime's silence ends the wait: the round that follows sees it at once.
+never overlap. A wake-up or the stop ends a poll in flight (its outcome dropped: the woken round asks
+itself). The next round's time ends it only once the runtime is silent already (the round then decides
+on time; an answer would have come at once). Before that the round waits for the poll's outcome (at
+most its timeout, the period or 5 s, and only while the runtime is slow to answer), or rounds coming
+more often than a poll can time out (every 2 s while a trigger is followed) would drop every unanswered
+poll and a hang would go unseen. A poll whose outcome starts or ends the runtime's silence ends the wait: the round
+that follows sees it at once.
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ class LivenessPoll:
                 return wake.is_set()
             if target is None:
                 continue
-            changed = await self._poll(key, target, wake, stop, end - loop.time())
+            was_silent = silent(self.liveness.get(key), target.pod)
+            changed = await self._poll(key, target, wake, stop, end - loop.time() if was_silent else None)
             if changed is None or changed:
                 return True
 
@@ -74,16 +79,17 @@ class LivenessPoll:
             waiting.cancel()
         return not (wake.is_set() or (stop is not None and stop.done()))
 
-    async def _poll(self, key: Key, target: Target, wake: asyncio.Event, stop: Any, left: float) -> bool | None:
+    async def _poll(self, key: Key, target: Target, wake: asyncio.Event, stop: Any,
+                    left: float | None) -> bool | None:
         """One GET /healthz; whether the runtime's silence began or ended with it (None: woken, stopped or
-        out of time before its outcome, which is then dropped)."""
+        past `left` seconds before its outcome, which is then dropped)."""
         before, sent = silent(self.liveness.get(key), target.pod), self.clock()
         self.polls += 1
         request = asyncio.ensure_future(self._ask(target))
         waiting = asyncio.ensure_future(wake.wait())
         try:
-            await asyncio.wait({request, waiting, stop} - {None}, timeout=max(0.0, left),
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({request, waiting, stop} - {None}, return_when=asyncio.FIRST_COMPLETED,
+                               timeout=None if left is None else max(0.0, left))
         finally:
             waiting.cancel()
         if not request.done():

@@ -168,3 +168,24 @@ def test_a_wake_up_ends_a_poll_in_flight_and_drops_its_outcome(server) -> None:
         finally:
             await rec.client.close()
     assert asyncio.run(scenario()) < 2.0
+
+
+def test_rounds_more_frequent_than_a_poll_can_time_out_do_not_drop_its_outcome(server) -> None:
+    """Rounds every 0.5 s (as every 2 s while a trigger is followed) against a poll that times out after
+    its 2 s period: the round waits for the poll, so the hang is still seen (a wake-up alone drops it)."""
+    proc, url = server
+    rec = Reconciler(kube=None, client=RuntimeClient(timeout=5.0), metrics=None, post_event=None)  # type: ignore[arg-type]
+
+    async def scenario() -> float:
+        try:
+            rec.poll.aim(KEY, Target("job-1", url, 2.0))
+            rec._note_liveness(KEY, "job-1", None)
+            os.kill(proc.pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+            while of_pod(rec._liveness.get(KEY), "job-1").silent_since is None:
+                assert time.monotonic() - t0 < 10, "the hang was never seen"
+                await rec.poll.wait(KEY, asyncio.Event(), None, 0.5)
+            return time.monotonic() - t0
+        finally:
+            await rec.client.close()
+    assert asyncio.run(scenario()) <= 2 * 2.0 + 1.0
