@@ -77,15 +77,25 @@ def first_new_batch(proc: RuntimeProcess, killed_at: float) -> tuple[float, dict
     return proc.started + line["phases"]["firstBatchCommitted"] - killed_at, line
 
 
+def first_batch_seconds(proc: RuntimeProcess, restored: int | None) -> dict[str, float]:
+    """The first batch after the restored one as Spark times it (its progress event's durationMs, in s)."""
+    after = -1 if restored is None else restored
+
+    def done() -> list[dict[str, Any]]:  # (its progress event is logged a moment after the commit)
+        return [e for e in report.log_events(proc.log_path, "batch completed") if e.get("batchId", -1) > after]
+    wait_until(lambda: bool(done()), 120, "the first batch's progress event", proc)
+    return dict(done()[0].get("phaseSeconds") or {})
+
+
 def start(job_file: Path, base: Path, env: dict[str, str], tag: str, *extra: str) -> RuntimeProcess:
     return RuntimeProcess(job_file, base / f"{tag}-pod", base / f"{tag}.log", until_batch=None, env=env,
                           extra_args=extra).start()
 
 
 def one_round(i: int, job_file: Path, base: Path, env: dict[str, str], store: Any, ref: JobRef,
-              follow_seconds: float) -> dict[str, Any]:
+              follow_seconds: float, warmup: bool = False) -> dict[str, Any]:
     active = start(job_file, base, env, f"active-{i}")
-    standby = start(job_file, base, env, f"standby-{i}", "--standby")
+    standby = start(job_file, base, env, f"standby-{i}", "--standby", *(["--standby-warmup"] if warmup else []))
     cold = None
     try:
         wait_until(lambda: report.log_events(active.log_path, "start phases"), 600, "the active's first batch", active)
@@ -96,6 +106,9 @@ def one_round(i: int, job_file: Path, base: Path, env: dict[str, str], store: An
             held = status(standby.work_dir, "standby.json")["standby"]["checkpoint"]
             return held is not None and load_manifest(store, ref, held).attempt == attempt
         wait_until(holds_the_actives, 300, "the standby to hold a checkpoint of the active", standby)
+        if warmup:
+            wait_until(lambda: (status(standby.work_dir, "standby.json")["standby"]["warmup"] or {}).get("state")
+                       not in (None, "pending"), 600, "the standby's warm-up", standby)
         before = status(standby.work_dir, "standby.json")["standby"]
         t0 = time.monotonic()
         time.sleep(follow_seconds)  # following a running job: its cost
@@ -113,6 +126,7 @@ def one_round(i: int, job_file: Path, base: Path, env: dict[str, str], store: An
         promote(standby.work_dir)
         standby_s, line = first_new_batch(standby, killed)
         promoted = status(standby.work_dir)
+        first = first_batch_seconds(standby, promoted["restore"].get("batchId"))
         load_b = os.getloadavg()[0]
         # the promoted standby runs and checkpoints; then (a): kill it, start a cold one at once
         wait_until(lambda: load_manifest(store, ref, list_checkpoint_ids(store, ref)[-1]).attempt
@@ -129,6 +143,7 @@ def one_round(i: int, job_file: Path, base: Path, env: dict[str, str], store: An
     restore = promoted["restore"]
     return {"round": i, "standby_s": standby_s, "cold_s": cold_s, "load_b": load_b, "load_a": load_a,
             "standby_phases": line["phases"], "cold_phases": cold_line["phases"], "held_at_kill": before["checkpoint"],
+            "standby_first_batch": first, "warmup": promoted["standby"].get("warmup"),
             "newest_at_kill": newest, "topup": promoted["standby"]["promotion"], "restore_seconds": restore["seconds"],
             "restored": restore["checkpoint"], "cost": cost}
 
@@ -139,11 +154,18 @@ def _cell(values: list[float]) -> str:
 
 def render(results: list[dict[str, Any]], job: WindowedJob, payload: int, checkpoint_bytes: int) -> str:
     n = len(results)
-    after_kill = {k: [r["standby_phases"][k] - r["standby_phases"]["promoted"] for r in results]
-                  for k in ("fence", "restored", "query", "firstBatchCommitted")}
+    after_kill = {k: [r["standby_phases"][k] - r["standby_phases"]["promoted"] for r in results
+                      if k in r["standby_phases"]]
+                  for k in ("fence", "restored", "built", "query", "firstBatchPlanned", "firstBatchCommitted")}
+    spark = sorted({k for r in results for k in r.get("standby_first_batch") or {}})
+    first = [f"{k} {statistics.median([r['standby_first_batch'][k] for r in results if k in r['standby_first_batch']]):.2f}"
+             for k in spark]
     cold = {k: [r["cold_phases"][k] for r in results if k in r["cold_phases"]]
             for k in ("api", "fence", "restored", "session", "query", "firstBatchCommitted")}
     c = [r["cost"] for r in results]
+    warm = [r["warmup"] for r in results if r.get("warmup")]
+    warm_text = (" Each standby warmed up first (`--standby-warmup`): " + ", ".join(
+        f"{w.get('state')} in {w.get('seconds', 0):.1f} s" for w in warm) + "." if warm else "")
     topup = [r["topup"] for r in results]
     rows = [
         "| kill -> first new batch committed (s) | median (min-max) |", "| --- | --- |",
@@ -160,11 +182,13 @@ def render(results: list[dict[str, Any]], job: WindowedJob, payload: int, checkp
         f"{max(max(r['load_b'], r['load_a']) for r in results):.1f}. The operator's reaction is not included: the "
         "next runtime is started (a) or promoted (b) the moment the old one is SIGKILLed.", "", *rows, "",
         "Where (b)'s seconds go after the promotion request (median s): "
-        + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in after_kill.items())
+        + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in after_kill.items() if v)
+        + (" (its first batch as Spark times it, durationMs in s: " + ", ".join(first) + ")" if first else "")
         + "; (a)'s since its process started: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in cold.items() if v)
         + f". The top-up at the promotion reused {statistics.median([t['reusedFiles'] for t in topup]):.0f} held "
         f"files and downloaded {statistics.median([t['downloadedFiles'] for t in topup]):.0f} (medians; the "
-        f"standby was {', '.join(str(r['cost']['behind']) for r in results)} checkpoint(s) behind at the kill).", "",
+        f"standby was {', '.join(str(r['cost']['behind']) for r in results)} checkpoint(s) behind at the kill)."
+        + warm_text, "",
         f"The standby's cost while following the running job: RSS {_cell([x['standby_rss_mib'] for x in c])} MiB "
         f"(the active's {_cell([x['active_rss_mib'] for x in c])} MiB; both Python and the driver JVM), store "
         f"requests {_cell([x['lists_per_hour'] for x in c])} LIST and {_cell([x['gets_per_hour'] for x in c])} GET "
@@ -182,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--follow", type=float, default=30.0, help="seconds of following measured per round")
     parser.add_argument("--small", action="store_true", help="a quick pass: 5000 keys, 64 bytes, 2 rounds")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--warmup", action="store_true", help="standbys started with --standby-warmup")
     args = parser.parse_args(argv)
     if args.small:
         args.keys, args.payload, args.rounds, args.follow = min(args.keys, 5000), min(args.payload, 64), 2, 15.0
@@ -197,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         seed(job, job_file, base, env, url)
         store, ref = open_store(url, env=env), JobRef("default", job.name)
         for i in range(args.rounds):
-            r = one_round(i, job_file, base, env, store, ref, args.follow)
+            r = one_round(i, job_file, base, env, store, ref, args.follow, args.warmup)
             results.append(r)
             print(json.dumps(r), flush=True)
         checkpoint_bytes = load_manifest(store, ref, list_checkpoint_ids(store, ref)[-1]).totals.bytes

@@ -25,11 +25,11 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from sparkpoint.runtime.spec import parse_spec
+from sparkpoint.runtime.spec import parse_duration, parse_spec
 
 from .actions import Actions, EventFn
 from .decisions.checkpoints import iso, only_trigger_bookkeeping
-from .decisions.liveness import Liveness, NodeObs, answered, of_pod, unanswered
+from .decisions.liveness import Liveness, NodeObs, answered, of_pod, poll_period, round_asks, unanswered
 from .decisions.machine import DRAIN_GRACE, decide
 from .decisions.model import (
     CheckpointResult,
@@ -52,6 +52,7 @@ from .kube.caches import SpecCache, fresher_body
 from .kube.client import Kube
 from .kube.resource import JobMeta, StreamingJob, parse_job
 from .kube.status_writer import StatusWriter
+from .liveness_poll import LivenessPoll, Target
 from .metrics import OperatorMetrics
 from .runtime_client import RuntimeApiError, RuntimeClient, base_url
 from .store.facts import StoreFacts
@@ -99,6 +100,7 @@ class Reconciler:
                                job_service_account=job_service_account,
                                driver_service_account=driver_service_account, ui_path_prefix=ui_path_prefix)
         self.actions.note_liveness = self._note_liveness
+        self.poll = LivenessPoll(client, clock, self._liveness, self._note_liveness)
         self.deletion = JobDeletion(kube, self.store, client, metrics, post_event, clock)
         self.deletion.host_path_prefix = host_path_prefix
 
@@ -132,14 +134,12 @@ class Reconciler:
                 self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
                 if delay is None:
                     return
-                waiting = asyncio.ensure_future(wake.wait())
-                await asyncio.wait({waiting, stop} - {None}, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
-                waiting.cancel()
-                woken = wake.is_set()
+                woken = await self.poll.wait(key, wake, stop, delay)  # polling the runtime meanwhile
         finally:
             if stop is not None:
                 stop.cancel()
-            for cache in (self._wake, self._writers, self._answers, self._pod_doubt, self._liveness):
+            for cache in (self._wake, self._writers, self._answers, self._pod_doubt, self._liveness,
+                          self.poll.targets):
                 cache.pop(key, None)
             self._specs.forget(key)
             self.store.forget_job(key)
@@ -166,7 +166,9 @@ class Reconciler:
         pods, direct = await self._pods(namespace, name, job.meta.uid, own, pods)
         pods, standbys = split_standbys(pods, own)
         current = next((p for p in pods if own.attempt and p.attempt == own.attempt), None)
-        runtime, standby_runtime = await asyncio.gather(self._runtime_status(current, namespace, name, own, woken),
+        period = poll_period(parse_duration(spec.restart.lost_after))
+        runtime, standby_runtime = await asyncio.gather(self._runtime_status(current, namespace, name, own, woken,
+                                                                             period),
                                                         self._standby_status(standbys, spec, namespace, name))
         alive = of_pod(self._liveness.get((namespace, name)), current.name if current else None)
         node = await self._silent_node(current, alive)
@@ -240,21 +242,27 @@ class Reconciler:
         self.metrics.job_phase(meta.namespace, meta.name, "Failed")
 
     async def _runtime_status(self, pod: PodObs | None, namespace: str, name: str, status: JobStatus,
-                              woken: bool) -> dict[str, Any] | None:
-        if pod is None or not pod.ip or pod.deleting or pod.phase != "Running":
-            return None
+                              woken: bool, period: float = 5.0) -> dict[str, Any] | None:
+        """The runtime's GET /status (None: not asked, or no answer); also aims the liveness poll at it."""
         key, now = (namespace, name), self.clock()
+        if pod is None or not pod.ip or pod.deleting or pod.phase != "Running":
+            self.poll.aim(key, None)
+            return None
+        url = base_url(pod.ip, builders.CONTROL_PORT, namespace, name)
+        self.poll.aim(key, Target(pod.name, url, period))
         last = self._answers.get(key)
         if may_reuse(last, pod, status, woken, now):
             return last.doc
+        if not round_asks(self._liveness.get(key), pod.name, period, now):
+            return None  # timing out, and the poll asked within its period
         try:
-            doc = await self.client.status(base_url(pod.ip, builders.CONTROL_PORT, namespace, name))
+            doc = await self.client.status(url)
         except RuntimeApiError as exc:
             self._answers.pop(key, None)
-            self._note_liveness(key, pod.name, exc)
+            self._note_liveness(key, pod.name, exc, now)
             return None
         self._answers[key] = Answer(pod.name, pod.restart_count, now, doc)
-        self._note_liveness(key, pod.name, None)
+        self._note_liveness(key, pod.name, None, now)
         return doc
 
     async def _standby_status(self, standbys: list[PodObs], spec: Any, namespace: str,
@@ -273,12 +281,15 @@ class Reconciler:
         answers = await asyncio.gather(*(ask(p) for p in live))
         return {pod: doc for pod, doc in answers if doc is not None}
 
-    def _note_liveness(self, key: tuple[str, str], pod: str, error: RuntimeApiError | None) -> None:
-        """Any HTTP answer is the runtime seen alive; no answer starts (or continues) its silence."""
+    def _note_liveness(self, key: tuple[str, str], pod: str, error: RuntimeApiError | None,
+                       sent: float | None = None) -> None:
+        """Any HTTP answer is the runtime seen alive; no answer starts (or continues) its silence, from
+        `sent`, when the request went out (default: now)."""
+        at = self.clock() if sent is None else sent
         if error is None or error.status is not None:
-            self._liveness[key] = answered(pod)
+            self._liveness[key] = answered(pod, at)
         else:
-            self._liveness[key] = unanswered(self._liveness.get(key), pod, self.clock(), error.unreachable)
+            self._liveness[key] = unanswered(self._liveness.get(key), pod, at, error.unreachable)
 
     async def _silent_node(self, pod: PodObs | None, alive: Liveness | None) -> NodeObs | None:
         """The silent runtime's Node (lost_attempt.py); None while it answers, or when the Node cannot be

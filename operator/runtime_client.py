@@ -81,15 +81,18 @@ class RuntimeClient:
         token = await self.tokens.get(namespace, job)
         return {"Authorization": f"Bearer {token}"} if token else {}
 
-    async def _send(self, method: str, base: str, url: str, body: dict[str, Any] | None) -> tuple[int, str]:
-        async with self._get_session().request(method, url, json=body, headers=await self._headers(base)) as resp:
+    async def _send(self, method: str, base: str, url: str, body: dict[str, Any] | None,
+                    timeout: float | None = None) -> tuple[int, str]:
+        session = self._get_session()  # (timeout=None would be no timeout at all to aiohttp)
+        own = aiohttp.ClientTimeout(total=timeout) if timeout is not None else session.timeout
+        async with session.request(method, url, json=body, headers=await self._headers(base), timeout=own) as resp:
             return resp.status, await resp.text()
 
     async def _call(self, method: str, base: str, path: str, body: dict[str, Any] | None = None,
-                    request_doc_ok: bool = False) -> dict[str, Any]:
+                    request_doc_ok: bool = False, timeout: float | None = None) -> dict[str, Any]:
         url = f"{base}{path}"
         try:
-            status, text = await self._send(method, base, url, body)
+            status, text = await self._send(method, base, url, body, timeout)
             if status in (401, 403) and self.tokens is not None and getattr(base, "job", None):
                 # A cached token from a Secret since recreated: read it again, once.
                 self.tokens.forget(base.namespace, base.job)  # type: ignore[attr-defined]
@@ -112,6 +115,12 @@ class RuntimeClient:
 
     async def status(self, base: str) -> dict[str, Any]:
         return await self._call("GET", base, "/status")
+
+    async def healthz(self, base: str, timeout: float | None = None) -> dict[str, Any]:
+        """GET /healthz, the liveness poll (decisions/liveness.py): the cheapest request the runtime answers
+        (no token, no thread hop); a 503 (the query failed) raises with its .status, still an answer."""
+        # str(base): a plain URL, so no token is looked up for it
+        return await self._call("GET", str(base), "/healthz", timeout=min(timeout or self.timeout, self.timeout))
 
     async def trigger_checkpoint(self, base: str) -> dict[str, Any]:
         """Returns the request as the runtime knows it; `id` is the checkpoint id once assigned,

@@ -19,6 +19,7 @@ from sparkpoint.runtime.spec import (
     SPARK_UI_PORT_ENV,
     SPARK_UI_PROXY_BASE_ENV,
     STANDBY_ENV,
+    STANDBY_WARMUP_ENV,
     JobSpec,
     RestoreFrom,
     driver_memory,
@@ -369,6 +370,8 @@ def build_standby_pod(job: JobRef, spec: JobSpec, attempt: int, spec_key: str, p
     pod["metadata"]["annotations"].update({STANDBY_SPEC_ANNOTATION: spec_key, STANDBY_POINT_ANNOTATION: point or ""})
     runtime = next(c for c in pod["spec"]["containers"] if c["name"] == "runtime")
     runtime["env"].append({"name": STANDBY_ENV, "value": "true"})
+    if spec.standby is not None and spec.standby.warmup:
+        runtime["env"].append({"name": STANDBY_WARMUP_ENV, "value": "true"})
     affinity = pod["spec"].setdefault("affinity", {})
     preferred = affinity.setdefault("podAntiAffinity", {}).setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
     preferred.append({"weight": 100, "podAffinityTerm": {

@@ -8,7 +8,13 @@ import os
 import sys
 from pathlib import Path
 
-from sparkpoint.runtime.spec import STANDBY_ENV, STANDBY_INTERVAL_ENV, SpecError, load_job_file
+from sparkpoint.runtime.spec import (
+    STANDBY_ENV,
+    STANDBY_INTERVAL_ENV,
+    STANDBY_WARMUP_ENV,
+    SpecError,
+    load_job_file,
+)
 
 from ..service.control_token import TokenError, check_bind, resolve_token
 from .common import duration
@@ -52,6 +58,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--standby-interval", type=duration, default=os.environ.get(STANDBY_INTERVAL_ENV, "2s"),
                    help=f"a standby's time between two looks at the store (default ${STANDBY_INTERVAL_ENV}, "
                         "else 2s)")
+    p.add_argument("--standby-warmup", action="store_true",
+                   default=os.environ.get(STANDBY_WARMUP_ENV, "").lower() in ("1", "true"),
+                   help="a standby runs the job's query once before any promotion, from a scratch checkpoint "
+                        "into a sink that writes nothing, so the promoted query starts on a warm JVM; it reads "
+                        f"the job's sources as a new query would (default ${STANDBY_WARMUP_ENV})")
     p.add_argument("--name", default=None, help="override the job name (default metadata.name or file stem)")
     p.add_argument("--namespace", default=None, help="override the namespace")
     p.set_defaults(handler=cmd_run)
@@ -109,6 +120,7 @@ def child_command(args: argparse.Namespace, work_dir: Path) -> list[str]:
         cmd.append("--serial-start")
     if args.standby:  # a restart after the promotion starts as the attempt (standby.py)
         cmd += ["--standby", "--standby-interval", str(args.standby_interval)]
+        cmd += ["--standby-warmup"] if args.standby_warmup else []
     if args.name:
         cmd += ["--name", args.name]
     if args.namespace:
@@ -168,7 +180,8 @@ def run_once(ident, spec, args: argparse.Namespace, work_dir: Path) -> int:  # t
                                                  until_batch=args.until_batch, grace_seconds=args.grace,
                                                  external_triggers=args.external_triggers,
                                                  full_upload=args.full_upload, serial_start=args.serial_start,
-                                                 standby=args.standby, standby_interval=args.standby_interval))
+                                                 standby=args.standby, standby_interval=args.standby_interval,
+                                                 standby_warmup=args.standby_warmup))
     log = logging.getLogger("sparkpoint.runtime")
     try:
         return runtime.run()

@@ -29,7 +29,7 @@ from sparkpoint.runtime.checkpoint.freeze import latest_committed_batch
 from sparkpoint.runtime.spec import JobIdentity, JobSpec, parse_duration
 from sparkpoint.runtime.store import STS_DURATION_ENV, JobRef, ObjectStore, StoreError, open_store
 
-from . import attempt_dirs, faults, hotdir, job_dirs, ui_front
+from . import attempt_dirs, faults, hotdir, job_dirs, ui_front, warmup
 from .checkpointing import CheckpointPipeline
 from .drain import drain
 from .early_start import EarlyStart
@@ -64,6 +64,7 @@ class RunOptions:
     serial_start: bool = False  # benchmarks' baseline: the JVM starts after the restore, not beside it
     standby: bool = False  # follow the checkpoints without an attempt until POST /promote (standby.py)
     standby_interval: float = 2.0
+    standby_warmup: bool = False  # a standby runs the query once before its promotion (warmup.py)
 
 
 def default_store_url(work_dir: Path) -> str:
@@ -160,7 +161,8 @@ class JobRuntime:
             if not wait_for_store(store, self.stop_event, writes=self.standby is None):
                 log.info("stopped while waiting for the checkpoint store")
                 return EXIT_OK
-            if self.standby is not None and not self.standby.wait_for_promotion(self, server):
+            if self.standby is not None and not self.standby.wait_for_promotion(self, server,
+                                                                                 warmup.for_runtime(self, func)):
                 return EXIT_OK  # stopped before a promotion: nothing claimed, nothing written
             self.phase = "starting"
             # fence first: older attempts can no longer commit (and an older pod does not start)
@@ -289,6 +291,7 @@ class JobRuntime:
             install_signal_handlers(self)  # again: SparkContext replaces the SIGINT handler
         self._rescale_state(spark)
         df = build_stream(func, spark, spec.job.args, spec.job.entrypoint)
+        self.start_phases.mark("built")
         self.listener = install_progress_listener(spark, self._on_progress)
         r = self.restore
         writer = CheckpointWriter(self.store, self.job, attempt=self.attempt,

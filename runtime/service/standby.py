@@ -24,7 +24,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +142,7 @@ class Standby:
         self.last_error: str | None = None
         self.last_round: float | None = None
         self.promotion: dict[str, Any] = {}
+        self.warmup: dict[str, Any] | None = None  # how its warm-up ended (warmup.py), once it has
 
     @staticmethod
     def already_promoted(work_dir: Path) -> bool:
@@ -149,8 +150,9 @@ class Standby:
         return hotdir.owner_of(work_dir) is not None
 
     # --- following (the main thread, until promoted or stopped) ---------------------------------
-    def wait_for_promotion(self, runtime: Any, server: Any) -> bool:
-        """Start the session, follow the checkpoints; True once promoted, False when stopped."""
+    def wait_for_promotion(self, runtime: Any, server: Any, warm_up: Callable[[], Any] | None = None) -> bool:
+        """Start the session (and its warm-up, warmup.py), follow the checkpoints; True once promoted,
+        False when stopped. The warm-up ends before either: its query never runs beside the job's."""
         self.store = store = runtime.store
         runtime.phase = "standby"
         (self.work_dir / ENDPOINT_FILE).write_text(json.dumps({"host": server.host, "port": server.port,
@@ -162,8 +164,11 @@ class Standby:
         shutil.rmtree(self.work_dir / "event-log", ignore_errors=True)  # an earlier standby's: no query ran
         if not self.stop.is_set():
             runtime.early.start_session(runtime._build_session)
+        warm = warm_up() if warm_up is not None and not self.stop.is_set() else None
         log.info("standby: following the checkpoints", extra={"job": str(self.job), "interval": self.interval})
         while not self.stop.is_set():
+            if warm is not None and (self.promote.is_set() or warm.outcome.get("state") != "pending"):
+                self.warmup, warm = warm.end(), None
             if self.promote.is_set():
                 self.promoted = True
                 runtime.start_phases.mark("promoted")
@@ -175,6 +180,8 @@ class Standby:
             while self.clock() < deadline and not self.stop.is_set() and not self.promote.is_set():
                 self.promote.wait(0.1)
         # Stopped unpromoted: its session's event log stays on local disk (the runner would upload it).
+        if warm is not None:
+            self.warmup = warm.end()
         runtime.early.join()
         if runtime.spark is not None:
             runtime.spark.stop()
@@ -252,4 +259,4 @@ class Standby:
                 "heldObjects": objects, "heldBytes": size,
                 "fetchedObjects": self.fetched_objects, "fetchedBytes": self.fetched_bytes,
                 "storeRequests": dict(self.requests), "rounds": self.rounds, "lastError": self.last_error,
-                "promotion": self.promotion or None}
+                "promotion": self.promotion or None, "warmup": self.warmup}

@@ -11,7 +11,8 @@ structured log line `start phases` once the first new batch has committed (docs/
   jvm         the driver's JVM (the Py4J gateway) is up; it boots from the start, beside everything above
   restored    the state is in the hot dir (local, remote or fresh)
   session     the SparkSession is up (on that JVM)
-  query       the streaming query started
+  built       the job's DataFrame built: its entrypoint's function called on the session, the plan analysed
+  query       the streaming query started (the progress listener and foreachBatch's callbacks set up too)
   firstBatchPlanned    Spark logged the offsets of the first batch after the restored one
   firstBatchCommitted  ... and committed it: the first new output can be published
 
@@ -30,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ORDER = ("imports", "entrypoint", "api", "promoted", "fence", "jvm", "restored", "session", "query", "firstBatchPlanned",
-         "firstBatchCommitted")
+ORDER = ("imports", "entrypoint", "api", "promoted", "fence", "jvm", "restored", "session", "built", "query",
+         "firstBatchPlanned", "firstBatchCommitted")
 
 
 def process_started() -> float:

@@ -307,6 +307,10 @@ class StandbySection(SpecModel):
     # A standby whose last look at the store ended longer ago than this (a hung or starved process,
     # a download that never ends) is stale: the operator starts a cold pod instead of promoting it.
     max_lag: duration_between("5s", "1h") = "60s"
+    # The standby runs the job's query once before any promotion (a scratch checkpoint, a sink that
+    # writes nothing) so the promoted query starts on a warm JVM; it reads the job's sources as a new
+    # query would, hence off by default (runtime/service/warmup.py). Takes effect with the next standby.
+    warmup: bool = False
 
 
 class RestoreFrom(SpecModel):

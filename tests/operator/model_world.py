@@ -23,13 +23,21 @@ from model_standby import Standby, create_standby, promote, standby_answers
 from sparkpoint.operator.decisions import model as m
 from sparkpoint.operator.decisions.checkpoints import iso
 from sparkpoint.operator.decisions.finalize import drain_pods
-from sparkpoint.operator.decisions.liveness import Liveness, answered, of_pod, unanswered
+from sparkpoint.operator.decisions.liveness import (
+    Liveness,
+    answered,
+    of_pod,
+    poll_in,
+    poll_period,
+    round_asks,
+    unanswered,
+)
 from sparkpoint.operator.decisions.machine import decide, spec_key
 from sparkpoint.operator.decisions.pod_view import confirm_before_create, needs_direct_read, split_standbys
 from sparkpoint.operator.decisions.status_model import parse_status
 from sparkpoint.operator.decisions.step import point_tag as tag_of
 from sparkpoint.operator.decisions.step import running_spec
-from sparkpoint.runtime.spec import JobSpec, RestoreFrom, parse_spec
+from sparkpoint.runtime.spec import JobSpec, RestoreFrom, parse_duration, parse_spec
 
 T0 = 1_800_000_000.0
 NAME = "job"
@@ -201,6 +209,8 @@ class World:
         pod = self.current(self.seen)
         if pod is None or pod.deleting or pod.phase != "Running":
             return None  # not asked: reconcile keeps its last answer
+        if not round_asks(self.liveness, pod.name, self.poll_period(), self.now):
+            return None  # timing out: the liveness poll asks (reconcile._runtime_status)
         doc = self.runtime_doc(pod)
         self.answered = doc is not None
         self.note_request(pod, doc is not None)
@@ -211,13 +221,34 @@ class World:
         timed_out = pod.frozen or pod.slow > 0
         pod.slow = max(0, pod.slow - 1)
         if answer:
-            self.liveness, pod.unanswered_since = answered(pod.name), None
+            self.liveness, pod.unanswered_since = answered(pod.name, self.now), None
             return
         self.liveness = unanswered(self.liveness, pod.name, self.now, unreachable=timed_out)
         if not timed_out:
             pod.unanswered_since = None  # refused: the pod's network answered
         elif pod.unanswered_since is None:
             pod.unanswered_since = self.now
+
+    def poll_period(self) -> float:
+        return poll_period(parse_duration(self.spec.restart.lost_after))
+
+    def poll_liveness(self) -> None:
+        """reconcile's liveness poll between rounds (operator/liveness_poll.py): GET /healthz of the
+        current runtime when no request reached it for a period; answered while its process runs."""
+        pod = self.current(self.seen)
+        if pod is None or pod.deleting or pod.phase != "Running" \
+                or poll_in(self.liveness, pod.name, self.poll_period(), self.now) > 0:
+            return
+        self.note_request(pod, pod.up and not pod.frozen and not pod.slow)
+
+    def wait(self, seconds: float) -> None:
+        """Time passes until the next round, with the liveness poll in it (reconcile.run's wait)."""
+        end = self.now + seconds
+        while self.now < end:
+            pod = self.current(self.seen)
+            due = poll_in(self.liveness, pod.name, self.poll_period(), self.now) if pod else self.poll_period()
+            self.now = min(end, self.now + max(due, 0.5))
+            self.poll_liveness()
 
     def runtime_doc(self, pod: Pod | None) -> dict[str, Any] | None:
         if pod is None or pod.deleting or pod.phase != "Running" or not pod.up or pod.frozen or pod.slow:

@@ -37,6 +37,10 @@ def test_the_standby_is_the_next_attempts_pod_under_its_own_name():
                                               "sparkpoint.dev/standby-point": "checkpoint:chk-000007"}
     assert env(pod)["SPARKPOINT_STANDBY"] == "true" and env(pod)["SPARKPOINT_ATTEMPT"] == "3"
     assert "SPARKPOINT_STANDBY" not in env(attempt)
+    assert "SPARKPOINT_STANDBY_WARMUP" not in env(pod)  # spec.standby.warmup is off by default
+    warm = SPEC.model_copy(update={"standby": SPEC.standby.model_copy(update={"warmup": True})})
+    assert env(builders.build_standby_pod(JOB, warm, 3, "abcd", None))["SPARKPOINT_STANDBY_WARMUP"] == "true"
+    assert "SPARKPOINT_STANDBY_WARMUP" not in env(builders.build_pod(JOB, warm, 3))  # the attempt's own pod
     assert pod["spec"]["volumes"] == attempt["spec"]["volumes"]  # the job's ConfigMap and control token
     # readiness (/readyz is 503 until the promotion) keeps it out of the job Service's endpoints
     assert runtime(pod)["readinessProbe"] == runtime(attempt)["readinessProbe"]

@@ -398,7 +398,7 @@ class MachineModel(StandbyRules, RuleBasedStateMachine):
                 w.finish_drain(pod)
         w.complete_requests()
         d = w.operator_round()
-        w.now += min(60.0, d.requeue_after if d else 2.0)
+        w.wait(min(60.0, d.requeue_after if d else 2.0))
 
     @precondition(lambda self: self.world.step > 0)
     @rule()
@@ -590,6 +590,6 @@ def test_a_slow_runtime_that_answers_within_the_bound_is_not_killed() -> None:
         pod.slow = 2  # two requests in a row time out, then one is answered: never silent for the bound
         for _ in range(3):
             w.operator_round()
-            w.now += 4.0
+            w.wait(4.0)
         model.world_invariants()
     assert w.current() is pod and w.status["phase"] == "Running" and w.status.get("lastFailure") is None

@@ -162,8 +162,9 @@ def test_the_cli_reads_the_operators_env_and_a_supervised_child_stays_a_standby(
 
     monkeypatch.delenv("SPARKPOINT_STANDBY", raising=False)
     monkeypatch.delenv("SPARKPOINT_STANDBY_INTERVAL", raising=False)
+    monkeypatch.delenv("SPARKPOINT_STANDBY_WARMUP", raising=False)
     args = build_parser().parse_args(["run", "job.yaml"])
-    assert (args.standby, args.standby_interval) == (False, 2.0)
+    assert (args.standby, args.standby_interval, args.standby_warmup) == (False, 2.0, False)
     monkeypatch.setenv("SPARKPOINT_STANDBY", "true")
     monkeypatch.setenv("SPARKPOINT_STANDBY_INTERVAL", "500ms")
     args = build_parser().parse_args(["run", "job.yaml"])
@@ -171,6 +172,11 @@ def test_the_cli_reads_the_operators_env_and_a_supervised_child_stays_a_standby(
     args.host, args.token_file = "127.0.0.1", None
     cmd = child_command(args, tmp_path)
     assert cmd[cmd.index("--standby-interval") + 1] == "0.5" and "--standby" in cmd
+    assert "--standby-warmup" not in cmd
+    monkeypatch.setenv("SPARKPOINT_STANDBY_WARMUP", "true")
+    args = build_parser().parse_args(["run", "job.yaml"])
+    args.host, args.token_file = "127.0.0.1", None
+    assert args.standby_warmup and "--standby-warmup" in child_command(args, tmp_path)
 
 
 def test_a_work_dir_whose_hot_dir_an_attempt_claimed_was_promoted_already(tmp_path):

@@ -33,10 +33,11 @@ def new_job(minio_server, tmp_path: Path, name: str) -> tuple[WindowedJob, Path,
     return job, job.write(tmp_path / "job.yaml", url), env, open_store(url, env=env), JobRef("default", name)
 
 
-def start_standby(job_file: Path, tmp_path: Path, env: dict, name: str = "standby") -> tuple[RuntimeProcess, int]:  # type: ignore[type-arg]
+def start_standby(job_file: Path, tmp_path: Path, env: dict, name: str = "standby",  # type: ignore[type-arg]
+                  *extra: str) -> tuple[RuntimeProcess, int]:
     pod = tmp_path / name
     p = RuntimeProcess(job_file, pod, tmp_path / f"{name}.log", until_batch=None, env=env,
-                       extra_args=("--standby", "--standby-interval", "500ms")).start()
+                       extra_args=("--standby", "--standby-interval", "500ms", *extra)).start()
     wait_until(lambda: (pod / "standby.json").exists(), 300, "the standby's API", p)
     return p, json.loads((pod / "standby.json").read_text())["port"]
 
@@ -148,4 +149,29 @@ def test_promotion_beside_a_running_attempt_fences_it_out(minio_server, tmp_path
     assert status["standby"]["promotion"]["reusedFiles"] > 0
     writers = {load_manifest(store, ref, c).attempt for c in list_checkpoint_ids(store, ref)}
     assert max(writers) == old_attempt + 1 and writers <= {old_attempt, old_attempt + 1}
+    assert canonical(read_committed(store, ref)) == job.expected_rows()
+
+
+def test_a_warmed_up_standby_writes_nothing_and_its_promotion_is_exactly_once(minio_server, tmp_path):
+    """--standby-warmup (runtime/service/warmup.py): the standby runs the job's query once on a scratch
+    checkpoint into a sink that writes nothing, then follows; the store is untouched, its scratch dir gone,
+    and the promoted attempt restores the job's own checkpoint and finishes with the exact output."""
+    job, job_file, env, store, ref = new_job(minio_server, tmp_path, "standby-warm")
+    first = RuntimeProcess(job_file, tmp_path / "pod1", tmp_path / "first.log", until_batch=8, env=env).start()
+    assert first.wait(600) == 0, (tmp_path / "first.log").read_text()[-3000:]
+    before, last, old_attempt = listing(store, ref), list_checkpoint_ids(store, ref)[-1], read_fence(store, ref)
+    standby, port = start_standby(job_file, tmp_path, env, "standby", "--standby-warmup")
+    try:
+        wait_until(lambda: (standby_doc(port)["warmup"] or {}).get("state") not in (None, "pending"), 600,
+                   "the standby's warm-up", standby)
+        assert standby_doc(port)["warmup"]["state"] == "warm", standby_doc(port)
+        wait_until(lambda: standby_doc(port)["checkpoint"] == last, 120, "the standby to hold the last checkpoint")
+        assert listing(store, ref) == before  # the warm-up's query wrote nothing to the store
+        assert (tmp_path / "standby" / "standby-warmup").is_dir()  # its own scratch checkpoint, left for Spark
+        assert not (tmp_path / "standby" / "hot").exists() or not any((tmp_path / "standby" / "hot").iterdir())
+        status = promote_and_finish(standby, port, job)
+    finally:
+        standby.kill()
+    assert status["attempt"] == old_attempt + 1
+    assert (status["restore"]["source"], status["restore"]["checkpoint"]) == ("remote", last)
     assert canonical(read_committed(store, ref)) == job.expected_rows()
