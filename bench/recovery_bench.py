@@ -3,8 +3,9 @@ new batch the next attempt commits, as a user of the job feels it. Faults: `dele
 deleted), `kill` (its runtime process SIGKILLed: the container restarts in place) and `freeze` (the
 pod's processes frozen with the cgroup freezer, as a node that stops answering; the operator gives
 the attempt up after spec.restart.lostAfter and the zombie is thawed afterwards). Variants: `cold`
-(a new pod per attempt) and `standby` (spec.standby.enabled: the operator promotes the job's standby
-pod; skipped when the installed CRD has no such field). Flink's kill -> records flowing again
+(a new pod per attempt), `standby` (spec.standby.enabled: the operator promotes the job's standby
+pod; skipped when the installed CRD has no such field) and `warm` (a standby with spec.standby.warmup:
+it ran the job's query once before its promotion; not in the default run). Flink's kill -> records flowing again
 (bench/peers/recovery.py) runs in the same run against the cluster's MinIO when `--flink` is given
 and Flink is installed (scripts/ensure-flink.sh).
 
@@ -38,6 +39,7 @@ import report  # noqa: E402  (bench/ is on sys.path when this runs as a script)
 
 START, END = "<!-- recovery-bench:start -->", "<!-- recovery-bench:end -->"
 POLL = 0.5
+STANDBY_VARIANTS = ("standby", "warm")  # spec.standby.enabled; `warm` also spec.standby.warmup
 CONTROL_PORT = 8080  # operator/kube/builders.py CONTROL_PORT
 
 
@@ -105,7 +107,7 @@ class Case:
                             (None, None))
             ok = doc and doc.get("latestCheckpoint") \
                 and doc.get("latestCommittedBatch") is not None and st.get("phase") == "Running"
-            if ok and self.variant == "standby":
+            if ok and self.variant in STANDBY_VARIANTS:
                 sb = st.get("standby") or {}
                 ok = bool(sb.get("ready")) and sb.get("behindCheckpoints", 1) == 0
             return (pod, st) if ok else None
@@ -173,7 +175,7 @@ def run_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
     api_client = config.new_client_from_config(config_file=os.environ["KUBECONFIG"])
     core = client.CoreV1Api(api_client)
     store_env = _store_env()
-    variants = [v for v in args.variants.split(",") if v != "standby" or standby_supported(api_client)]
+    variants = [v for v in args.variants.split(",") if v not in STANDBY_VARIANTS or standby_supported(api_client)]
     results: list[dict[str, Any]] = []
     for variant in variants:
         ns = f"recovery-bench-{variant}-{uuid.uuid4().hex[:5]}"
@@ -188,8 +190,8 @@ def run_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "spark.resources": {"cpu": "500m", "memory": args.memory}, "spark.shufflePartitions": 4,
                 "checkpoint.interval": args.interval, "restart.lostAfter": f"{args.lost_after:g}s",
                 "restart.maxRestarts": 100}
-        if variant == "standby":
-            over["standby"] = {"enabled": True}
+        if variant in STANDBY_VARIANTS:  # `warm`: the standby runs the query once before a promotion
+            over["standby"] = {"enabled": True, **({"warmup": True} if variant == "warm" else {})}
         jobs.create("rec", **over)
         case = Case(jobs, "rec", variant, args.lost_after)
         try:
