@@ -133,6 +133,7 @@ class Case:
             cg = pod_cgroup_of_pid(pid, pod.metadata.uid)
             freeze(cg)
         marks: dict[str, float] = {}
+        phases: Any = None
         try:
             while "first_batch" not in marks:
                 now = time.monotonic() - t0
@@ -144,11 +145,13 @@ class Case:
                     same = p.metadata.name == old_pod
                     if same and (kind != "kill" or restarts(p) <= old_restarts):
                         continue  # the faulted attempt (a killed runtime's answers count once it restarted)
-                    restored, committed = first_new_batch(runtime_status(p, self.token()), old_attempt, same)
+                    doc = runtime_status(p, self.token())
+                    restored, committed = first_new_batch(doc, old_attempt, same)
                     if restored:
                         marks.setdefault("restored", now)
                     if committed:
                         marks["first_batch"] = now
+                        phases = (doc or {}).get("startPhases")  # where the new runtime's start went
                         break
                 time.sleep(POLL)
         finally:
@@ -156,7 +159,8 @@ class Case:
                 thaw(cg)
         after = self.jobs.status(self.name)
         return {"variant": self.variant, "fault": kind, "attempt": [old_attempt, after.get("attempt")],
-                "lastFailure": (after.get("lastFailure") or {}).get("reason"), **{k: round(v, 2) for k, v in marks.items()}}
+                "lastFailure": (after.get("lastFailure") or {}).get("reason"), **{k: round(v, 2) for k, v in marks.items()},
+                "startPhases": phases}
 
 
 def standby_supported(api_client: Any) -> bool:
