@@ -3,7 +3,6 @@ the last pass is listed and walked; anything it cannot decide raises Diverged be
 
 
 import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +13,7 @@ from sparkpoint.runtime.store.layout import id_from_json_key
 from .delta_cursor import TableLog, parse_log_cursor
 from .gc_cursor import Cursor, Diverged, PassContext, folder_of, number
 from .gc_walk import see, start_of, walk_window
-from .history import snapshots_prefix
+from .history import snapshots_from, snapshots_prefix
 from .keys import commit_key, commits_prefix, file_keys, sink_root, staging_prefix
 from .lineage import continuation_id, head_checkpoint, head_entry
 
@@ -178,17 +177,10 @@ def incremental_pass(ctx: PassContext, path: str, cursor: Cursor, result: Any,
 
 def _snapshot_listing(ctx: PassContext, path: str, settled: int, ids: list[str]) -> Iterator[ObjectInfo]:
     """`_snapshots/` from the settled snapshot S on (those before it are on M's chain and no walk
-    goes below S) up to the newest id named (a snapshot ends at an entry). Ids sort by number only at
-    one width: the listing is of the digits S and the newest id share (every id of that width
-    between them has them; past chk-999999 a listing from S alone also took every older 6-digit
-    snapshot with larger leading digits), and whole while a checkpoint id is wider than S's."""
-    prefix = snapshots_prefix(ctx.job, path)
-    first = f"chk-{settled:06d}"
-    top = f"chk-{max(settled, *(number(i) for i in ids)):06d}"
-    if settled <= 0 or len(top) > len(first):
-        return ctx.store.list(prefix)
-    shared = os.path.commonprefix([first, top])
-    return ctx.store.list_after(prefix + shared, prefix + first)  # S itself sorts after its bare id
+    goes below S) up to the newest id named (a snapshot ends at an entry): history.snapshots_from."""
+    if settled <= 0:
+        return ctx.store.list(snapshots_prefix(ctx.job, path))
+    return snapshots_from(ctx.store, ctx.job, path, f"chk-{settled:06d}", f"chk-{max(settled, *(number(i) for i in ids)):06d}")
 
 
 def _list_folders(ctx: PassContext, path: str, cursor: Cursor, named: set[str], manifest_keys: set[str],

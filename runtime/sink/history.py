@@ -32,10 +32,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from sparkpoint.runtime.store import JobRef, ObjectStore
+from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 from sparkpoint.runtime.store.layout import CHECKPOINT_ID, id_from_json_key
 
@@ -82,17 +82,25 @@ def snapshot_ids(store: ObjectStore, job: JobRef, path: str) -> set[str]:
     return {id_from_json_key(o.key) for o in store.list(snapshots_prefix(job, path)) if o.key.endswith(".json")}
 
 
+def snapshots_from(store: ObjectStore, job: JobRef, path: str, low: str, high: str) -> Iterator[ObjectInfo]:
+    """`_snapshots/` from id `low` on, as far as id `high`. Ids sort by number only at one width, so
+    the listing is of the digits both share (every id of that width between them has them), from
+    `low` on (past chk-999999 a listing from `low` alone also took every older 6-digit snapshot with
+    larger leading digits); while `high` is wider than `low` (the crossing of 999,999), all of it.
+    Narrower ids under the shared digits may come too: callers filter what they need."""
+    prefix = snapshots_prefix(job, path)
+    if len(high) > len(low):
+        return store.list(prefix)
+    return store.list_after(prefix + os.path.commonprefix([low, high]), prefix + low)  # `low` sorts after its bare id
+
+
 def chain_snapshot_ids(store: ObjectStore, job: JobRef, path: str, head: str | None, hint: str | None) -> set[str]:
     """The snapshot ids a walk back from entry `head` can meet until it reaches `hint` (a snapshot on
     head's chain, what the head entry names): those numbered from `hint` to `head`, so a start or a
-    reader lists what the job wrote lately, not over its life. Ids sort by number only at one width,
-    so the listing is of the digits both share (every id of that width between them has them) from
-    `hint` on; when head's id is wider than the hint's (the crossing of 999,999), all are listed."""
+    reader lists what the job wrote lately, not over its life (`snapshots_from`)."""
     if hint is None or head is None or _number(hint) < 0 or _number(head) < 0 or len(head) != len(hint):
         return snapshot_ids(store, job, path)
-    shared = os.path.commonprefix([hint, head])
-    prefix = snapshots_prefix(job, path)
-    return {id_from_json_key(o.key) for o in store.list_after(prefix + shared, prefix + hint)
+    return {id_from_json_key(o.key) for o in snapshots_from(store, job, path, hint, head)
             if o.key.endswith(".json") and _between(id_from_json_key(o.key), hint, head)}
 
 
