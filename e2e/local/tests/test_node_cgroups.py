@@ -3,7 +3,8 @@ cgroup mount: the real one needs root and the cluster (cluster_tests/test_two_no
 
 from __future__ import annotations
 
-import os
+import subprocess
+import time
 from pathlib import Path
 
 import freezer
@@ -74,9 +75,19 @@ def test_processes_are_read_from_the_freezer_tree_and_remove_deletes_it_deepest_
 
 
 def test_rss_sums_the_processes_own() -> None:
-    own = node_cgroups.rss_bytes([os.getpid()])
-    assert own > 1 << 20
-    assert node_cgroups.rss_bytes([os.getpid(), 2**22 + 7]) == own  # a process gone counts nothing
+    # Two idle `sleep` processes: this test process's own RSS moves between two reads (CI saw 4 KiB).
+    sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    try:
+        time.sleep(0.2)
+        one = node_cgroups.rss_bytes([sleepers[0].pid])
+        two = node_cgroups.rss_bytes([sleepers[1].pid])
+        assert one > 0 and two > 0
+        assert node_cgroups.rss_bytes([sleepers[0].pid, sleepers[1].pid]) == one + two
+        assert node_cgroups.rss_bytes([sleepers[0].pid, 2**22 + 7]) == one  # a process gone counts nothing
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()
 
 
 def test_a_whole_node_freezes_with_one_write(v1: Path, tmp_path_factory) -> None:
