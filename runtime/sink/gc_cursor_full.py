@@ -3,6 +3,7 @@ folders' states fed key by key, and the entry every kept point shares."""
 
 
 import json
+from collections.abc import Container
 from typing import Any
 
 from sparkpoint.runtime.store import ObjectInfo
@@ -16,7 +17,7 @@ from .keys import commit_key, commits_prefix, file_keys
 from .lineage import OutputLineageError, head_checkpoint, head_entry
 
 
-def unpublished_keys(ctx: PassContext, path: str, commit_ids: set[str], segments: SegmentReader) -> set[str]:
+def unpublished_keys(ctx: PassContext, path: str, commit_ids: Container[str], segments: SegmentReader) -> set[str]:
     """The files of the path's kept points whose entry is not published (a crash between manifest and
     entry): if the entry never comes no entry names them, so a folder's cursor stops before them."""
     return {k for eid, sink in ctx.manifests if str(sink.get("path", "default")).strip("/") == path
@@ -53,7 +54,7 @@ class FolderScan:
             self.blocked.add(f[0])
 
 
-def cursor_after_full(ctx: PassContext, path: str, needed_entries: set[str], scan: FolderScan) -> Cursor | None:
+def cursor_after_full(ctx: PassContext, path: str, needed_entries: Container[str], scan: FolderScan) -> Cursor | None:
     """The cursor a full pass of a transactional sink's path leaves (None: the kept points share no
     entry, so the next pass is full too)."""
     store, job = ctx.store, ctx.job

@@ -32,8 +32,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
 
 from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
@@ -109,6 +109,12 @@ def _between(cid: str, low: str, high: str) -> bool:
     return len(cid) == len(high) and _number(low) <= _number(cid) <= _number(high)
 
 
+class Covered(Protocol):
+    def update(self, entry_ids: Iterable[str]) -> None: ...
+    def __contains__(self, entry_id: object) -> bool: ...
+    def __len__(self) -> int: ...
+
+
 class SegmentReader:
     """`segments` for lineage.follow_chain: the snapshot of an entry id, or None when it has none.
     `covered` collects the ids of the entries the walks took from snapshots, not from `_commits/`;
@@ -125,7 +131,7 @@ class SegmentReader:
             ids = (snapshot_ids(store, job, path) if head is None else
                    chain_snapshot_ids(store, job, path, head_checkpoint(head), head.get("snapshot")))
         self.ids = ids
-        self.covered: set[str] = set()
+        self.covered: Covered = set()  # (a full GC pass gives a set on disk: gc_spill.IdSet)
         self.last: dict[str, Any] | None = None
         self._track = track  # False: a reader that needs no `covered` (it would hold every entry's id)
 

@@ -56,11 +56,16 @@ def split_ids(entry_ids: list[str]) -> tuple[list[tuple[int, str]], list[tuple[i
 def head_entry(entry_ids: list[str], load: Callable[[str], dict[str, Any] | None]) -> dict[str, Any] | None:
     """The entry a reader starts from (a checkpoint entry or a continuation), or None if there is none."""
     checkpoints, continuations = split_ids(entry_ids)
-    newest = load(checkpoints[-1][1]) if checkpoints else None
-    if continuations:
-        attempt, cid = continuations[-1]
-        if newest is None or attempt > int(newest.get("attempt") or 0):
-            return load(cid)
+    return head_of(checkpoints[-1][1] if checkpoints else None, continuations[-1][1] if continuations else None, load)
+
+
+def head_of(checkpoint: str | None, continuation: str | None,
+            load: Callable[[str], dict[str, Any] | None]) -> dict[str, Any] | None:
+    """head_entry, given the newest checkpoint entry's id and the newest continuation's (by attempt)."""
+    newest = load(checkpoint) if checkpoint is not None else None
+    if (continuation is not None and (m := CONTINUATION_ID.match(continuation))
+            and (newest is None or int(m.group(1)) > int(newest.get("attempt") or 0))):
+        return load(continuation)
     return newest
 
 
@@ -73,14 +78,22 @@ Piece = tuple[str, str]
 def walk_back(head: dict[str, Any] | None, entry_ids: list[str],
               load: Callable[[str], dict[str, Any] | None],
               segments: Callable[[str], list[dict[str, Any]] | None] | None = None,
+              before: Callable[[int], str | None] | None = None,
               ) -> Iterator[tuple[Piece, list[dict[str, Any]]]]:
     """The checkpoint entries of the history that ends at `head`, newest piece first, each piece's
     entries oldest first: a caller that keeps only the pieces holds the history in O(pieces), not
     O(entries). `segments` (history.py) gives the entries of a snapshotted history up to an id in one
-    read, oldest first, ending at that id. Raises OutputLineageError where the chain breaks."""
-    checkpoints = split_ids(entry_ids)[0]
-    numbers = [n for n, _ in checkpoints]
-    by_number = dict(checkpoints)
+    read, oldest first, ending at that id. `before(n)`: the checkpoint entry numbered next below n
+    (an entry from before lineage names no predecessor), by default from `entry_ids`. Raises
+    OutputLineageError where the chain breaks."""
+    if before is None:
+        checkpoints = split_ids(entry_ids)[0]
+        numbers = [n for n, _ in checkpoints]
+        by_number = dict(checkpoints)
+
+        def before(number: int) -> str | None:
+            i = bisect.bisect_left(numbers, number)
+            return by_number[numbers[i - 1]] if i > 0 else None
     # The walk is a function of each `prev` it looks up, so a cycle repeats one: `seen` holds those
     # only (one per piece), not every entry a snapshot gave, so memory stays O(pieces).
     seen: set[str] = set()
@@ -112,8 +125,7 @@ def walk_back(head: dict[str, Any] | None, entry_ids: list[str],
         else:  # an entry from before lineage: the next older checkpoint entry
             if (m := CHECKPOINT_ID.match(doc["checkpoint"])) is None:
                 raise ValueError(f"sink entry with a bad checkpoint id: {doc['checkpoint']!r}")
-            i = bisect.bisect_left(numbers, int(m.group(1)))
-            prev = by_number[numbers[i - 1]] if i > 0 else None
+            prev = before(int(m.group(1)))
         if prev is None:
             break
         if prev in seen:
@@ -135,10 +147,11 @@ def walk_back(head: dict[str, Any] | None, entry_ids: list[str],
 
 def follow_chain(head: dict[str, Any] | None, entry_ids: list[str],
                  load: Callable[[str], dict[str, Any] | None],
-                 segments: Callable[[str], list[dict[str, Any]] | None] | None = None) -> list[dict[str, Any]]:
+                 segments: Callable[[str], list[dict[str, Any]] | None] | None = None,
+                 before: Callable[[int], str | None] | None = None) -> list[dict[str, Any]]:
     """The checkpoint entries of the history that ends at `head`, oldest first (walk_back, all held)."""
     chain: list[dict[str, Any]] = []
-    for _, entries in walk_back(head, entry_ids, load, segments):
+    for _, entries in walk_back(head, entry_ids, load, segments, before):
         chain.extend(reversed(entries))
     chain.reverse()
     return chain

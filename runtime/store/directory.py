@@ -8,6 +8,7 @@ target exists. Objects are never modified in place.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import shutil
 import tempfile
@@ -32,6 +33,35 @@ def _holds_a_file(path: str) -> bool:
     except (FileNotFoundError, NotADirectoryError):
         pass
     return False
+
+
+_NAMES_HELD = 65_536  # names of one folder a listing holds at a time
+
+
+def _sorted_names(folder: Path, held: int | None = None) -> Iterator[tuple[str, str, bool]]:
+    """(sort key, name, is a folder) of `folder`'s entries in key order, `held` at a time: each
+    chunk is the smallest names after the previous chunk's last, from one more read of the folder."""
+    held = _NAMES_HELD if held is None else held
+    last: str | None = None
+    while True:
+        try:
+            with os.scandir(folder) as entries:
+                chunk = heapq.nsmallest(held, (e for e in (_named(x) for x in entries)
+                                               if last is None or e[0] > last))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        yield from chunk
+        if len(chunk) < held:
+            return
+        last = chunk[-1][0]
+
+
+def _named(entry: os.DirEntry[str]) -> tuple[str, str, bool]:
+    try:
+        is_dir = entry.is_dir(follow_symlinks=False)
+    except OSError:
+        is_dir = False
+    return (f"{entry.name}/" if is_dir else entry.name), entry.name, is_dir
 
 
 class DirectoryStore(ObjectStore):
@@ -129,25 +159,26 @@ class DirectoryStore(ObjectStore):
             return None
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        # Walk only the directory that contains the prefix, then filter by the full prefix.
+        # Depth first, each folder's names in key order (a folder sorts as its name and "/", where
+        # its keys start), so keys come in order without being held: a folder of more than
+        # _NAMES_HELD names is read again for each further chunk of names (what a listing of a
+        # year-old sink's staging folder costs in memory is a chunk, not the folder).
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        start = self.root / base if base else self.root
-        found: list[ObjectInfo] = []
-        for dirpath, dirnames, filenames in os.walk(start):
-            rel_dir = os.path.relpath(dirpath, self.root)
-            if rel_dir == _TMP or rel_dir.startswith(_TMP + os.sep):
-                dirnames[:] = []
+        yield from self._walk(self.root / base if base else self.root, f"{base}/" if base else "", prefix)
+
+    def _walk(self, folder: Path, rel: str, prefix: str) -> Iterator[ObjectInfo]:
+        for _, name, is_dir in _sorted_names(folder):
+            key = f"{rel}{name}"
+            if not rel and name == _TMP:
                 continue
-            for name in filenames:
-                key = name if rel_dir == "." else f"{rel_dir.replace(os.sep, '/')}/{name}"
-                if not key.startswith(prefix):
-                    continue
+            if is_dir:
+                if (below := f"{key}/").startswith(prefix) or prefix.startswith(below):
+                    yield from self._walk(folder / name, below, prefix)
+            elif key.startswith(prefix):
                 try:
-                    found.append(self._info(key, os.stat(os.path.join(dirpath, name))))
-                except FileNotFoundError:
+                    yield self._info(key, os.stat(folder / name))
+                except (FileNotFoundError, NotADirectoryError):
                     continue  # deleted while we walked
-        found.sort(key=lambda info: info.key)
-        yield from found
 
     def list_after(self, prefix: str, start_after: str) -> Iterator[ObjectInfo]:
         # Depth first in name order, skipping folders whose keys all sort before `start_after`, so
