@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -98,17 +98,23 @@ def _referenced_ssts(zip_path: Path) -> list[str]:
 LineageLookup = Callable[[str, str, int], "set[str] | None"]
 
 
-def commit_lineage(hot: Path) -> LineageLookup:
-    """Reads commits/N lazily (once each) to answer which uuid is version N+1 of each store."""
-    cache: dict[int, dict[str, object] | None] = {}
+def commit_state_ids(hot: Path, batch: int) -> dict[str, object] | None:
+    """`stateUniqueIds` of commits/<batch> (checkpoint format v2), or None."""
+    try:
+        found = parse_log_entry(hot / "commits" / str(batch), "commits").get("stateUniqueIds")
+    except SparkFileError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def lineage_of(entry: Callable[[int], Mapping[str, object] | None]) -> LineageLookup:
+    """A lookup over `entry(batch)`: the stateUniqueIds of commits/<batch>, asked once per batch."""
+    cache: dict[int, Mapping[str, object] | None] = {}
 
     def ids(op: str, part: str, version: int) -> set[str] | None:
         batch = version - 1
         if batch not in cache:
-            try:
-                cache[batch] = parse_log_entry(hot / "commits" / str(batch), "commits").get("stateUniqueIds")
-            except SparkFileError:
-                cache[batch] = None
+            cache[batch] = entry(batch)
         by_op = cache[batch]
         try:
             found = by_op[op][int(part)]  # type: ignore[index]
@@ -116,6 +122,17 @@ def commit_lineage(hot: Path) -> LineageLookup:
             return None
         return {u for u in found if isinstance(u, str)} if isinstance(found, list) else None
     return ids
+
+
+def commit_lineage(hot: Path) -> LineageLookup:
+    """Reads commits/N lazily (once each) to answer which uuid is version N+1 of each store."""
+    return lineage_of(lambda batch: commit_state_ids(hot, batch))
+
+
+def shipped_lineage(ids_by_batch: Mapping[int, Mapping[str, object] | None]) -> LineageLookup:
+    """The same lookup over commit entries' stateUniqueIds sent by the driver (an executor has no
+    commits/ of its own: executor_state/report.py, PrepareRequest)."""
+    return lineage_of(ids_by_batch.get)
 
 
 def _v2_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int,

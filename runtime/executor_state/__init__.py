@@ -9,14 +9,20 @@ checkpoint and store rooms (pyproject.toml, contract "executor-state-below"): an
 runs without Spark's driver, the service or a sink.
 """
 
-from .driver import ExecutorHandle, checkpoint_with_executors, expected_operators
+from .driver import (
+    ExecutorCheckpoint,
+    ExecutorHandle,
+    checkpoint_with_executors,
+    expected_operators,
+    prepare_request,
+)
 from .merge import ConflictingStateFile, MergedState, StateMergeError, UncoveredPartitions, merge_reports
 from .prepare import Prepared, prepare
-from .report import ExecutorReport, StateFile, UploadAck
+from .report import ExecutorReport, PrepareRequest, StateFile, UploadAck
 from .upload import upload
 
 __all__ = [
-    "ConflictingStateFile", "ExecutorHandle", "ExecutorReport", "MergedState", "Prepared", "StateFile",
+    "ConflictingStateFile", "ExecutorCheckpoint", "ExecutorHandle", "ExecutorReport", "MergedState", "PrepareRequest", "Prepared", "StateFile",
     "StateMergeError", "UncoveredPartitions", "UploadAck", "checkpoint_with_executors", "expected_operators",
-    "merge_reports", "prepare", "upload",
+    "merge_reports", "prepare", "prepare_request", "upload",
 ]

@@ -17,19 +17,20 @@ in the tests, a sidecar agent in the executor pod later.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from sparkpoint.runtime.checkpoint.errors import CheckpointError
-from sparkpoint.runtime.checkpoint.freeze import state_partitions
-from sparkpoint.runtime.checkpoint.operation import CheckpointResult
+from sparkpoint.runtime.checkpoint.freeze import commit_state_ids, state_partitions
+from sparkpoint.runtime.checkpoint.operation import CheckpointOperation, CheckpointResult
 from sparkpoint.runtime.checkpoint.writer import CheckpointWriter
 from sparkpoint.runtime.store.layout import object_key
 from sparkpoint.runtime.store.manifest import FileEntry
 
 from .merge import merge_reports
-from .report import ExecutorReport, UploadAck
+from .report import ExecutorReport, PrepareRequest, UploadAck
 
 log = logging.getLogger("sparkpoint.checkpoint")
 
@@ -53,32 +54,83 @@ def expected_operators(driver_hot: str | Path, batch: int) -> tuple[int, list[st
     return partitions, operators
 
 
-def checkpoint_with_executors(writer: CheckpointWriter, driver_frozen: str | Path, executors: Sequence[ExecutorHandle],
-                              *, batch: int, partitions: int, operators: Sequence[str] = (),
-                              extra: dict[str, Any] | None = None, spark_version: str | None = None,
-                              state_provider: str | None = None) -> CheckpointResult:
-    """Steps 3 to 6 above: merge, claim, plan, upload (the driver's and the executors'), commit."""
-    merged = merge_reports([e.report for e in executors], batch=batch, partitions=partitions, operators=operators)
-    remote = [FileEntry(path=f.path, size=f.size, sha256=f.sha256, crc32=f.crc32) for f in merged.files]
-    op = writer.begin(driver_frozen, batch_id=batch, extra=extra, spark_version=spark_version,
-                      state_provider=state_provider, remote=remote)
-    try:
-        op.upload_all()  # plans, then uploads the driver's objects
+def prepare_request(driver_hot: str | Path, batch: int) -> PrepareRequest:
+    """Batch C and the stateUniqueIds of every commit entry up to C on the driver's disk (Spark keeps
+    the last spark.sql.streaming.minBatchesToRetain; none with checkpoint format v1)."""
+    commits = Path(driver_hot) / "commits"
+    batches = sorted(int(n) for n in (os.listdir(commits) if commits.is_dir() else []) if n.isdigit())
+    found = {b: commit_state_ids(Path(driver_hot), b) for b in batches if b <= batch}
+    return PrepareRequest(batch=batch, lineage={b: ids for b, ids in found.items() if ids is not None})
+
+
+class ExecutorCheckpoint:
+    """Steps 3 to 6 above, one method each (tests interleave them with GC passes)."""
+
+    def __init__(self, writer: CheckpointWriter, driver_frozen: str | Path, executors: Sequence[ExecutorHandle], *,
+                 batch: int, partitions: int, operators: Sequence[str] = (), extra: dict[str, Any] | None = None,
+                 spark_version: str | None = None, state_provider: str | None = None):
+        self.writer, self.driver_frozen, self.batch = writer, Path(driver_frozen), batch
+        self.handles = {e.report.executor: e for e in executors}
+        self.partitions, self.operators = partitions, list(operators)
+        self.manifest_fields: dict[str, Any] = {"extra": extra, "spark_version": spark_version,
+                                                "state_provider": state_provider}
+        self.op: CheckpointOperation | None = None
+
+    def begin(self) -> str:
+        """Merge (a failure writes nothing), hash the driver's share, claim the id: the marker names
+        every object, the executors' included."""
+        self.merged = merge_reports([h.report for h in self.handles.values()], batch=self.batch,
+                                    partitions=self.partitions, operators=self.operators)
+        remote = [FileEntry(path=f.path, size=f.size, sha256=f.sha256, crc32=f.crc32) for f in self.merged.files]
+        self.op = self.writer.begin(self.driver_frozen, batch_id=self.batch, remote=remote, **self.manifest_fields)
+        return self.op.id
+
+    def upload_driver(self) -> None:
+        """Plan from one listing of objects/, then upload the driver's objects."""
+        assert self.op is not None
+        self.op.upload_all()
+
+    def upload_executors(self) -> None:
+        """Each planned object only executors hold, uploaded by its first holder and acknowledged."""
+        op = self.op
+        assert op is not None and op.planned
         by_executor: dict[str, list[str]] = {}
         for sha in op.remote_uploads():
-            by_executor.setdefault(merged.holders[sha][0], []).append(sha)  # a duplicate's first holder
-        handles = {e.report.executor: e for e in executors}
+            by_executor.setdefault(self.merged.holders[sha][0], []).append(sha)
         for name, shas in by_executor.items():
-            ack = handles[name].upload(op.id, shas)
+            ack = self.handles[name].upload(op.id, shas)
             if ack.checkpoint != op.id:
                 raise CheckpointError(f"executor {name} acknowledged {ack.checkpoint}, not {op.id}")
             if ack.changed:  # bytes that may not be the hashed ones: never left under that hash
                 for sha in ack.changed:
-                    writer.store.delete(object_key(writer.job, sha))
+                    self.writer.store.delete(object_key(self.writer.job, sha))
                 raise CheckpointError(f"checkpoint {op.id}: executor {name}'s files changed after hashing "
                                       f"({len(ack.changed)}); not committing")
             op.remote_uploaded(set(ack.uploaded) & set(shas))
-        return op.commit()  # refuses when an asked-for object was not acknowledged
+
+    def commit(self) -> CheckpointResult:
+        """Fence check, manifest, marker removal; refuses when a planned object was not acknowledged."""
+        assert self.op is not None
+        return self.op.commit()
+
+    def abort(self) -> None:
+        if self.op is not None:
+            self.op.abort()
+
+
+def checkpoint_with_executors(writer: CheckpointWriter, driver_frozen: str | Path, executors: Sequence[ExecutorHandle],
+                              *, batch: int, partitions: int, operators: Sequence[str] = (),
+                              extra: dict[str, Any] | None = None, spark_version: str | None = None,
+                              state_provider: str | None = None) -> CheckpointResult:
+    """Steps 3 to 6 above in order: merge, claim, plan, upload (the driver's and the executors'), commit."""
+    checkpoint = ExecutorCheckpoint(writer, driver_frozen, executors, batch=batch, partitions=partitions,
+                                    operators=operators, extra=extra, spark_version=spark_version,
+                                    state_provider=state_provider)
+    try:
+        checkpoint.begin()
+        checkpoint.upload_driver()
+        checkpoint.upload_executors()
+        return checkpoint.commit()
     except BaseException:
-        op.abort()
+        checkpoint.abort()
         raise

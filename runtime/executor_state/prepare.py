@@ -22,13 +22,14 @@ from sparkpoint.runtime.checkpoint.freeze import (
     LineageLookup,
     link_files,
     partition_restart_files,
+    shipped_lineage,
 )
 from sparkpoint.runtime.checkpoint.hashing import HashCache, cache_key
 from sparkpoint.runtime.checkpoint.operation import StopCheck, no_stop
 from sparkpoint.runtime.checkpoint.state_gaps import VERSIONED
 from sparkpoint.runtime.checkpoint.tree import scan_tree, tree_digests
 
-from .report import ExecutorReport, StateFile
+from .report import ExecutorReport, PrepareRequest, StateFile
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,13 @@ def _has_state(files: list[str]) -> bool:
     return any(VERSIONED.match(f.rsplit("/", 1)[-1]) for f in files)
 
 
-def prepare(state_root: str | os.PathLike[str], batch: int, freeze_dir: str | os.PathLike[str], *,
-            executor: str, hash_cache: HashCache | None = None, lineage: LineageLookup | None = None,
-            hash_workers: int = 2, stop: StopCheck = no_stop) -> Prepared:
-    """Freeze and hash this executor's partitions' restart set for a restart after committed `batch`."""
-    root, dest = Path(state_root), Path(freeze_dir)
+def prepare(state_root: str | os.PathLike[str], request: PrepareRequest, freeze_dir: str | os.PathLike[str], *,
+            executor: str, hash_cache: HashCache | None = None, hash_workers: int = 2,
+            stop: StopCheck = no_stop) -> Prepared:
+    """Freeze and hash this executor's partitions' restart set for a restart after the request's
+    committed batch (its lineage places checkpoint-format-v2 files)."""
+    root, dest, batch = Path(state_root), Path(freeze_dir), request.batch
+    lineage: LineageLookup = shipped_lineage(request.lineage)
     files: list[str] = []
     covered: list[str] = []
     incomplete: dict[str, str] = {}

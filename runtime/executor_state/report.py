@@ -1,6 +1,6 @@
-"""The documents an executor returns to the driver (docs/design.md §4, "Executor-side state").
+"""The documents between the driver and an executor (docs/design.md §4, "Executor-side state").
 
-`ExecutorReport` (after `prepare`): which state partition directories this executor holds complete
+`PrepareRequest`: the batch C and, for checkpoint format v2, the committed uuids. `ExecutorReport` (after `prepare`): which state partition directories this executor holds complete
 for a restart after batch C, which it holds incompletely and why (a stale copy of a partition that
 moved, a gap), and every file of the complete ones with its size and digests. `UploadAck` (after
 `upload`): which of the objects the driver asked for this executor uploaded, under which key, for
@@ -9,7 +9,27 @@ which pending checkpoint, and which it refused because the file changed after it
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
+
+
+class PrepareRequest(BaseModel):
+    """What the driver asks an executor to prepare: batch C, and for checkpoint format v2 the
+    `stateUniqueIds` of the commit entries on the driver's disk up to C (an executor has no commits/,
+    and the uuids say which copy of a version is the committed one: checkpoint/freeze.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch: int = Field(ge=0)
+    lineage: dict[int, dict[str, Any]] = {}  # commit batch -> its stateUniqueIds {operator: [[uuid...]...]}
+
+    def to_json(self) -> bytes:
+        return self.model_dump_json().encode()
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> PrepareRequest:
+        return cls.model_validate_json(data)
 
 
 class StateFile(BaseModel):

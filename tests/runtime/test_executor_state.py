@@ -19,6 +19,7 @@ from sparkpoint.runtime.executor_state import (
     checkpoint_with_executors,
     expected_operators,
     prepare,
+    prepare_request,
     upload,
 )
 from sparkpoint.runtime.store import DirectoryStore, JobRef
@@ -64,7 +65,8 @@ class Local:
 def _take(tmp: Path, name: str, batch: int, writer: CheckpointWriter, executors: dict[str, Path]):  # type: ignore[no-untyped-def]
     frozen = freeze(tmp / "driver", tmp / f"{name}-driver", scope="driver")
     assert frozen.batch_id == batch
-    handles = [Local(prepare(root, batch, tmp / f"{name}-{e}", executor=e), writer.store) for e, root in executors.items()]
+    request = prepare_request(tmp / "driver", batch)
+    handles = [Local(prepare(root, request, tmp / f"{name}-{e}", executor=e), writer.store) for e, root in executors.items()]
     partitions, operators = expected_operators(tmp / "driver", batch)
     return checkpoint_with_executors(writer, tmp / f"{name}-driver", handles, batch=batch, partitions=partitions,
                                      operators=operators), handles
@@ -106,7 +108,7 @@ def test_a_file_changed_after_hashing_is_not_left_under_its_hash_and_fails_the_c
     _driver(tmp_path / "driver", 1, partitions=1)
     _partition(tmp_path / "a", 0, range(1, 3))
     frozen = freeze(tmp_path / "driver", tmp_path / "frozen-driver", scope="driver")
-    prepared = prepare(tmp_path / "a", 1, tmp_path / "frozen-a", executor="a")
+    prepared = prepare(tmp_path / "a", prepare_request(tmp_path / "driver", 1), tmp_path / "frozen-a", executor="a")
     victim = next(f for f in prepared.report.files if f.path.endswith("2.delta"))
     changed = tmp_path / "frozen-a" / victim.path
     changed.write_text("other bytes")  # the frozen link's inode now holds bytes that are not `victim`'s

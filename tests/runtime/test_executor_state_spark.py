@@ -31,6 +31,7 @@ from sparkpoint.runtime.executor_state import (
     checkpoint_with_executors,
     expected_operators,
     prepare,
+    prepare_request,
     upload,
 )
 from sparkpoint.runtime.store import JobRef, ObjectStore
@@ -75,10 +76,12 @@ def _query(spark, checkpoint: Path, out: dict, until: int, wait_for=None) -> Non
         q.stop()
 
 
-@pytest.fixture(scope="module")
-def ran(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module", params=["1", "2"], ids=["format-v1", "format-v2"])
+def ran(spark, tmp_path_factory, request):  # type: ignore[no-untyped-def]
     """The stopped query's hot dir (with RocksDB snapshot zips and their SSTs), its committed batch C,
-    and the failure-free output of batches C+1..C+5 (an untouched copy resumed)."""
+    and the failure-free output of batches C+1..C+5 (an untouched copy resumed). State checkpoint
+    format 1 and 2 (uuid-named files placed by the lineage the driver ships)."""
+    spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", request.param)
     spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
     spark.conf.set("spark.sql.streaming.stateStore.minDeltasForSnapshot", "3")  # zips (and SSTs) soon
     base = tmp_path_factory.mktemp("exec-state")
@@ -90,12 +93,13 @@ def ran(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
 
     batch = latest_committed_batch(hot)
     _query(spark, truth, expected, batch + 5)
-    return {"base": base, "hot": hot, "batch": batch, "expected": expected}
+    return {"base": base, "hot": hot, "batch": batch, "expected": expected, "format": request.param}
 
 
 @pytest.fixture(scope="module")
-def stores(minio_server):  # type: ignore[no-untyped-def]
-    """The admin's store (the driver's role here) and an executor-role store for EXECS, on one prefix."""
+def stores(minio_server, ran):  # type: ignore[no-untyped-def]
+    """The admin's store (the driver's role here) and an executor-role store for EXECS, on a prefix of
+    their own for each run of the query."""
     prefix = f"exec-state-{uuid.uuid4().hex[:8]}"
     host = minio_server.endpoint.split("://", 1)[1]
     admin = MinioAdmin(endpoint=host, credentials=StaticProvider(minio_server.access_key, minio_server.secret_key),
@@ -131,7 +135,8 @@ def _checkpoint(roots: dict[str, Path], work: Path, batch: int, writer: Checkpoi
                 names: list[str]):  # type: ignore[no-untyped-def]
     frozen = freeze(roots["driver"], work / "frozen-driver", scope="driver")
     assert frozen.batch_id == batch
-    handles = [LocalExecutor(prepare(roots[n], batch, work / f"frozen-{n}", executor=n), executor_store) for n in names]
+    request = prepare_request(roots["driver"], batch)  # with format v2, the committed uuids
+    handles = [LocalExecutor(prepare(roots[n], request, work / f"frozen-{n}", executor=n), executor_store) for n in names]
     partitions, operators = expected_operators(roots["driver"], batch)
     result = checkpoint_with_executors(writer, work / "frozen-driver", handles, batch=batch, partitions=partitions,
                                        operators=operators)
@@ -147,6 +152,8 @@ def test_the_executors_merged_checkpoint_is_the_single_process_one_and_restores_
         tmp_path / "frozen-single", batch_id=batch).manifest
     ssts = [p for p, *_ in _entries(m1) if "/SSTs/" in p]
     assert ssts, "the query wrote no RocksDB snapshot: the SST path was not exercised"
+    versioned = [Path(p).name for p, *_ in _entries(m1) if p.endswith((".changelog", ".zip"))]
+    assert versioned and all(("_" in name) == (ran["format"] == "2") for name in versioned), versioned
 
     parts = sorted({partition_dir_of(p) for p, *_ in _entries(m1)} - {None})
     assert len(parts) == PARTITIONS, parts
@@ -188,8 +195,8 @@ def test_an_executor_that_lost_a_partition_fails_that_checkpoint_and_the_previou
     partitions, operators = expected_operators(roots["driver"], batch)
 
     def attempt(name: str):  # type: ignore[no-untyped-def]
-        handles = [LocalExecutor(prepare(roots[n], batch, tmp_path / f"{name}-{n}", executor=n), driver_store)
-                   for n in ("a", "b")]
+        handles = [LocalExecutor(prepare(roots[n], prepare_request(roots["driver"], batch), tmp_path / f"{name}-{n}",
+                                         executor=n), driver_store) for n in ("a", "b")]
         return checkpoint_with_executors(writer, frozen_dir, handles, batch=batch, partitions=partitions,
                                          operators=operators)
 
@@ -198,9 +205,9 @@ def test_an_executor_that_lost_a_partition_fails_that_checkpoint_and_the_previou
     first = attempt("first").manifest
     # b loses the changelog (and any snapshot) of version C+1 of one partition (a gap), then a whole
     # partition's directory
-    for name in (f"{batch + 1}.changelog", f"{batch + 1}.zip"):
-        (roots["b"] / parts[1] / name).unlink(missing_ok=True)
-    with pytest.raises(UncoveredPartitions, match=rf"{parts[1]} \(b: {parts[1]}: state version {batch + 1}"):
+    for lost in [*(roots["b"] / parts[1]).glob(f"{batch + 1}.*"), *(roots["b"] / parts[1]).glob(f"{batch + 1}_*")]:
+        lost.unlink()
+    with pytest.raises(UncoveredPartitions, match=rf"{parts[1]} \(b: {parts[1]}: "):
         attempt("gap")
     shutil.rmtree(roots["b"] / parts[3])
     with pytest.raises(UncoveredPartitions, match=parts[3]):
