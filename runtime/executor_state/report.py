@@ -58,6 +58,19 @@ class ExecutorReport(BaseModel):
         return cls.model_validate_json(data)
 
 
+class UploadRequest(BaseModel):
+    """What the driver asks an executor to upload: objects of the batch it prepared, for a checkpoint."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch: int = Field(ge=0)
+    checkpoint: str = Field(pattern=r"^chk-\d{6,}$")
+    shas: list[str]
+
+    def to_json(self) -> bytes:
+        return self.model_dump_json().encode()
+
+
 class UploadAck(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
