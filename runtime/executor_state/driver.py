@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from sparkpoint.runtime.checkpoint.concurrent_calls import concurrently
 from sparkpoint.runtime.checkpoint.errors import CheckpointError
 from sparkpoint.runtime.checkpoint.freeze import commit_state_ids, state_partitions
 from sparkpoint.runtime.checkpoint.operation import CheckpointOperation, CheckpointResult
@@ -85,8 +86,13 @@ class ExecutorCheckpoint:
         self.op = self.writer.begin(self.driver_frozen, batch_id=self.batch, remote=remote, **self.manifest_fields)
         return self.op.id
 
+    def plan(self) -> None:
+        """Decide from one listing of objects/ what to upload (checkpoint/plan.py)."""
+        assert self.op is not None
+        self.op.plan()
+
     def upload_driver(self) -> None:
-        """Plan from one listing of objects/, then upload the driver's objects."""
+        """Upload the driver's planned objects (planning first if nothing did)."""
         assert self.op is not None
         self.op.upload_all()
 
@@ -97,7 +103,9 @@ class ExecutorCheckpoint:
         by_executor: dict[str, list[str]] = {}
         for sha in op.remote_uploads():
             by_executor.setdefault(self.merged.holders[sha][0], []).append(sha)
-        for name, shas in by_executor.items():
+
+        def one(name: str) -> None:
+            shas = by_executor[name]
             ack = self.handles[name].upload(op.id, shas)
             if ack.checkpoint != op.id:
                 raise CheckpointError(f"executor {name} acknowledged {ack.checkpoint}, not {op.id}")
@@ -107,6 +115,8 @@ class ExecutorCheckpoint:
                 raise CheckpointError(f"checkpoint {op.id}: executor {name}'s files changed after hashing "
                                       f"({len(ack.changed)}); not committing")
             op.remote_uploaded(set(ack.uploaded) & set(shas))
+        # The executors upload at once, each over its own link; every call ends before this returns.
+        concurrently(*(lambda name=name: one(name) for name in by_executor))
 
     def commit(self) -> CheckpointResult:
         """Fence check, manifest, marker removal; refuses when a planned object was not acknowledged."""
@@ -122,14 +132,14 @@ def checkpoint_with_executors(writer: CheckpointWriter, driver_frozen: str | Pat
                               *, batch: int, partitions: int, operators: Sequence[str] = (),
                               extra: dict[str, Any] | None = None, spark_version: str | None = None,
                               state_provider: str | None = None) -> CheckpointResult:
-    """Steps 3 to 6 above in order: merge, claim, plan, upload (the driver's and the executors'), commit."""
+    """Steps 3 to 6 above in order: merge, claim, plan, upload (the driver and the executors at once), commit."""
     checkpoint = ExecutorCheckpoint(writer, driver_frozen, executors, batch=batch, partitions=partitions,
                                     operators=operators, extra=extra, spark_version=spark_version,
                                     state_provider=state_provider)
     try:
         checkpoint.begin()
-        checkpoint.upload_driver()
-        checkpoint.upload_executors()
+        checkpoint.plan()
+        concurrently(checkpoint.upload_driver, checkpoint.upload_executors)
         return checkpoint.commit()
     except BaseException:
         checkpoint.abort()

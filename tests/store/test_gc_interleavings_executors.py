@@ -145,7 +145,7 @@ class World:
                 batch=BATCH, partitions=2, operators=["0"])
             self.checkpoint.begin()
         elif step == "plan":
-            self.checkpoint.op.plan()  # type: ignore[union-attr]
+            self.checkpoint.plan()  # type: ignore[union-attr]
             self.checkpoint.upload_driver()  # type: ignore[union-attr]
         elif step == "commit":
             self.committed = self.checkpoint.commit()  # type: ignore[union-attr]
