@@ -28,9 +28,10 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from .spark_files import SparkFileError, check_snapshot_zip, check_state_file, parse_log_entry
 from .state_gaps import SNAPSHOT_KINDS as _SNAPSHOT_KINDS
@@ -97,17 +98,23 @@ def _referenced_ssts(zip_path: Path) -> list[str]:
 LineageLookup = Callable[[str, str, int], "set[str] | None"]
 
 
-def commit_lineage(hot: Path) -> LineageLookup:
-    """Reads commits/N lazily (once each) to answer which uuid is version N+1 of each store."""
-    cache: dict[int, dict[str, object] | None] = {}
+def commit_state_ids(hot: Path, batch: int) -> dict[str, object] | None:
+    """`stateUniqueIds` of commits/<batch> (checkpoint format v2), or None."""
+    try:
+        found = parse_log_entry(hot / "commits" / str(batch), "commits").get("stateUniqueIds")
+    except SparkFileError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def lineage_of(entry: Callable[[int], Mapping[str, object] | None]) -> LineageLookup:
+    """A lookup over `entry(batch)`: the stateUniqueIds of commits/<batch>, asked once per batch."""
+    cache: dict[int, Mapping[str, object] | None] = {}
 
     def ids(op: str, part: str, version: int) -> set[str] | None:
         batch = version - 1
         if batch not in cache:
-            try:
-                cache[batch] = parse_log_entry(hot / "commits" / str(batch), "commits").get("stateUniqueIds")
-            except SparkFileError:
-                cache[batch] = None
+            cache[batch] = entry(batch)
         by_op = cache[batch]
         try:
             found = by_op[op][int(part)]  # type: ignore[index]
@@ -115,6 +122,17 @@ def commit_lineage(hot: Path) -> LineageLookup:
             return None
         return {u for u in found if isinstance(u, str)} if isinstance(found, list) else None
     return ids
+
+
+def commit_lineage(hot: Path) -> LineageLookup:
+    """Reads commits/N lazily (once each) to answer which uuid is version N+1 of each store."""
+    return lineage_of(lambda batch: commit_state_ids(hot, batch))
+
+
+def shipped_lineage(ids_by_batch: Mapping[int, Mapping[str, object] | None]) -> LineageLookup:
+    """The same lookup over commit entries' stateUniqueIds sent by the driver (an executor has no
+    commits/ of its own: executor_state/report.py, PrepareRequest)."""
+    return lineage_of(ids_by_batch.get)
 
 
 def _v2_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int,
@@ -152,7 +170,7 @@ def _v2_dir_files(hot: Path, rel_dir: str, names: list[str], max_version: int,
     return out
 
 
-def _state_partitions(hot: Path, batch: int) -> tuple[int | None, list[str]]:
+def state_partitions(hot: Path, batch: int) -> tuple[int | None, list[str]]:
     """The state partitions the offsets log of `batch` names (None: it does not say) and the operator
     directories under state/."""
     try:
@@ -207,15 +225,33 @@ def _stale_state_listing() -> bool:
     return True
 
 
-def _state_files(hot: Path, batch: int) -> list[str]:
-    """Every state file a restart after `batch` needs (state version = batch + 1)."""
+# Where the state is split in the executor mode (docs/design.md §4, "Executor-side state"): a state
+# partition directory `state/<operator>/<partition>` lives on the disk of the executor that runs it;
+# everything else of the hot dir (logs, sources, the operators' metadata) on the driver's.
+Scope = Literal["all", "driver"]
+_PARTITION_DIR = re.compile(r"^state/\d+/\d+$")
+
+
+def partition_dir_of(rel: str) -> str | None:
+    """`state/<op>/<partition>` of a relative path inside a state partition directory, else None."""
+    parts = rel.split("/")
+    if len(parts) >= 3 and _PARTITION_DIR.match("/".join(parts[:3])):
+        return "/".join(parts[:3])
+    return None
+
+
+def _walk_state(hot: Path, top: str, batch: int, lineage: LineageLookup, *,
+                skip_partitions: bool = False) -> tuple[list[str], dict[str, list[str]]]:
+    """The restart files under `hot/top` for state version batch + 1, and each store directory with
+    its versioned names (for state_gaps). `skip_partitions`: leave the partition directories out."""
     out: list[str] = []
-    lineage = commit_lineage(hot)
-    stores: dict[str, list[str]] = {}  # store directory -> its versioned names, for state_gaps
+    stores: dict[str, list[str]] = {}
     stale = {f"{batch + 1}.changelog", f"{batch + 1}.delta"} if _stale_state_listing() else set()
-    for root, dirs, files in os.walk(hot / "state"):
+    for root, dirs, files in os.walk(hot / top):
         dirs[:] = [d for d in dirs if not _is_temp(d) and d != "SSTs"]
         rel_root = Path(root).relative_to(hot).as_posix()
+        if skip_partitions:
+            dirs[:] = [d for d in dirs if not partition_dir_of(f"{rel_root}/{d}")]
         plain = [f for f in files if not _is_temp(f)]
         if "/_metadata" in f"/{rel_root}/" or rel_root.endswith("_metadata"):
             out.extend(f"{rel_root}/{f}" for f in plain)  # operator and schema metadata
@@ -227,20 +263,41 @@ def _state_files(hot: Path, batch: int) -> list[str]:
             stores[rel_root] = versioned
         out.extend(_state_dir_files(hot, rel_root, versioned, batch + 1, lineage))
         out.extend(f"{rel_root}/{f}" for f in plain if not _VERSIONED.match(f))
-    partitions, operators = _state_partitions(hot, batch)
+    return out, stores
+
+
+def _state_files(hot: Path, batch: int, scope: Scope = "all") -> list[str]:
+    """Every state file a restart after `batch` needs (state version = batch + 1); the driver's scope
+    leaves the partition directories out, and with them the check that every partition is there
+    (the merge of the executors' reports checks that, executor_state/merge.py)."""
+    out, stores = _walk_state(hot, "state", batch, commit_lineage(hot), skip_partitions=scope == "driver")
+    partitions, operators = state_partitions(hot, batch) if scope == "all" else (None, [])
     if reasons := state_gaps(stores, batch + 1, partitions=partitions, operators=operators, batch=batch):
         raise FreezeError("; ".join(reasons))
     return out
 
 
-def restart_set(hot_dir: str | os.PathLike[str], batch: int) -> list[str]:
-    """Relative paths of the files a restart after committed `batch` needs. Pure listing, no copies."""
+def partition_restart_files(root: str | os.PathLike[str], partition_dir: str, batch: int,
+                            lineage: LineageLookup | None = None) -> list[str]:
+    """The files of one state partition directory (`state/<op>/<partition>` under `root`) a restart
+    after committed `batch` needs; FreezeError when its chain has a gap. `lineage`: the committed
+    uuids (checkpoint format v2), which an executor learns from the driver's commit log."""
+    hot = Path(root)
+    out, stores = _walk_state(hot, partition_dir, batch, lineage or commit_lineage(hot))
+    if reasons := state_gaps(stores, batch + 1):
+        raise FreezeError("; ".join(reasons))
+    return out
+
+
+def restart_set(hot_dir: str | os.PathLike[str], batch: int, scope: Scope = "all") -> list[str]:
+    """Relative paths of the files a restart after committed `batch` needs. Pure listing, no copies.
+    `scope="driver"`: the driver's share in the executor mode (no partition directories)."""
     hot = Path(hot_dir)
     files = ["metadata"]
     files += _log_files_up_to(hot, "offsets", batch)
     files += _log_files_up_to(hot, "commits", batch)
     files += _all_files(hot, "sources")
-    files += _state_files(hot, batch)
+    files += _state_files(hot, batch, scope)
     return files
 
 
@@ -249,18 +306,9 @@ def required_files(batch: int) -> list[str]:
     return ["metadata", f"offsets/{batch}", f"commits/{batch}"]
 
 
-def freeze(hot_dir: str | os.PathLike[str], freeze_dir: str | os.PathLike[str]) -> FreezeResult:
-    """Hard-link the restart set of the latest committed batch into `freeze_dir` (same filesystem).
-
-    Raises FreezeError when nothing is committed yet or a required file is missing.
-    """
-    started = time.perf_counter()
-    hot, dest = Path(hot_dir), Path(freeze_dir)
-    batch = latest_committed_batch(hot)  # commits/ first: see the module docstring
-    if batch is None:
-        raise FreezeError(f"no committed batch in {hot} yet")
-    files = restart_set(hot, batch)
-    required = set(required_files(batch))
+def link_files(src: Path, dest: Path, files: list[str], required: set[str]) -> list[str]:
+    """Hard-link `files` (relative) from `src` into `dest` (same filesystem); the linked ones, sorted.
+    A state file or a `required` one that vanished fails (FreezeError) and removes `dest`."""
     linked: list[str] = []
     made_dirs: set[Path] = set()
     try:
@@ -270,7 +318,7 @@ def freeze(hot_dir: str | os.PathLike[str], freeze_dir: str | os.PathLike[str]) 
                 target.parent.mkdir(parents=True, exist_ok=True)
                 made_dirs.add(target.parent)
             try:
-                os.link(hot / rel, target)
+                os.link(src / rel, target)
             except FileNotFoundError:
                 # Spark's maintenance may purge an old log entry between listing and linking; only
                 # the files a restart reads must be present.
@@ -280,11 +328,27 @@ def freeze(hot_dir: str | os.PathLike[str], freeze_dir: str | os.PathLike[str]) 
             linked.append(rel)
         missing = required - set(linked)
         if missing:
-            raise FreezeError(f"hot dir {hot} lacks {sorted(missing)} for batch {batch}")
+            raise FreezeError(f"hot dir {src} lacks {sorted(missing)}")
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    return FreezeResult(batch_id=batch, files=sorted(linked), seconds=time.perf_counter() - started)
+    return sorted(linked)
+
+
+def freeze(hot_dir: str | os.PathLike[str], freeze_dir: str | os.PathLike[str],
+           scope: Scope = "all") -> FreezeResult:
+    """Hard-link the restart set of the latest committed batch into `freeze_dir` (same filesystem).
+    `scope="driver"`: the driver's share in the executor mode (restart_set).
+
+    Raises FreezeError when nothing is committed yet or a required file is missing.
+    """
+    started = time.perf_counter()
+    hot, dest = Path(hot_dir), Path(freeze_dir)
+    batch = latest_committed_batch(hot)  # commits/ first: see the module docstring
+    if batch is None:
+        raise FreezeError(f"no committed batch in {hot} yet")
+    linked = link_files(hot, dest, restart_set(hot, batch, scope), set(required_files(batch)))
+    return FreezeResult(batch_id=batch, files=linked, seconds=time.perf_counter() - started)
 
 
 def check_restartable(hot_dir: str | os.PathLike[str]) -> int:

@@ -113,6 +113,7 @@ class CheckpointOperation:
     upload_seconds: float = 0.0
     stop_check: StopCheck = no_stop
     source_stats: dict[str, os.stat_result] = field(default_factory=dict)
+    remote_sizes: dict[str, int] = field(default_factory=dict)  # sha256 -> size of objects others upload
 
     @property
     def store(self) -> ObjectStore:
@@ -133,10 +134,10 @@ class CheckpointOperation:
         """Plan from one listing of the job's objects: missing ones are always uploaded."""
         listing = self.store.list(objects_prefix(self.writer.job))
         held = {sha: i for i in listing if (sha := sha_of_object_key(i.key)) is not None}
-        sizes = {sha: self.source_stats[sha].st_size for sha in self.sources}
+        sizes = {sha: self.source_stats[sha].st_size for sha in self.sources} | self.remote_sizes
         self.to_upload = needed_uploads(rules, sizes, held, self.writer.clock())
         self.planned = True
-        self.writer.own.note_verified(self.id, set(self.sources) - set(self.to_upload))
+        self.writer.own.note_verified(self.id, set(sizes) - set(self.to_upload))
         self.writer.own.drop_failed(before=self.id)
         return self.to_upload
 
@@ -170,7 +171,7 @@ class CheckpointOperation:
 
         def send(shas: list[str]) -> None:
             for sha in shas:
-                if sha not in self.uploaded and sha not in sent:
+                if sha in self.sources and sha not in self.uploaded and sha not in sent:
                     sent.add(sha)
                     futures.append(pool.submit(upload, sha))
         with ThreadPoolExecutor(self.writer.upload_workers) as pool:
@@ -187,6 +188,18 @@ class CheckpointOperation:
                     f.cancel()
                 raise
         self.upload_seconds += time.perf_counter() - t0
+
+    def remote_uploads(self) -> list[str]:
+        """The planned objects that only remote files provide (the executors upload them)."""
+        return [sha for sha in self.to_upload if sha not in self.sources and sha not in self.uploaded]
+
+    def remote_uploaded(self, shas: set[str]) -> None:
+        """An executor acknowledged these uploads (executor_state/driver.py)."""
+        unknown = shas - set(self.remote_sizes)
+        if unknown:
+            raise CheckpointError(f"checkpoint {self.id}: acknowledged objects it does not reference: {sorted(unknown)[:3]}")
+        self.uploaded |= shas
+        self.writer.own.note_verified(self.id, shas)
 
     def _check_before_commit(self) -> None:
         changed = [str(path) for path, st in self.files if not _same_file(os.stat(path), st)]

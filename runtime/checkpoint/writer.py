@@ -33,7 +33,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,20 @@ from .tickets import IdTickets
 from .tree import scan_tree, tree_digests
 
 log = logging.getLogger("sparkpoint.checkpoint")
+
+
+def _with_remote(entries: list[FileEntry], remote: Sequence[FileEntry], carried: dict[str, str],
+                 sources: dict[str, Path]) -> tuple[list[FileEntry], dict[str, int]]:
+    """Local and remote entries by path (as one tree's scan would list them), and the objects only
+    remote files provide: a content the driver also holds is uploaded by it, or carried inline."""
+    if not remote:
+        return entries, {}
+    clash = {e.path for e in entries} & {e.path for e in remote}
+    if clash:
+        raise CheckpointError(f"not committing: {sorted(clash)[0]} is both the driver's and an executor's file")
+    merged = entries + [e.model_copy(update={"data": carried.get(e.sha256)}) for e in remote]
+    sizes = {e.sha256: e.size for e in remote if e.sha256 not in carried and e.sha256 not in sources}
+    return sorted(merged, key=lambda e: e.path), sizes
 
 
 class CheckpointWriter:
@@ -119,10 +133,13 @@ class CheckpointWriter:
         trigger_time: datetime | float | None = None,
         ticket: int | None = None,
         stop_check: StopCheck | None = None,
+        remote: Sequence[FileEntry] = (),
     ) -> CheckpointOperation:
         """Hash the tree, then (in ticket order) claim an id by writing the pending marker.
         `ticket` comes from `self.tickets.take()` in the caller's synchronous phase; begin always
-        releases it."""
+        releases it. `remote`: files hashed elsewhere (the executors' state partitions, executor_state/),
+        part of the manifest and named by the marker; their uploads are not this writer's
+        (CheckpointOperation.remote_uploads)."""
         ticket = self.tickets.take() if ticket is None else ticket
         stop = stop_check or no_stop
         # The claim's lower bound is listed while the tree is scanned and hashed (one round trip
@@ -149,9 +166,10 @@ class CheckpointWriter:
             # Objects to upload or reuse: every hash not carried inline.
             sources = {sha: path for (_, path, _), sha in zip(files, shas, strict=True) if sha not in carried}
             stats = {sha: st for (_, _, st), sha in zip(files, shas, strict=True) if sha not in carried}
+            entries, remote_sizes = _with_remote(entries, remote, carried, sources)
             self.tickets.wait_turn(ticket, stop)
             stop()
-            marker_id = self._claim_id(sorted(sources), highest.result())
+            marker_id = self._claim_id(sorted({*sources, *remote_sizes}), highest.result())
         finally:
             self.tickets.release(ticket)
         return CheckpointOperation(
@@ -159,7 +177,7 @@ class CheckpointWriter:
             files=[(path, st) for _, path, st in files], trigger_time=trigger_time,
             batch_id=batch_id, spark_version=spark_version, state_provider=state_provider,
             extra=dict(extra or {}), hash_seconds=hash_seconds, started=started, stop_check=stop,
-            source_stats=stats)
+            source_stats=stats, remote_sizes=remote_sizes)
 
     def _claim_id(self, shas: list[str], highest: int) -> str:
         """Claim the first free id above `highest` (listed in the store) and this writer's last."""

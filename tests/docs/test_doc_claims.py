@@ -49,10 +49,6 @@ CLAIMS_WITH_EVIDENCE: dict[tuple[str, str], str] = {
         "the restore benchmark times the download and verification only",
     ("e2e/kind/README.md", "An uninterrupted `make e2e-kind` has not been timed"):
         "the next paragraph: the one uninterrupted try (2026-11-26, load 35-49) was stopped after failures",
-    ("docs/security.md", "issue 42's executor-side state, not built yet"):
-        "issue 42 is open; only the role exists (access_policy.py): no executor uploads to the store and "
-        "no pod is given the credential (the executors' pod template, runtime/spark/executors.py, carries no store "
-        "credential, and the driver admission policy refuses env from a Secret in executor pods)",
     ("e2e/kind/README.md", "A full run on a quiet machine is still owed"):
         "e2e/kind/README.md's own account of the 2026-11-26 runs: the CI tier ran on kind only in pieces",
 }
