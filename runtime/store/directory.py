@@ -35,7 +35,7 @@ def _holds_a_file(path: str) -> bool:
     return False
 
 
-_NAMES_HELD = 65_536  # names of one folder a listing holds at a time
+_NAMES_HELD = 16_384  # names of one folder a listing holds at a time (about 4 MiB)
 
 
 def _sorted_names(folder: Path, held: int | None = None) -> Iterator[tuple[str, str, bool]]:
@@ -54,6 +54,7 @@ def _sorted_names(folder: Path, held: int | None = None) -> Iterator[tuple[str, 
         if len(chunk) < held:
             return
         last = chunk[-1][0]
+        del chunk  # before the next read: one chunk held at a time
 
 
 def _named(entry: os.DirEntry[str]) -> tuple[str, str, bool]:
