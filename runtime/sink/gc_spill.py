@@ -96,6 +96,7 @@ class _IntSet:
 
     def _flush(self) -> None:
         if self._buffer:
+            self._buffer.sort()  # in key order: each B-tree page is touched once per batch, not per row
             cur = self._db.executemany(f"INSERT OR IGNORE INTO {self._table} (k) VALUES (?)", self._buffer)
             self._size += max(cur.rowcount, 0)
             self._buffer.clear()
