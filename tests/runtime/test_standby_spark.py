@@ -6,11 +6,13 @@ fences the old one out) finishes with the exactly-once sink's output equal to th
 from __future__ import annotations
 
 import json
+import re
 import signal
 import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, committed, wait_until
 from sparkpoint.runtime.checkpoint import read_fence
@@ -52,6 +54,19 @@ def listing(store: ObjectStore, ref: JobRef) -> dict[str, tuple[int, object]]:
 
 def shas(store: ObjectStore, ref: JobRef, cid: str) -> set[str]:
     return {f.sha256 for f in load_manifest(store, ref, cid).files if not f.inline}
+
+
+def replays_per_partition(files: list, version: int) -> dict[int, int]:  # type: ignore[type-arg]
+    """Changelogs a restore of state `version` replays per partition: those after its newest snapshot."""
+    snapshots: dict[int, int] = {}
+    partitions: set[int] = set()
+    for f in files:
+        m = re.fullmatch(r"state/0/(\d+)/(\d+)\.(zip|changelog)", f.path)
+        if m:
+            partitions.add(int(m[1]))
+            if m[3] == "zip" and int(m[2]) <= version:
+                snapshots[int(m[1])] = max(snapshots.get(int(m[1]), 0), int(m[2]))
+    return {p: version - snapshots.get(p, 0) for p in sorted(partitions)}
 
 
 def promote_and_finish(standby: RuntimeProcess, port: int, job: WindowedJob) -> dict:  # type: ignore[type-arg]
@@ -157,9 +172,20 @@ def test_a_warmed_up_standby_writes_nothing_and_its_promotion_is_exactly_once(mi
     checkpoint into a sink that writes nothing, then follows; the store is untouched, its scratch dir gone,
     and the promoted attempt restores the job's own checkpoint and finishes with the exact output."""
     job, job_file, env, store, ref = new_job(minio_server, tmp_path, "standby-warm")
-    first = RuntimeProcess(job_file, tmp_path / "pod1", tmp_path / "first.log", until_batch=8, env=env).start()
+    # The job as the operator runs it with spec.standby.warmup; maintenance every second, so that each
+    # snapshot Spark makes is in the hot dir (and the next checkpoint) a second later, not 15 s later.
+    doc = yaml.safe_load(job_file.read_text())
+    doc["spec"]["standby"] = {"enabled": True, "warmup": True}
+    doc["spec"]["spark"]["conf"] = {"spark.sql.streaming.stateStore.maintenanceInterval": "1s"}
+    job_file.write_text(yaml.safe_dump(doc))
+    first = RuntimeProcess(job_file, tmp_path / "pod1", tmp_path / "first.log", until_batch=16, env=env).start()
     assert first.wait(600) == 0, (tmp_path / "first.log").read_text()[-3000:]
     before, last, old_attempt = listing(store, ref), list_checkpoint_ids(store, ref)[-1], read_fence(store, ref)
+    # Its state snapshots every 10 versions (session.DELTAS_PER_SNAPSHOT_FAST_RESTORE; Spark's 50 before):
+    # the promoted first batch replays at most 10 changelogs per partition, not every version since 0.
+    restored = load_manifest(store, ref, last)
+    replays = replays_per_partition(restored.files, restored.batch_id + 1)
+    assert len(replays) == 4 and max(replays.values()) <= 10, (restored.batch_id, replays)
     standby, port = start_standby(job_file, tmp_path, env, "standby", "--standby-warmup")
     try:
         wait_until(lambda: (standby_doc(port)["warmup"] or {}).get("state") not in (None, "pending"), 600,
