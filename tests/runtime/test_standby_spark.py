@@ -6,7 +6,6 @@ fences the old one out) finishes with the exactly-once sink's output equal to th
 from __future__ import annotations
 
 import json
-import re
 import signal
 import uuid
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, committed, wait_until
+from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, committed, state_replays, wait_until
 from sparkpoint.runtime.checkpoint import read_fence
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.sink.transactional import read_committed
@@ -54,19 +53,6 @@ def listing(store: ObjectStore, ref: JobRef) -> dict[str, tuple[int, object]]:
 
 def shas(store: ObjectStore, ref: JobRef, cid: str) -> set[str]:
     return {f.sha256 for f in load_manifest(store, ref, cid).files if not f.inline}
-
-
-def replays_per_partition(files: list, version: int) -> dict[int, int]:  # type: ignore[type-arg]
-    """Changelogs a restore of state `version` replays per partition: those after its newest snapshot."""
-    snapshots: dict[int, int] = {}
-    partitions: set[int] = set()
-    for f in files:
-        m = re.fullmatch(r"state/0/(\d+)/(\d+)\.(zip|changelog)", f.path)
-        if m:
-            partitions.add(int(m[1]))
-            if m[3] == "zip" and int(m[2]) <= version:
-                snapshots[int(m[1])] = max(snapshots.get(int(m[1]), 0), int(m[2]))
-    return {p: version - snapshots.get(p, 0) for p in sorted(partitions)}
 
 
 def promote_and_finish(standby: RuntimeProcess, port: int, job: WindowedJob) -> dict:  # type: ignore[type-arg]
@@ -184,7 +170,7 @@ def test_a_warmed_up_standby_writes_nothing_and_its_promotion_is_exactly_once(mi
     # Its state snapshots every 10 versions (session.DELTAS_PER_SNAPSHOT_FAST_RESTORE; Spark's 50 before):
     # the promoted first batch replays at most 10 changelogs per partition, not every version since 0.
     restored = load_manifest(store, ref, last)
-    replays = replays_per_partition(restored.files, restored.batch_id + 1)
+    replays = state_replays([f.path for f in restored.files], restored.batch_id + 1)
     assert len(replays) == 4 and max(replays.values()) <= 10, (restored.batch_id, replays)
     standby, port = start_standby(job_file, tmp_path, env, "standby", "--standby-warmup")
     try:
