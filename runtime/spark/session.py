@@ -21,8 +21,8 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 
 # How many state versions a RocksDB store keeps as changelogs before the next snapshot (Spark's
 # minDeltasForSnapshot). A restore loads the newest snapshot and replays every changelog after it, so
-# the first batch after any restore pays up to this many replays per partition: ~7 us of CPU per
-# replayed row here, ~7 of the 10 s of CPU a promoted standby's first batch spent in its state stage at
+# the first batch after any restore pays up to this many replays per partition: 4-7 us of CPU per
+# replayed row here, ~5-7 of the 8-11 s of CPU a promoted standby's first batch spent in its state stage at
 # 25 changelogs of a job whose batches rewrite all of its 50,000 keys (docs/benchmarks.md, "The
 # promoted first batch"). A job whose standby warms up (spec.standby.warmup) asked for a fast promotion.
 DELTAS_PER_SNAPSHOT = 50
@@ -52,7 +52,7 @@ def session_conf(spark: SparkSection, event_log: dict[str, str] | None = None,
         # rewriting SSTs a checkpoint must upload again: at 5 (two flushes per 10 s checkpoint at 1 s
         # batches) checkpoints uploaded 2.7-6.3x the changed bytes, at 50 0.55x (docs/benchmarks.md).
         # The price is a longer changelog replay on restore (at most 50 changelogs per partition), which
-        # fast_restore trades back for ~11% more bytes per checkpoint in the promotion bench's job.
+        # fast_restore trades back for 5-9% more bytes per checkpoint in the promotion bench's job.
         "spark.sql.streaming.stateStore.minDeltasForSnapshot":
             str(DELTAS_PER_SNAPSHOT_FAST_RESTORE if fast_restore else DELTAS_PER_SNAPSHOT),
         "spark.sql.streaming.stateStore.maintenanceInterval": "15s",

@@ -164,11 +164,13 @@ def test_a_warmed_up_standby_writes_nothing_and_its_promotion_is_exactly_once(mi
     doc["spec"]["standby"] = {"enabled": True, "warmup": True}
     doc["spec"]["spark"]["conf"] = {"spark.sql.streaming.stateStore.maintenanceInterval": "1s"}
     job_file.write_text(yaml.safe_dump(doc))
-    first = RuntimeProcess(job_file, tmp_path / "pod1", tmp_path / "first.log", until_batch=16, env=env).start()
+    # Batch 18 is state version 19: version 10's snapshot has 9 versions to reach the hot dir before the
+    # drain's checkpoint, and version 20's is not due yet.
+    first = RuntimeProcess(job_file, tmp_path / "pod1", tmp_path / "first.log", until_batch=18, env=env).start()
     assert first.wait(600) == 0, (tmp_path / "first.log").read_text()[-3000:]
     before, last, old_attempt = listing(store, ref), list_checkpoint_ids(store, ref)[-1], read_fence(store, ref)
     # Its state snapshots every 10 versions (session.DELTAS_PER_SNAPSHOT_FAST_RESTORE; Spark's 50 before):
-    # the promoted first batch replays at most 10 changelogs per partition, not every version since 0.
+    # the promoted first batch replays at most 10 changelogs per partition here, not every version since 0.
     restored = load_manifest(store, ref, last)
     replays = state_replays([f.path for f in restored.files], restored.batch_id + 1)
     assert len(replays) == 4 and max(replays.values()) <= 10, (restored.batch_id, replays)
