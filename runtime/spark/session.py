@@ -22,7 +22,7 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 # How many state versions a RocksDB store keeps as changelogs before the next snapshot (Spark's
 # minDeltasForSnapshot). A restore loads the newest snapshot and replays every changelog after it, so
 # the first batch after any restore pays up to this many replays per partition: 4-7 us of CPU per
-# replayed row here, ~5-7 of the 8-11 s of CPU a promoted standby's first batch spent in its state stage at
+# replayed row here, ~4-8 of the 8-12 s of CPU a promoted standby's first batch spent in its state stage at
 # 25 changelogs of a job whose batches rewrite all of its 50,000 keys (docs/benchmarks.md, "The
 # promoted first batch"). A job whose standby warms up (spec.standby.warmup) asked for a fast promotion.
 DELTAS_PER_SNAPSHOT = 50
