@@ -8,6 +8,7 @@ import calendar
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -169,6 +170,20 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str,
 def committed(work_dir: Path) -> int:
     batch = latest_committed_batch(work_dir / "hot")
     return -1 if batch is None else batch
+
+
+def state_replays(paths: list[str], version: int) -> dict[int, int]:
+    """Per partition of the first stateful operator, the changelogs a restore of state `version` replays:
+    those after the partition's newest RocksDB snapshot (`<v>.zip`) at or below it. `paths`: a
+    checkpoint's files, relative to the hot dir (its manifest's)."""
+    newest: dict[int, int] = {}
+    for path in paths:
+        m = re.fullmatch(r"state/0/(\d+)/(\d+)\.(zip|changelog)", path)
+        if m:
+            newest.setdefault(int(m[1]), 0)
+            if m[3] == "zip" and int(m[2]) <= version:
+                newest[int(m[1])] = max(newest[int(m[1])], int(m[2]))
+    return {p: version - z for p, z in sorted(newest.items())}
 
 
 def checkpoint_count(store_url: str, job: JobRef) -> int:

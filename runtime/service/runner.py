@@ -254,7 +254,7 @@ class JobRuntime:
         faults.point("batch")
 
     def _build_session(self) -> Any:
-        from sparkpoint.runtime.spark.session import build_session
+        from sparkpoint.runtime.spark.session import build_session, wants_fast_restore
 
         spec = self.spec
         cluster_conf = None
@@ -270,7 +270,7 @@ class JobRuntime:
             event_log = event_log_conf(self.event_log.local_dir)
         # The UI and the History Server list applications by this name: job, attempt, restart (§9).
         self.spark = spark = build_session(spec.spark, app_name(self.job, attempt, self.restart), cluster_conf,
-                                           event_log)
+                                           event_log, wants_fast_restore(spec.standby))
         self.start_phases.mark("session")
         return spark
 

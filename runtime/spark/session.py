@@ -10,6 +10,7 @@ from sparkpoint.runtime.spec import (
     SPARK_UI_PORT_ENV,
     SPARK_UI_PROXY_BASE_ENV,
     SparkSection,
+    StandbySection,
 )
 
 from .identity import ensure_user_identity
@@ -18,9 +19,26 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
-def session_conf(spark: SparkSection, event_log: dict[str, str] | None = None) -> dict[str, str]:
+# How many state versions a RocksDB store keeps as changelogs before the next snapshot (Spark's
+# minDeltasForSnapshot). A restore loads the newest snapshot and replays every changelog after it, so
+# the first batch after any restore pays up to this many replays per partition: 4-7 us of CPU per
+# replayed row here, ~4-8 of the 8-12 s of CPU a promoted standby's first batch spent in its state stage at
+# 25 changelogs of a job whose batches rewrite all of its 50,000 keys (docs/benchmarks.md, "The
+# promoted first batch"). A job whose standby warms up (spec.standby.warmup) asked for a fast promotion.
+DELTAS_PER_SNAPSHOT = 50
+DELTAS_PER_SNAPSHOT_FAST_RESTORE = 10
+
+
+def wants_fast_restore(standby: StandbySection | None) -> bool:
+    """A job whose standby warms up (spec.standby.warmup, on) snapshots every DELTAS_PER_SNAPSHOT_FAST_RESTORE."""
+    return standby is not None and standby.enabled and standby.warmup
+
+
+def session_conf(spark: SparkSection, event_log: dict[str, str] | None = None,
+                 fast_restore: bool = False) -> dict[str, str]:
     """Defaults that keep a local driver lean, then the state store choice, then the user's conf.
-    event_log: the runtime's event log settings (service/event_log.py), which the user's conf may tune."""
+    event_log: the runtime's event log settings (service/event_log.py), which the user's conf may tune.
+    fast_restore: snapshot the state stores every DELTAS_PER_SNAPSHOT_FAST_RESTORE versions."""
     conf = {
         **ui_conf(spark),
         **(event_log or {}),
@@ -33,8 +51,10 @@ def session_conf(spark: SparkSection, event_log: dict[str, str] | None = None) -
         # A RocksDB snapshot flushes the memtable into a new SST, and every few flushes L0 compacts,
         # rewriting SSTs a checkpoint must upload again: at 5 (two flushes per 10 s checkpoint at 1 s
         # batches) checkpoints uploaded 2.7-6.3x the changed bytes, at 50 0.55x (docs/benchmarks.md).
-        # The price is a longer changelog replay on restore (at most 50 changelogs per partition).
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "50",
+        # The price is a longer changelog replay on restore (at most 50 changelogs per partition), which
+        # fast_restore trades back for 5-9% more bytes per checkpoint in the promotion bench's job.
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot":
+            str(DELTAS_PER_SNAPSHOT_FAST_RESTORE if fast_restore else DELTAS_PER_SNAPSHOT),
         "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
         # In a pod the operator sizes the heap from the container's limit (spec_rules.driver_memory).
         "spark.driver.memory": os.environ.get(DRIVER_MEMORY_ENV, "1g"),
@@ -77,13 +97,14 @@ def extra_jars() -> list[str]:
 
 
 def build_session(spark: SparkSection, app_name: str, cluster_conf: dict[str, str] | None = None,
-                  event_log: dict[str, str] | None = None):  # -> pyspark.sql.SparkSession
+                  event_log: dict[str, str] | None = None,
+                  fast_restore: bool = False):  # -> pyspark.sql.SparkSession
     """cluster_conf: the driver's settings for master k8s (executors.prepare_driver), its master
-    URL included."""
+    URL included. fast_restore: session_conf's."""
     from pyspark.sql import SparkSession  # imported lazily: the CLI validates specs without a JVM
 
     ensure_user_identity()  # before the JVM starts: it needs a user name for this uid
-    conf = {**session_conf(spark, event_log), **(cluster_conf or {})}
+    conf = {**session_conf(spark, event_log, fast_restore), **(cluster_conf or {})}
     builder = SparkSession.builder.master(conf.pop("spark.master", spark.master)).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)

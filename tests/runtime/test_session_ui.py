@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.runtime.spark.session import launch_conf, session_conf
-from sparkpoint.runtime.spec import SparkSection
+from sparkpoint.runtime.spark.session import launch_conf, session_conf, wants_fast_restore
+from sparkpoint.runtime.spec import SparkSection, StandbySection
 from sparkpoint.runtime.spec import job as config
 from sparkpoint.runtime.spec.rules import SPARK_UI_PORT_ENV
 
@@ -55,3 +55,15 @@ def test_behind_the_ingress_the_proxy_base_is_spark_ui_proxy_base(monkeypatch) -
     assert launch_conf(SparkSection())["spark.ui.proxyBase"] == "/sparkpoint/team/clicks"
     monkeypatch.delenv(SPARK_UI_PROXY_BASE_ENV)
     assert "spark.ui.proxyBase" not in session_conf(SparkSection())
+
+
+def test_a_job_with_a_warmed_standby_snapshots_its_state_every_10_versions_unless_its_conf_says() -> None:
+    """spec.standby.warmup: the promoted first batch replays at most 10 changelogs per partition (the
+    runner passes fast_restore for it); every other job keeps 50, and the user's conf wins over both."""
+    key = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+    assert session_conf(SparkSection())[key] == "50"
+    assert session_conf(SparkSection(), fast_restore=True)[key] == "10"
+    assert session_conf(SparkSection(conf={key: "25"}), fast_restore=True)[key] == "25"
+    assert wants_fast_restore(StandbySection(enabled=True, warmup=True))
+    assert not wants_fast_restore(StandbySection(enabled=True)) and not wants_fast_restore(StandbySection(warmup=True))
+    assert not wants_fast_restore(None)

@@ -11,8 +11,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
-from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, committed, wait_until
+from harness.runtime_job import RuntimeProcess, WindowedJob, canonical, committed, state_replays, wait_until
 from sparkpoint.runtime.checkpoint import read_fence
 from sparkpoint.runtime.checkpoint.catalog import list_checkpoint_ids, load_manifest
 from sparkpoint.runtime.sink.transactional import read_committed
@@ -157,9 +158,22 @@ def test_a_warmed_up_standby_writes_nothing_and_its_promotion_is_exactly_once(mi
     checkpoint into a sink that writes nothing, then follows; the store is untouched, its scratch dir gone,
     and the promoted attempt restores the job's own checkpoint and finishes with the exact output."""
     job, job_file, env, store, ref = new_job(minio_server, tmp_path, "standby-warm")
-    first = RuntimeProcess(job_file, tmp_path / "pod1", tmp_path / "first.log", until_batch=8, env=env).start()
+    # The job as the operator runs it with spec.standby.warmup; maintenance every second, so that each
+    # snapshot Spark makes is in the hot dir (and the next checkpoint) a second later, not 15 s later.
+    doc = yaml.safe_load(job_file.read_text())
+    doc["spec"]["standby"] = {"enabled": True, "warmup": True}
+    doc["spec"]["spark"]["conf"] = {"spark.sql.streaming.stateStore.maintenanceInterval": "1s"}
+    job_file.write_text(yaml.safe_dump(doc))
+    # Batch 18 is state version 19: version 10's snapshot has 9 versions to reach the hot dir before the
+    # drain's checkpoint, and version 20's is not due yet.
+    first = RuntimeProcess(job_file, tmp_path / "pod1", tmp_path / "first.log", until_batch=18, env=env).start()
     assert first.wait(600) == 0, (tmp_path / "first.log").read_text()[-3000:]
     before, last, old_attempt = listing(store, ref), list_checkpoint_ids(store, ref)[-1], read_fence(store, ref)
+    # Its state snapshots every 10 versions (session.DELTAS_PER_SNAPSHOT_FAST_RESTORE; Spark's 50 before):
+    # the promoted first batch replays at most 10 changelogs per partition here, not every version since 0.
+    restored = load_manifest(store, ref, last)
+    replays = state_replays([f.path for f in restored.files], restored.batch_id + 1)
+    assert len(replays) == 4 and max(replays.values()) <= 10, (restored.batch_id, replays)
     standby, port = start_standby(job_file, tmp_path, env, "standby", "--standby-warmup")
     try:
         wait_until(lambda: (standby_doc(port)["warmup"] or {}).get("state") not in (None, "pending"), 600,
