@@ -66,6 +66,9 @@ def check_create(w: World, action, spec) -> None:  # type: ignore[no-untyped-def
         raise ModelViolation(f"{where}: a rollback that starts without state while the store holds {good[-1].id}")
 
 
+LATE_SLACK = 1.0
+
+
 def check_decision(w: World, obs, d) -> None:  # type: ignore[no-untyped-def]
     st, old, spec = d.status, obs.status.document(), obs.spec
     if st.get("attempt", 0) < old.get("attempt", 0) or st.get("restarts", 0) < old.get("restarts", 0):
@@ -104,6 +107,16 @@ def check_decision(w: World, obs, d) -> None:  # type: ignore[no-untyped-def]
             raise ModelViolation(f"attempt {seen.attempt} given up as lost, but its runtime answered "
                                  f"{'a request since' if silent is None else f'{w.now - silent:g}s ago'} "
                                  f"(restart.lostAfter {spec.restart.lost_after}): a slow runtime killed")
+    if seen is not None and seen.unanswered_since is not None and failure == old.get("lastFailure") \
+            and st.get("attempt", 0) == old.get("attempt", 0) and seen.attempt == old.get("attempt") \
+            and st.get("phase") in ("Running", "Recovering") and not seen.deleting and not seen.following:
+        # ...nor too late: a runtime silent (the world's truth) for lostAfter is given up by the round
+        # after, whatever the checkpoint interval (the liveness poll dates the silence, its decision
+        # requeues to the bound). The slack is the wait's own step (model_world.World.wait).
+        bound = parse_duration(spec.restart.lost_after)
+        if w.now - seen.unanswered_since > bound + LATE_SLACK:
+            raise ModelViolation(f"attempt {seen.attempt} silent for {w.now - seen.unanswered_since:g}s and not given "
+                                 f"up (restart.lostAfter {spec.restart.lost_after}, phase {st.get('phase')})")
     pod, listed = w.current(w.seen), obs.store_checkpoints or []
     latest = (st.get("latestCheckpoint") or {}).get("id")
     here = {c.id: c for c in w.stores[store_url(spec)].checkpoints}
