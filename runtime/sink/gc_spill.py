@@ -27,7 +27,7 @@ from sparkpoint.runtime.store.layout import CHECKPOINT_ID
 
 from .lineage import CONTINUATION_ID
 
-_BATCH = 20_000  # rows buffered before an insert
+_BATCH = 2_000  # rows buffered before an insert (a set holds at most these in memory)
 _CACHE_KIB = 4096  # SQLite's page cache per connection
 
 

@@ -88,5 +88,7 @@ def test_a_full_pass_holds_the_same_peak_at_four_times_the_history(tmp_path, mon
         assert result.deleted_snapshotted_entries >= n - 1_000 - 3  # what the snapshots hold goes
         store = open_store(f"file://{tmp_path / f'n{n}'}")
         assert len(list(store.list(f"{JOB.root}/outputs/default/staging/"))) == n
+    # Run alone the new code grew -104 bytes per checkpoint here, after other tests 155 (the smaller pass no
+    # longer pays first-use costs), and it is flat from 20,000 to 40,000; the old code grew 1,575.
     growth = (peaks[large] - peaks[small]) / (large - small)
-    assert growth < 150, f"{growth:.0f} bytes per checkpoint ({peaks})"
+    assert growth < 500, f"{growth:.0f} bytes per checkpoint ({peaks})"
