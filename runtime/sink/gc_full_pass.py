@@ -91,11 +91,10 @@ def full_pass(ctx: PassContext, path: str, names: set[str], result: OutputGcResu
 
         for info in listing("_delta_log"):
             result.keep(info, committed=True)
-        listed_records = {id_from_json_key(o.key) for o in compaction_infos}
-        for info in compaction_infos:  # with the entries, before the files they name
+        for info in compaction_infos:  # with the entries, before the files they name (one listing: what was weighed)
             if id_from_json_key(info.key) in used_records or not info.key.endswith(".json"):
                 result.keep(info, committed=True)
-            elif id_from_json_key(info.key) in listed_records and collectable(info):
+            elif collectable(info):
                 delete(info)
                 result.deleted_records += 1
         for info in listing("_snapshots"):  # a snapshot holds its entry's history: kept with the entry
