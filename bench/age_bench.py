@@ -9,7 +9,12 @@ and the S3 pages they would cost at 1,000 keys a page, keys listed, GET, HEAD, P
 
 - `sparkpoint gc --once` (the checkpoint pass and the output pass, as the sidecar runs them);
 - `sparkpoint output read --limit 10`;
-- a start's sink resume (TransactionalSink.resume of the newest checkpoint, as the runtime does).
+- a start's sink resume (TransactionalSink.resume of the newest checkpoint, as the runtime does);
+- a start's claim and restore (the attempt claim, the in-place restart count and `restore_on_start`:
+  the listings, the plan and the restore of the newest checkpoint, as the runtime does before its query).
+
+The store's job restarted once a day of its age (an attempt claim each, as the runtime writes them),
+so what a start reads of `attempts/` is measured against age too.
 
 Where the code has history snapshots (runtime/sink/history.py), the store holds those the runtime
 writes as it publishes (written by the build with the runtime's own function). A first GC pass
@@ -93,7 +98,7 @@ def counting(store: Any, counts: dict[str, int]) -> Any:
 
 
 def child(argv: list[str]) -> int:
-    """`age_bench.py --child gc|read|resume <store url>`: one counted run; counts as JSON on stderr."""
+    """`age_bench.py --child gc|read|resume|start <store url>`: one counted run; counts as JSON on stderr."""
     what, url = argv[0], argv[1]
     from sparkpoint.runtime.cli import common as cli_common
     from sparkpoint.runtime.store import open_store
@@ -116,9 +121,24 @@ def child(argv: list[str]) -> int:
 
         rows = list(itertools.islice(iter_upserted_rows(counting(open_store(url), counts), JobRef(*JOB), "default"), 10))
         code = 0 if len(rows) == 10 else 1
+    elif what == "start":  # the attempt claim and the restore a start makes before its query
+        from sparkpoint.runtime.checkpoint import write_fence
+        from sparkpoint.runtime.checkpoint.fence import restarts_before
+        from sparkpoint.runtime.service.recovery import restore_on_start
+        from sparkpoint.runtime.store import JobRef
+
+        store, ref, launch = counting(open_store(url), counts), JobRef(*JOB), int(argv[2])
+        attempt = write_fence(store, ref, incarnation="uid", launch=launch)
+        restarts_before(store, ref, attempt, "uid", launch)
+        with tempfile.TemporaryDirectory() as work:
+            outcome = restore_on_start(store=store, job=ref, store_url=url, work_dir=Path(work),
+                                       hot_dir=Path(work) / "hot", restore_from=None, local_recovery=False,
+                                       attempt=attempt, incarnation="uid")
+        code = 0 if outcome.source == "remote" else 1
     else:
         from sparkpoint.runtime.checkpoint import list_checkpoint_ids
         from sparkpoint.runtime.checkpoint.catalog import load_manifest
+        from sparkpoint.runtime.checkpoint.fence import read_fence
         from sparkpoint.runtime.sink.journal import SinkJournal
         from sparkpoint.runtime.sink.transactional import TransactionalSink
         from sparkpoint.runtime.store import JobRef
@@ -128,7 +148,8 @@ def child(argv: list[str]) -> int:
         newest = list_checkpoint_ids(store, ref)[-1]
         manifest = load_manifest(store, ref, newest)
         with tempfile.TemporaryDirectory() as work:
-            sink = TransactionalSink(store, ref, attempt=manifest.attempt, path="default",
+            # the newest claim's attempt resumes (the job restarted since its newest checkpoint, as a start does)
+            sink = TransactionalSink(store, ref, attempt=read_fence(store, ref), path="default",
                                      journal=SinkJournal(work))
             sink.resume(newest, manifest.extra)
         code = 0
@@ -204,7 +225,9 @@ def build(root: Path, n: int) -> str:
     from sparkpoint.runtime.checkpoint import write_fence
 
     store = open_store(f"file://{root}")
-    write_fence(store, job, "uid")  # attempt 1 claimed
+    write_fence(store, job, "uid", launch=1)  # attempt 1 claimed
+    for launch in range(2, restarts(n) + 1):  # a restart a day (the attempts GC keeps are its business)
+        write_fence(store, job, "uid", launch=launch)
     try:  # the history snapshots the runtime wrote over the job's life, every SEGMENT publishes
         from sparkpoint.runtime.sink.history import compact_forward
         from sparkpoint.runtime.sink.reader import _loader
@@ -217,6 +240,11 @@ def build(root: Path, n: int) -> str:
         for name in names:
             os.utime(os.path.join(dirpath, name), (past, past))
     return f"file://{root}"
+
+
+def restarts(n: int) -> int:
+    """The starts of a job aged `n` checkpoints: one a day of its age, the first included."""
+    return max(1, n // DAY)
 
 
 def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
@@ -253,6 +281,11 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
                    resume_keys_listed=c.get("keys_listed", 0), resume_put=c.get("put", 0))
     else:
         row.update(resume_seconds=0, resume_get=0, resume_head=0, resume_keys_listed=0, resume_put=0)
+    if sink != "upsert":  # (the upsert store has no checkpoint manifests of its own)
+        rss, seconds, c = _run(["start", url, str(restarts(n) + 1)])
+        row.update(start_rss_mib=rss, start_seconds=seconds, start_get=c.get("get", 0), start_head=c.get("head", 0),
+                   start_keys_listed=c.get("keys_listed", 0), start_list_pages=c.get("list_pages", 0),
+                   start_put=c.get("put", 0))
     from age_stores import store_bytes
 
     row["bytes"] = store_bytes(root, "/".join(JOB))

@@ -13,7 +13,8 @@ END = "<!-- age:end -->"
 DAY = 8_640  # 10 s checkpoints
 AGES = {DAY: "1 day", 7 * DAY: "1 week", 30 * DAY: "1 month", 365 * DAY: "1 year"}
 METRICS = ["gc_rss_mib", "gc_seconds", "gc_get", "gc_list_pages", "gc_keys_listed", "read_rss_mib", "read_seconds",
-           "read_get", "read_keys_listed", "resume_get", "resume_keys_listed", "outside_bytes", "outside_per_data"]
+           "read_get", "read_keys_listed", "resume_get", "resume_keys_listed", "outside_bytes", "outside_per_data",
+           "start_rss_mib", "start_seconds", "start_get", "start_keys_listed", "first_gc_rss_mib"]
 PREFIXES = ["_commits", "_snapshots", "_delta_log", "_compactions", "_restores", "upserts", "other"]
 
 
@@ -60,6 +61,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any], before: list[dict[s
             f"{r['resume_get']:,} | "
             f"{r['resume_keys_listed']:,} | {r['outside_bytes']:,} | {r.get('since_snapshot', r['checkpoints']):,} | "
             f"{r.get('first_gc_delete', 0):,} | {r.get('first_gc_rss_mib', 'n/a')} |")
+    lines += start_table(ordered)
     lines += bytes_table(ordered)
     for sink in sinks:
         mine = [r for r in rows if r.get("sink", "transactional") == sink and not r.get("extrapolated")]
@@ -83,6 +85,24 @@ def _mib(value: Any) -> str:
     return "n/a" if value is None else f"{value} MiB"
 
 
+def start_table(rows: list[dict[str, Any]]) -> list[str]:
+    """A start's claim and restore (the attempt claim, its restart count, the restore plan and restore)."""
+    rows = [r for r in rows if r.get("start_get") is not None]
+    if not rows:
+        return []
+    out = ["", "| sink: age | starts so far | a start's claim and restore: peak RSS | s | GET | HEAD | "
+           "LIST pages / keys | PUT |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        age = AGES.get(r["checkpoints"], f"{r['checkpoints']:,} checkpoints")
+        mark = "*before*: " if r.get("before") else ""
+        extra = " (extrapolated)" if r.get("extrapolated") else ""
+        out.append(f"| {r.get('sink', 'transactional')}: {mark}{age}{extra} | {max(1, r['checkpoints'] // DAY):,} | "
+                   f"{_mib(r.get('start_rss_mib'))} | {r.get('start_seconds', 'n/a')} | {r['start_get']:,} | "
+                   f"{r.get('start_head', 'n/a')} | {r.get('start_list_pages', 'n/a')} / {r['start_keys_listed']:,} | "
+                   f"{r.get('start_put', 'n/a')} |")
+    return out
+
+
 def bytes_table(rows: list[dict[str, Any]]) -> list[str]:
     """Where the bytes outside data are, per prefix, and their ratio to the data a retained point reads."""
     rows = [r for r in rows if "bytes" in r]
@@ -99,7 +119,7 @@ def bytes_table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 SKIP = {"delta": ("resume_get", "resume_keys_listed"),  # not measured for a delta or upsert sink
-        "upsert": ("resume_get", "resume_keys_listed")}
+        "upsert": ("resume_get", "resume_keys_listed", "start_rss_mib", "start_seconds", "start_get", "start_keys_listed")}
 PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)", "o"), ("gc_get", "GC GETs / 100", "s"),
            ("read_rss_mib", "read --limit 10 peak RSS (MiB)", "^")]
 SCALE = {"gc_get": 100}
