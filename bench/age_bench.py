@@ -256,13 +256,15 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
         url = build_upsert(root, n, JOB)
     else:
         url = build(root, n)
-    if sink == "delta":  # the same store with the Delta log the delta sink writes beside its entries
-        from age_stores import add_delta_log
+    if sink.startswith("delta"):  # the same store with the Delta log the delta sink writes beside its entries
+        from age_stores import add_compactions, add_delta_log
 
         job_root = "/".join(JOB)
-        add_delta_log(root / job_root / "outputs" / "default", [
-            f"{job_root}/outputs/default/staging/attempt-1/batch-{i:09d}-0a0a0a0a0a0a/part-00000.parquet"
-            for i in range(n)], job_root)
+        keys = [f"{job_root}/outputs/default/staging/attempt-1/batch-{i:09d}-0a0a0a0a0a0a/part-00000.parquet"
+                for i in range(n)]
+        add_delta_log(root / job_root / "outputs" / "default", keys, job_root)
+        if sink == "delta-compacted":  # and what its default hourly compaction leaves (the 3 retained: not shared)
+            add_compactions(root / job_root / "outputs" / "default", keys, job_root, shared=n - 3)
     row: dict[str, Any] = {"checkpoints": n, "sink": sink, "build_seconds": round(time.monotonic() - t0, 1)}
     # a first pass deletes what the store's age left (e.g. snapshotted entries); from output GC cursors
     # on, it is also the full pass an existing store gets once, which writes the cursor
@@ -319,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", default=None, help="with --from: the load averages the runs saw")
     parser.add_argument("--sinks", default="transactional",
                         help="comma-separated: transactional, delta (the delta sink's store adds its Delta log), "
-                             "upsert (its newest hourly snapshot and the batches since)")
+                             "upsert (its newest hourly snapshot and the batches since), delta-compacted (a delta "
+                             "sink with its default hourly compaction's records, files and commits)")
     parser.add_argument("--before-tree", default=None,
                         help="a checkout of an earlier commit: each age is measured with its code too, side by side")
     args = parser.parse_args(argv)

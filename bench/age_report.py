@@ -119,6 +119,7 @@ def bytes_table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 SKIP = {"delta": ("resume_get", "resume_keys_listed"),  # not measured for a delta or upsert sink
+        "delta-compacted": ("resume_get", "resume_keys_listed"),
         "upsert": ("resume_get", "resume_keys_listed", "start_rss_mib", "start_seconds", "start_get", "start_keys_listed")}
 PLOTTED = [("gc_rss_mib", "GC peak RSS (MiB)", "o"), ("gc_get", "GC GETs / 100", "s"),
            ("read_rss_mib", "read --limit 10 peak RSS (MiB)", "^")]

@@ -135,3 +135,70 @@ def store_bytes(root: Path, job_root: str) -> dict[str, int]:
                     "upserts" if "upserts" in rel else "other")
             sizes[kind] = sizes.get(kind, 0) + size
     return sizes
+
+
+def add_compactions(table_root: Path, keys: list[str], job_root: str, shared: int, every: int = HOUR) -> int:
+    """What a delta sink's default compaction (job.sink.compaction: hourly, 128Mi files) leaves in a
+    store whose batch i wrote keys[i] (store keys under `job_root`/outputs/default/), over the Delta log
+    add_delta_log wrote: per hour of the batches every retained point shares (< `shared`) a record
+    replacing the previous compacted file and the hour's small files (all far below 128Mi: one file
+    grows), its compacted file, and a Delta commit that removes the run's files and adds it, dated when
+    it ran; then delta-rs's checkpoint of the table again. Only the newest compacted file holds real
+    rows (one per batch, as the parts do); the older ones, which no history reads, are one file's links.
+    The commits follow the batches' in the log instead of standing between them (the bench reads the
+    table's state and the removals, not the order). Returns the number of records."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    prefix = f"{job_root}/outputs/default/"
+    log = table_root / "_delta_log"
+    version = len(keys)
+    previous: list[str] = []
+    rows = 0
+    now = time.time()
+    hours = [range(start, min(start + every, shared)) for start in range(0, shared, every)]
+    hours = [h for h in hours if len(h) >= 10]  # a run of fewer than minFiles files stays
+    dummy = table_root / "dummy-compacted.parquet"
+    pq.write_table(pa.table({"v": pa.array([0], pa.int64())}), dummy)
+    links = 0
+    for seq, hour in enumerate(hours, start=1):
+        rid = f"cmp-{1:06d}-{seq:06d}"
+        key = f"{prefix}staging/attempt-1/compact-{rid}/part-00000.parquet"
+        path = table_root / key[len(prefix):]
+        path.parent.mkdir(parents=True)
+        run = [previous] if previous else []
+        run += [[keys[i]] for i in hour]
+        rows += len(hour)
+        if seq == len(hours):
+            pq.write_table(pa.table({"v": pa.array([1] * rows, pa.int64())}), path)
+        else:
+            if links and links % 60_000 == 0:  # a file takes at most 65,000 hard links (ext4)
+                dummy = table_root / f"dummy-compacted-{links}.parquet"
+                pq.write_table(pa.table({"v": pa.array([0], pa.int64())}), dummy)
+            os.link(dummy, path)
+            links += 1
+        size = path.stat().st_size
+        record = {"id": rid, "attempt": 1, "incarnation": "uid", "replaces": run, "key": key, "batch": 0,
+                  "lastBatch": hour[-1], "batches": rows, "rows": rows, "size": size}
+        records = table_root / "_compactions"
+        records.mkdir(exist_ok=True)
+        (records / f"{rid}.json").write_text(json.dumps(record, sort_keys=True))
+        stamp = now - 60 - (len(keys) - 1 - hour[-1]) * 10
+        ms = int(stamp * 1000)
+        actions = [{"remove": {"path": k[len(prefix):], "deletionTimestamp": ms, "dataChange": False}}
+                   for keys_of_item in run for k in keys_of_item]
+        actions += [{"add": {"path": key[len(prefix):], "partitionValues": {}, "size": size, "modificationTime": ms,
+                             "dataChange": False, "stats": json.dumps({"numRecords": rows})}},
+                    {"commitInfo": {"timestamp": ms, "operation": "OPTIMIZE", "sparkpoint.compaction": [rid]}}]
+        commit = log / f"{version:020d}.json"
+        commit.write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+        os.utime(commit, (stamp, stamp))
+        version += 1
+        previous = [key]
+    dummy.unlink()
+    for extra in table_root.glob("dummy-compacted-*.parquet"):
+        extra.unlink()
+    from deltalake import DeltaTable
+
+    DeltaTable(f"file://{table_root}").create_checkpoint()
+    return len(hours)
