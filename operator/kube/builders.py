@@ -254,11 +254,13 @@ def _with_ui(container: dict[str, Any], job: JobRef, ui_path_prefix: str | None)
                                  "value": ui_proxy_base(ui_path_prefix, job.namespace, job.name)})
 
 
-# The GC sidecar's memory limit unless spec.gc.memory names one. A steady pass, from the output GC
-# cursors (docs/design.md §7), peaks at ~45 MiB at any age (bench/age_bench.py, docs/benchmarks.md
-# "A job that runs for a year"); these defaults are for the first, full pass over a store written
-# before the cursors, which grows with that store's age (a month: 559 MiB transactional, 846 MiB delta,
-# so they cover stores up to about three weeks; an older one's job sets spec.gc.memory for it).
+# The GC sidecar's memory limit unless spec.gc.memory names one (docs/design.md §7, measured in
+# docs/benchmarks.md "GC sidecar memory" and "Costs against a job's age"): a pass peaks at about 46 MiB
+# plus 2.6 KiB per state file of a retained checkpoint (its checkpoint half), and its output half stays
+# under 60 MiB at any age for a transactional, upsert or uncompacted delta sink; 512Mi so covers about
+# 180,000 state files per retained checkpoint. A delta sink's compaction records still make every
+# output pass a full one that holds each history (146 MiB at a day of 10 s checkpoints, growing with
+# the job's age): 768Mi is room for that, not a bound.
 GC_MEMORY_LIMIT = "512Mi"
 GC_MEMORY_LIMIT_DELTA = "768Mi"
 

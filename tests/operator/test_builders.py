@@ -154,7 +154,7 @@ def test_the_gc_sidecar_gets_the_delta_retention_only_for_a_delta_sink() -> None
 
 
 def test_the_gc_sidecar_of_a_delta_sink_gets_room_for_its_table() -> None:
-    """The sidecar's pass over a delta table grows with its files (bench/gc_memory_bench.py)."""
+    """A delta sink's compacted path still makes every pass a full one (docs/design.md §7)."""
     delta = SPEC.model_copy(update={"job": SPEC.job.model_copy(update={
         "sink": config.SinkSpec(kind="delta")})})
 
