@@ -6,6 +6,7 @@ MinIO, each time with a fresh, empty prefix.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -75,6 +76,20 @@ def store(store_url: str) -> ObjectStore:
 @pytest.fixture
 def job() -> JobRef:
     return JobRef(namespace="default", name=f"job-{uuid.uuid4().hex[:6]}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spark_scratch_under_pytest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Spark's scratch (its `blockmgr-*` folders) under pytest's own temporary tree, which pytest prunes
+    to the last few runs, instead of /tmp: a JVM a test kills never removes its folder, and a day of
+    runs once left 40 GB there. In-process sessions and runtimes started as child processes inherit it."""
+    before = os.environ.get("SPARK_LOCAL_DIRS")
+    os.environ["SPARK_LOCAL_DIRS"] = str(tmp_path_factory.mktemp("spark-local"))
+    yield
+    if before is None:
+        os.environ.pop("SPARK_LOCAL_DIRS", None)
+    else:
+        os.environ["SPARK_LOCAL_DIRS"] = before
 
 
 @pytest.fixture(autouse=True)
