@@ -43,6 +43,7 @@ from typing import Any
 import age_fit  # bench/age_fit.py; bench/ is on sys.path when this runs as a script
 import report  # bench/report.py
 from age_report import DAY, END, METRICS, SKIP, START, draw, render
+from age_stores import HOUR
 
 JOB = ("default", "aged")
 YEAR = 365 * DAY
@@ -121,6 +122,26 @@ def child(argv: list[str]) -> int:
 
         rows = list(itertools.islice(iter_upserted_rows(counting(open_store(url), counts), JobRef(*JOB), "default"), 10))
         code = 0 if len(rows) == 10 else 1
+    elif what == "compact":  # a delta sink's hourly compaction, as the runtime runs it after a publish
+        from sparkpoint.runtime.checkpoint import list_checkpoint_ids
+        from sparkpoint.runtime.checkpoint.catalog import load_manifest
+        from sparkpoint.runtime.checkpoint.fence import read_fence
+        from sparkpoint.runtime.sink.compaction import CompactionSettings
+        from sparkpoint.runtime.sink.delta import DeltaSink
+        from sparkpoint.runtime.sink.journal import SinkJournal
+        from sparkpoint.runtime.store import JobRef
+
+        store, ref = counting(open_store(url), counts), JobRef(*JOB)
+        newest = list_checkpoint_ids(store, ref)[-1]
+        manifest = load_manifest(store, ref, newest)
+        with tempfile.TemporaryDirectory() as work:
+            sink = DeltaSink(store, ref, attempt=read_fence(store, ref), path="default", incarnation="uid",
+                             journal=SinkJournal(Path(work) / "journal"), compaction=CompactionSettings())
+            sink.resume(newest, manifest.extra)
+            before = dict(counts)
+            compacted = sink.compact()
+        counts.update({f"compact_{k}": v - before.get(k, 0) for k, v in list(counts.items())})
+        code = 0 if compacted else 1
     elif what == "start":  # the attempt claim and the restore a start makes before its query
         from sparkpoint.runtime.checkpoint import write_fence
         from sparkpoint.runtime.checkpoint.fence import restarts_before
@@ -176,8 +197,9 @@ def _run(args: list[str]) -> tuple[float, float, dict[str, int]]:
     return round(rss, 1), round(seconds, 2), counts
 
 
-def build(root: Path, n: int) -> str:
-    """A directory store of a transactional sink aged `n` checkpoints; returns its URL."""
+def build(root: Path, n: int, parts: bool = False) -> str:
+    """A directory store of a transactional sink aged `n` checkpoints; returns its URL. `parts`: each
+    batch item carries its part's size and rows, as a delta sink writes them (compaction sizes runs by them)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -194,6 +216,7 @@ def build(root: Path, n: int) -> str:
     sample = root / "sample.parquet"
     pq.write_table(pa.table({"v": pa.array([1], pa.int64())}), sample)
     samples = [sample]
+    part_size = sample.stat().st_size
     staging = out / "staging" / "attempt-1"
     staging.mkdir(parents=True)
     previous = None
@@ -207,7 +230,8 @@ def build(root: Path, n: int) -> str:
         cid = f"chk-{i + 1:06d}"
         entry = {"checkpoint": cid, "attempt": 1, "previous": previous, "afterBatch": i - 1, "upToBatch": i,
                  "incarnation": "uid", "files": [{"batch": i, "rows": 1, "format": "parquet", "keys": [
-                     f"{job.root}/outputs/default/staging/attempt-1/{folder}/part-00000.parquet"]}]}
+                     f"{job.root}/outputs/default/staging/attempt-1/{folder}/part-00000.parquet"],
+                     **({"parts": [{"size": part_size, "rows": 1}]} if parts else {})}]}
         hint = {"snapshot": f"chk-{i // 1000 * 1000:06d}"} if hints and i >= 1000 else {}  # as the runtime names it
         entry.update(hint)
         (out / "_commits" / f"{cid}.json").write_text(json.dumps(entry, sort_keys=True))
@@ -255,7 +279,7 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
 
         url = build_upsert(root, n, JOB)
     else:
-        url = build(root, n)
+        url = build(root, n, parts=sink == "delta-compacted")
     if sink.startswith("delta"):  # the same store with the Delta log the delta sink writes beside its entries
         from age_stores import add_compactions, add_delta_log
 
@@ -264,7 +288,8 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
                 for i in range(n)]
         add_delta_log(root / job_root / "outputs" / "default", keys, job_root)
         if sink == "delta-compacted":  # and what its default hourly compaction leaves (the 3 retained: not shared)
-            add_compactions(root / job_root / "outputs" / "default", keys, job_root, shared=n - 3)
+            # (the last hour not yet: the `compact` child measures the next compaction)
+            add_compactions(root / job_root / "outputs" / "default", keys, job_root, shared=n - 3 - HOUR)
     row: dict[str, Any] = {"checkpoints": n, "sink": sink, "build_seconds": round(time.monotonic() - t0, 1)}
     # a first pass deletes what the store's age left (e.g. snapshotted entries); from output GC cursors
     # on, it is also the full pass an existing store gets once, which writes the cursor
@@ -288,6 +313,10 @@ def measure(n: int, base: Path, sink: str = "transactional") -> dict[str, Any]:
         row.update(start_rss_mib=rss, start_seconds=seconds, start_get=c.get("get", 0), start_head=c.get("head", 0),
                    start_keys_listed=c.get("keys_listed", 0), start_list_pages=c.get("list_pages", 0),
                    start_put=c.get("put", 0))
+    if sink == "delta-compacted":  # last: it writes a record, its file and a Delta commit
+        rss, seconds, c = _run(["compact", url])
+        row.update(compact_rss_mib=rss, compact_seconds=seconds, compact_get=c.get("compact_get", 0),
+                   compact_keys_listed=c.get("compact_keys_listed", 0), compact_put=c.get("compact_put", 0))
     from age_stores import store_bytes
 
     row["bytes"] = store_bytes(root, "/".join(JOB))

@@ -189,7 +189,9 @@ def add_compactions(table_root: Path, keys: list[str], job_root: str, shared: in
                    for keys_of_item in run for k in keys_of_item]
         actions += [{"add": {"path": key[len(prefix):], "partitionValues": {}, "size": size, "modificationTime": ms,
                              "dataChange": False, "stats": json.dumps({"numRecords": rows})}},
-                    {"commitInfo": {"timestamp": ms, "operation": "OPTIMIZE", "sparkpoint.compaction": [rid]}}]
+                    {"commitInfo": {"timestamp": ms, "operation": "OPTIMIZE", "sparkpoint.compaction": rid,
+                                    # the checkpoint the table is at, as the sink's compaction commit names it
+                                    "sparkpoint.checkpoint": f"chk-{len(keys):06d}"}}]
         commit = log / f"{version:020d}.json"
         commit.write_text("\n".join(json.dumps(a) for a in actions) + "\n")
         os.utime(commit, (stamp, stamp))
