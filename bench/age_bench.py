@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="from_files", nargs="*", default=None,
                         help="files of the JSON rows earlier runs printed: render those instead of measuring")
     parser.add_argument("--load", default=None, help="with --from: the load averages the runs saw")
-    parser.add_argument("--sinks", default="transactional",
+    parser.add_argument("--sinks", default="transactional,delta,delta-compacted,upsert",
                         help="comma-separated: transactional, delta (the delta sink's store adds its Delta log), "
                              "upsert (its newest hourly snapshot and the batches since), delta-compacted (a delta "
                              "sink with its default hourly compaction's records, files and commits)")

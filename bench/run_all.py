@@ -23,8 +23,8 @@ HERE = Path(__file__).resolve().parent
 # rescale_bench.py: Spark's repartition at 4 -> 2 -> 6 partitions beside Flink's stop-with-savepoint + restore
 # at a new parallelism (~100 MiB of state; ~1 GiB too: make bench-rescale).
 # upsert_snapshot_bench.py: an upsert sink's output bytes with and without snapshots + output GC (no Spark).
-# age_bench.py: GC pass, `output read` and a start's sink resume on stores aged 1 day, 1 week and 1 month of 10 s
-# checkpoints (no Spark; --small: 1 day and 1 week of 10 s checkpoints, without the month).
+# age_bench.py: GC pass, `output read`, a start's sink resume, claim and restore, and a delta sink's compaction on
+# stores of every sink kind aged 1 day, 1 week and 1 month of 10 s checkpoints (no Spark; --small: without the month).
 # cold_start_bench.py: where a runtime start's seconds go, process start to first new batch (issue 43; local MinIO).
 # standby_bench.py: kill -> first new batch, a cold start beside a promoted standby, and the standby's cost (issue 43).
 # executor_bench.py: one stateful job at local[2] vs 1 and 2 executors at the same two task slots on the local
