@@ -1,0 +1,83 @@
+"""A stateful query in a Spark JVM of its own, for the tests and the bench of the restore on N
+executors (docs/design.md §4, "Restores on N executors"): the windowed aggregation over the
+deterministic source (RocksDB, changelog checkpointing, state checkpoint format 2) on a checkpoint
+location, until a committed batch, writing each batch's rows to `<out>/batch-<b>.json`. A JVM per run:
+the lazy file system's jar must be on the class path when the JVM starts, and local-cluster needs its
+own SparkContext. Exit 0 when the batch was reached, 2 with `<out>/error.txt` when the query failed.
+
+    python -m harness.state_query '{"checkpoint": ..., "out": ..., "until": 8, "master": "local[2]",
+                                    "partitions": 4, "local_dir": ..., "conf": {...}}'
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def main(args: dict[str, Any]) -> int:
+    from pyspark.sql import SparkSession
+
+    from sparkpoint.examples.windowed_aggregation import build
+
+    out = Path(args["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    conf = {
+        "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(args.get("partitions", 4)),
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "3",  # zips and SSTs soon
+        "spark.sql.adaptive.enabled": "false",
+        "spark.local.dir": args["local_dir"],
+        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={args['local_dir']}",
+        "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={args['local_dir']}",
+        **args.get("conf", {}),
+    }
+    builder = SparkSession.builder.master(args.get("master", "local[2]")).appName("state-query")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    until = int(args["until"])
+    seen: set[int] = set()
+
+    def sink(df, batch: int) -> None:  # type: ignore[no-untyped-def]
+        rows = sorted(json.dumps(r.asDict(recursive=True), default=str, sort_keys=True) for r in df.collect())
+        (out / f"batch-{batch}.json").write_text(json.dumps(rows))
+        seen.add(batch)
+
+    df = build(spark, rows_per_batch=int(args.get("rows", 500)), keys=int(args.get("keys", 50)),
+               window="3 seconds", watermark="1 seconds", payload_bytes=int(args.get("payload_bytes", 0)))
+    query = (df.writeStream.outputMode("append").option("checkpointLocation", args["checkpoint"])
+             .foreachBatch(sink).trigger(processingTime="200 milliseconds").start())
+    started, code = time.monotonic(), 0
+    try:
+        while max(seen, default=-1) < until:
+            if not query.isActive:
+                raise RuntimeError(str(query.exception()))
+            if time.monotonic() - started > float(args.get("timeout", 600)):
+                raise RuntimeError(f"batch {until} not reached in {args.get('timeout', 600)} s")
+            time.sleep(0.1)
+    except Exception as exc:  # noqa: BLE001 (the test reads the reason)
+        (out / "error.txt").write_text(str(exc))
+        code = 2
+    finally:
+        try:
+            query.stop()
+        except Exception:  # noqa: BLE001 (a failed query may refuse to stop)
+            pass
+        # The stores' maintenance outlives the query: stop it, so the location is quiet when copied.
+        spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+        (out / "first-batch.txt").write_text(str(min(seen, default=-1)))
+        spark.stop()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))
