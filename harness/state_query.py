@@ -81,3 +81,33 @@ def main(args: dict[str, Any]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(json.loads(sys.argv[1])))
+
+
+def state_fs_jar() -> str:
+    """The lazy state file system's jar, built against this venv's pyspark into the cache (jvm/build.sh:
+    only changed sources or a fresh machine pay the compile)."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([str(repo / "jvm" / "build.sh")], env={**__import__("os").environ, "PYTHON": sys.executable},
+                         check=True, capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def run_query(args: dict[str, Any], env: dict[str, str] | None = None, timeout: float = 900) -> tuple[int, str]:
+    """Run `main` in a child process; its exit code and the end of its stderr."""
+    import os
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    import pyspark
+
+    child_env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), **(env or {})}
+    done = subprocess.run([sys.executable, "-m", "harness.state_query", json.dumps(args)], cwd=repo, env=child_env,
+                          capture_output=True, text=True, timeout=timeout)
+    return done.returncode, done.stderr[-20000:]
+
+
+def outputs(out: str | Path) -> dict[int, list[str]]:
+    """The rows of each batch a run wrote."""
+    return {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in Path(out).glob("batch-*.json")}
