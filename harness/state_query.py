@@ -102,7 +102,17 @@ def run_query(args: dict[str, Any], env: dict[str, str] | None = None, timeout: 
     repo = Path(__file__).resolve().parents[1]
     import pyspark
 
-    child_env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), **(env or {})}
+    home = Path(pyspark.__file__).parent
+    if str(args.get("master", "")).startswith("local-cluster"):
+        # local-cluster's workers keep their work/ under SPARK_HOME: a home of links in the run's own dir
+        # (bin/ launches, jars/ is the executors' class path) keeps it out of the venv.
+        linked = Path(args["local_dir"]) / "spark-home"
+        linked.mkdir(parents=True, exist_ok=True)
+        for name in ("bin", "jars"):
+            if not (linked / name).exists():
+                (linked / name).symlink_to(home / name)
+        home = linked
+    child_env = {**os.environ, "SPARK_HOME": str(home), **(env or {})}
     done = subprocess.run([sys.executable, "-m", "harness.state_query", json.dumps(args)], cwd=repo, env=child_env,
                           capture_output=True, text=True, timeout=timeout)
     return done.returncode, done.stderr[-20000:]

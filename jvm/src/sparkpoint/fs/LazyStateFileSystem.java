@@ -12,8 +12,6 @@ import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
@@ -42,12 +40,12 @@ import org.slf4j.LoggerFactory;
 public class LazyStateFileSystem extends RawLocalFileSystem {
   public static final String SCHEME = "sparkpoint";
   private static final Logger LOG = LoggerFactory.getLogger(LazyStateFileSystem.class);
-  // The last state/<op>/<partition> of a path: the partition directory it is in (or is).
-  private static final Pattern PARTITION = Pattern.compile("^(.*/state/\\d+/\\d+)(/.*)?$");
   // Materialized partition directories of this process (local paths), and one lock each.
   private static final Set<String> DONE = ConcurrentHashMap.newKeySet();
   private static final ConcurrentHashMap<String, Object> LOCKS = new ConcurrentHashMap<>();
 
+  private Configuration settings;
+  private volatile boolean resolved;
   private String root = "";
   private String portSetting;
   private String portFile;
@@ -57,12 +55,31 @@ public class LazyStateFileSystem extends RawLocalFileSystem {
   @Override
   public void initialize(URI uri, Configuration conf) throws IOException {
     super.initialize(uri, conf);
-    String executor = executorId();
-    root = trimSlash(setting(conf, "fs.sparkpoint.root", "SPARKPOINT_FS_ROOT", executor));
-    portSetting = setting(conf, "fs.sparkpoint.agent.port", "SPARKPOINT_AGENT_PORT", executor);
-    portFile = setting(conf, "fs.sparkpoint.agent.portFile", "SPARKPOINT_AGENT_PORT_FILE", executor);
-    tokenFile = setting(conf, "fs.sparkpoint.agent.tokenFile", "SPARKPOINT_AGENT_TOKEN_FILE", executor);
-    timeoutMs = conf.getInt("fs.sparkpoint.agent.timeoutSeconds", 900) * 1000;
+    settings = conf;
+  }
+
+  /**
+   * The settings, with {executor} resolved at the first path this instance maps: an executor may
+   * create the instance before its SparkEnv is set (seen on local-cluster), never before a task runs.
+   */
+  private void resolve() {
+    if (resolved) {
+      return;
+    }
+    synchronized (this) {
+      if (resolved) {
+        return;
+      }
+      String executor = executorId();
+      root = trimSlash(setting(settings, "fs.sparkpoint.root", "SPARKPOINT_FS_ROOT", executor));
+      portSetting = setting(settings, "fs.sparkpoint.agent.port", "SPARKPOINT_AGENT_PORT", executor);
+      portFile = setting(settings, "fs.sparkpoint.agent.portFile", "SPARKPOINT_AGENT_PORT_FILE", executor);
+      tokenFile = setting(settings, "fs.sparkpoint.agent.tokenFile", "SPARKPOINT_AGENT_TOKEN_FILE", executor);
+      timeoutMs = settings.getInt("fs.sparkpoint.agent.timeoutSeconds", 900) * 1000;
+      LOG.info("sparkpoint: executor {}: local root '{}', agent {}", executor, root,
+          portSetting != null ? "port " + portSetting : portFile != null ? "port file " + portFile : "none");
+      resolved = true;
+    }
   }
 
   @Override
@@ -77,12 +94,13 @@ public class LazyStateFileSystem extends RawLocalFileSystem {
 
   @Override
   public File pathToFile(Path path) {
+    resolve();
     File file = super.pathToFile(path);
     String local = root + file.getPath();
-    Matcher m = PARTITION.matcher(local);
-    if (m.matches() && hasAgent()) {
+    String partition = hasAgent() ? partitionDir(local) : null;
+    if (partition != null) {
       try {
-        materialize(m.group(1));
+        materialize(partition);
       } catch (IOException e) {
         // pathToFile cannot throw IOException: the local operation fails with this cause.
         throw new java.io.UncheckedIOException(e);
@@ -114,6 +132,7 @@ public class LazyStateFileSystem extends RawLocalFileSystem {
   }
 
   private FileStatus unrooted(FileStatus s) {
+    resolve();
     if (s != null && !root.isEmpty()) {
       String p = s.getPath().toUri().getPath();
       if (p.startsWith(root + "/")) {
@@ -121,6 +140,24 @@ public class LazyStateFileSystem extends RawLocalFileSystem {
       }
     }
     return s;
+  }
+
+  /** The state partition directory {@code .../state/<op>/<partition>} a local path is (or is in), or null. */
+  static String partitionDir(String path) {
+    for (int at = path.lastIndexOf("/state/"); at >= 0; at = path.lastIndexOf("/state/", at - 1)) {
+      String[] rest = path.substring(at + "/state/".length()).split("/", 3);
+      if (rest.length >= 2 && isNumber(rest[0]) && isNumber(rest[1])) {
+        return path.substring(0, at) + "/state/" + rest[0] + "/" + rest[1];
+      }
+      if (at == 0) {
+        break;
+      }
+    }
+    return null;
+  }
+
+  private static boolean isNumber(String s) {
+    return !s.isEmpty() && s.chars().allMatch(Character::isDigit);
   }
 
   private boolean hasAgent() {
@@ -199,16 +236,20 @@ public class LazyStateFileSystem extends RawLocalFileSystem {
     return b.append('"').toString();
   }
 
-  /** This JVM's Spark executor id, without a compile-time dependency on Spark ("driver" when none). */
+  /**
+   * This JVM's Spark executor id: the {@code --executor-id} of the executor backend's command line
+   * (standalone and Kubernetes launch executors so; reading SparkEnv by reflection fails on an
+   * executor's class path), else SPARK_EXECUTOR_ID, else "driver".
+   */
   static String executorId() {
-    try {
-      Object env = Class.forName("org.apache.spark.SparkEnv").getMethod("get").invoke(null);
-      if (env != null) {
-        return String.valueOf(env.getClass().getMethod("executorId").invoke(env));
+    String[] words = System.getProperty("sun.java.command", "").split(" ");
+    for (int i = 0; i + 1 < words.length; i++) {
+      if (words[i].equals("--executor-id")) {
+        return words[i + 1];
       }
-    } catch (ReflectiveOperationException | LinkageError e) {
-      // not in a Spark JVM
     }
-    return "driver";
+    String fromEnv = System.getenv("SPARK_EXECUTOR_ID");
+    return fromEnv != null && !fromEnv.isEmpty() ? fromEnv : "driver";
   }
+
 }
