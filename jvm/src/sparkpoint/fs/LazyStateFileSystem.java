@@ -76,6 +76,9 @@ public class LazyStateFileSystem extends RawLocalFileSystem {
       portFile = setting(settings, "fs.sparkpoint.agent.portFile", "SPARKPOINT_AGENT_PORT_FILE", executor);
       tokenFile = setting(settings, "fs.sparkpoint.agent.tokenFile", "SPARKPOINT_AGENT_TOKEN_FILE", executor);
       timeoutMs = settings.getInt("fs.sparkpoint.agent.timeoutSeconds", 900) * 1000;
+      if (!root.isEmpty()) {
+        new File(root).mkdirs();  // a mkdirs of a path climbs to "/", i.e. the root, and makes one level only
+      }
       LOG.info("sparkpoint: executor {}: local root '{}', agent {}", executor, root,
           portSetting != null ? "port " + portSetting : portFile != null ? "port file " + portFile : "none");
       resolved = true;
