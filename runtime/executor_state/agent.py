@@ -30,9 +30,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sparkpoint.runtime.checkpoint.errors import CheckpointError
 from sparkpoint.runtime.checkpoint.hashing import HashCache
-from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
-
 from sparkpoint.runtime.checkpoint.restore import RestoreError
+from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
 
 from .materialize import Materializer, NoRestorePoint, RestoreSet
 from .prepare import Prepared, prepare
@@ -78,6 +77,10 @@ class Agent:
         if prepared is None:
             raise Refused(404, f"batch {request.batch} is not prepared here")
         return upload(prepared, self.store, self.job, request.checkpoint, request.shas).to_json()
+
+    def set_restore_point(self, restore_set: RestoreSet) -> bytes:
+        self.materializer.set_point(restore_set)
+        return b"{}"
 
     def drop(self, batch: int) -> bytes:
         with self.lock:
@@ -140,7 +143,7 @@ def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
 
         def do_PUT(self) -> None:
             if self.path == "/restore-point":
-                self._serve(lambda body: (agent.materializer.set_point(RestoreSet.model_validate_json(body)), b"{}")[1])
+                self._serve(lambda body: agent.set_restore_point(RestoreSet.model_validate_json(body)))
             else:
                 self._answer(404, b'{"error": "no such call"}')
 
