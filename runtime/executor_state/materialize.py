@@ -48,9 +48,10 @@ class RestoreSet(BaseModel):
 
     @classmethod
     def of(cls, manifest: Manifest, savepoint: str | None = None) -> RestoreSet:
-        """The state partitions' entries of a manifest (the driver's share is everything else)."""
+        """The state stores' entries of a manifest (the driver's share is everything else: restore.py)."""
         tag = f"savepoint:{savepoint}" if savepoint else f"{manifest.kind}:{manifest.id}"
-        return cls(point=tag, savepoint=savepoint, files=[e for e in manifest.files if partition_dir_of(e.path)])
+        return cls(point=tag, savepoint=savepoint,
+                   files=[e for e in manifest.files if partition_dir_of(e.path) and e.path.split("/")[3:4] != ["_metadata"]])
 
     def key_of(self, job: JobRef) -> Callable[[str], str]:
         name = self.savepoint

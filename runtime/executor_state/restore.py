@@ -1,8 +1,8 @@
 """The driver's side of a restore on N executors (docs/design.md §4, "Restores on N executors").
 
 The driver restores only its share of the restore point into its hot dir (`metadata`, `offsets/`,
-`commits/`, `sources/`, the operators' `state/<op>/_metadata`: everything outside a state partition
-directory), tells every executor's agent the restore point and its partitions' files, and runs the
+`commits/`, `sources/`, the operators' `state/<op>/_metadata`, the schema file in `state/<op>/0/_metadata/`:
+everything but the state stores' files), tells every executor's agent the restore point and its partitions' files, and runs the
 query on `sparkpoint://<hot dir>`: the JVM file system (jvm/) has each executor fetch a partition
 through its agent when it first opens it (materialize.py). A function for the runtime to call; the
 pipeline and the pods are wired later.
@@ -30,8 +30,10 @@ FILE_SYSTEM_CLASS = "sparkpoint.fs.LazyStateFileSystem"
 
 
 def drivers_share(entry: FileEntry) -> bool:
-    """Everything of a manifest outside the state partition directories."""
-    return partition_dir_of(entry.path) is None
+    """Everything of a manifest outside the state partition directories, and the state schema file
+    Spark's driver keeps in partition 0's directory (`state/<op>/0/_metadata/schema`: the driver checks
+    the query's schema against it, and writes it; executors never read it)."""
+    return partition_dir_of(entry.path) is None or entry.path.split("/")[3:4] == ["_metadata"]
 
 
 def checkpoint_location(hot_dir: str | os.PathLike[str]) -> str:

@@ -24,6 +24,7 @@ from sparkpoint.runtime.store.layout import object_key
 
 JOB = JobRef("default", "materialize")
 TREE = {"metadata": b"{}", "offsets/0": b"v1\n{}", "commits/0": b"v1\n{}", "state/0/_metadata/metadata": b"m",
+        "state/0/0/_metadata/schema": b"sch",
         "state/0/0/1.changelog": b"a" * 100, "state/0/0/2.zip": b"z" * 50, "state/0/0/SSTs/000001-x.sst": b"s" * 70,
         "state/0/1/1.changelog": b"b" * 30, "state/0/1/left-keyToNumValues/1.delta": b"c" * 20}
 
@@ -85,7 +86,7 @@ def test_concurrent_calls_fetch_each_partition_once(point, tmp_path_factory, cal
     finally:
         store.get_file = real_get  # type: ignore[method-assign]
     assert sum(r.fetched_files for r in results) == len(gets)
-    want = {k: v for k, v in TREE.items() if any(k.startswith(d + "/") for d in calls)}
+    want = {k: v for k, v in TREE.items() if any(k.startswith(d + "/") for d in calls) and "_metadata" not in k}
     assert _tree(disk) == want
     assert len(gets) == len(want)  # each file downloaded once, whatever the interleaving
 
@@ -116,12 +117,14 @@ def test_the_driver_restores_its_share_and_the_agent_over_http_the_rest(point, t
         with pytest.raises(CheckpointError, match="HTTP 409"):  # before the driver set the point
             _call(url, token, 10, "POST", "/materialize", body)
         restored = restore_for_executors(store, JOB, tmp_path / "driver", [AgentClient(url, token)])
-        assert _tree(tmp_path / "driver") == {k: v for k, v in TREE.items() if not k.startswith(("state/0/0", "state/0/1"))}
+        # the driver's share: all but the stores' files (the schema file in partition 0's too)
+        assert _tree(tmp_path / "driver") == {k: v for k, v in TREE.items()
+                                              if not k.startswith(("state/0/0", "state/0/1")) or "_metadata" in k}
         assert restored.checkpoint_location == f"sparkpoint://{tmp_path}/driver"
         with pytest.raises(CheckpointError, match="HTTP 401"):
             _call(url, "wrong", 10, "POST", "/materialize", body)
         assert b'"fetched_files":3' in _call(url, token, 10, "POST", "/materialize", body)
-        assert _tree(tmp_path / "exec") == {k: v for k, v in TREE.items() if k.startswith("state/0/0/")}
+        assert _tree(tmp_path / "exec") == {k: v for k, v in TREE.items() if k.startswith("state/0/0/") and "_metadata" not in k}
         entry = next(e for e in manifest.files if e.path == "state/0/1/1.changelog")
         store.delete(object_key(JOB, entry.sha256))  # a missing object
         with pytest.raises(CheckpointError, match=rf"HTTP 502 RestoreError: restore point checkpoint:{manifest.id}"):

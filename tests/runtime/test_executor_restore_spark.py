@@ -28,7 +28,7 @@ from sparkpoint.runtime.checkpoint import CheckpointWriter
 from sparkpoint.runtime.checkpoint.freeze import freeze, latest_committed_batch, partition_dir_of
 from sparkpoint.runtime.executor_state.agent import Agent, serve
 from sparkpoint.runtime.executor_state.client import AgentClient
-from sparkpoint.runtime.executor_state.restore import restore_for_executors, spark_conf
+from sparkpoint.runtime.executor_state.restore import drivers_share, restore_for_executors, spark_conf
 from sparkpoint.runtime.store import JobRef, ObjectStore
 from sparkpoint.runtime.store.access_policy import job_policy
 from sparkpoint.runtime.store.layout import object_key
@@ -124,10 +124,10 @@ def _agent_conf(jar: str, base: Path, rooted: bool) -> dict[str, str]:
 
 
 def _state_parts(manifest) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    """Each state partition directory of a manifest and its bytes."""
+    """Each state partition directory of a manifest and its state store files' bytes."""
     parts: dict[str, int] = {}
     for e in manifest.files:
-        if (part := partition_dir_of(e.path)) is not None:
+        if (part := partition_dir_of(e.path)) is not None and not drivers_share(e):
             parts[part] = parts.get(part, 0) + e.size
     return parts
 
@@ -148,9 +148,10 @@ def test_an_empty_disk_restores_through_the_agent_and_continues_exactly(checkpoi
     with agents(executor_store, JOB, {"driver": hot}, tmp_path) as clients:
         restored = restore_for_executors(driver_store, JOB, hot, list(clients.values()), checkpoint_id=manifest.id)
         # The driver restored its share only, and nothing of the state was fetched before Spark asked.
-        assert not [p for p in hot.rglob("*") if partition_dir_of(p.relative_to(hot).as_posix())]
+        assert {p.relative_to(hot).as_posix() for p in hot.rglob("*") if p.is_file()
+                and partition_dir_of(p.relative_to(hot).as_posix())} == {"state/0/0/_metadata/schema"}
         assert (hot / "state" / "0" / "_metadata").is_dir() and (hot / "offsets").is_dir()
-        assert restored.files == len(manifest.files) - sum(1 for e in manifest.files if partition_dir_of(e.path))
+        assert restored.files == sum(1 for e in manifest.files if drivers_share(e))
         assert clients["driver"].materialized()["partitions"] == []
         code, err = run_query({"checkpoint": restored.checkpoint_location, "out": str(tmp_path / "out"),
                                "until": UNTIL, "local_dir": str(tmp_path / "spark-tmp"),
@@ -203,10 +204,10 @@ def test_two_executor_jvms_each_fetch_only_their_own_partitions(checkpointed, st
         done = {name: c.materialized() for name, c in clients.items()}
     _check_resumed(tmp_path / "out", checkpointed)
     fetched = {name: {p["dir"] for p in d["partitions"]} for name, d in done.items()}
-    # The driver touches state/<op>/0 (Spark's schema check names the store of partition 0), locally:
-    # it holds no state file of any partition.
-    assert not [p for p in (driver_root / "state").rglob("*") if p.is_file() and partition_dir_of(
-        p.relative_to(driver_root).as_posix())]
+    # The driver holds no state store file; of a partition directory only the schema file Spark's
+    # driver keeps in partition 0's (state/0/0/_metadata/schema), restored from the checkpoint.
+    held = {p.relative_to(driver_root).as_posix() for p in (driver_root / "state").rglob("*") if p.is_file()}
+    assert {p for p in held if partition_dir_of(p)} == {"state/0/0/_metadata/schema"}
     assert fetched["0"] and fetched["1"], fetched
     # Each partition fetched by exactly one executor (the one Spark ran it on), all of them by someone.
     assert fetched["0"].isdisjoint(fetched["1"]) and fetched["0"] | fetched["1"] == set(_state_parts(manifest))
