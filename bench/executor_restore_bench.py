@@ -42,6 +42,7 @@ JOB = JobRef("default", "exec-restore-bench")
 def one_run(store, manifest, executors: int, base: Path, jar: str, batch: int | None) -> dict:  # type: ignore[no-untyped-def]
     names = [str(i) for i in range(executors)]
     token = secrets.token_hex(16)
+    base.mkdir(parents=True)
     (base / "token").write_text(token)
     servers, clients = [], {}
     for name in names:
