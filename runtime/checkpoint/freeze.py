@@ -250,7 +250,9 @@ def _walk_state(hot: Path, top: str, batch: int, lineage: LineageLookup, *,
     for root, dirs, files in os.walk(hot / top):
         dirs[:] = [d for d in dirs if not _is_temp(d) and d != "SSTs"]
         rel_root = Path(root).relative_to(hot).as_posix()
-        if skip_partitions:
+        if skip_partitions:  # but the schema file Spark's driver keeps in a partition's _metadata
+            out.extend(f"{rel_root}/{d}/_metadata/{f}" for d in dirs if partition_dir_of(f"{rel_root}/{d}")
+                       for f in _metadata_files(hot / rel_root / d / "_metadata"))
             dirs[:] = [d for d in dirs if not partition_dir_of(f"{rel_root}/{d}")]
         plain = [f for f in files if not _is_temp(f)]
         if "/_metadata" in f"/{rel_root}/" or rel_root.endswith("_metadata"):
@@ -264,6 +266,14 @@ def _walk_state(hot: Path, top: str, batch: int, lineage: LineageLookup, *,
         out.extend(_state_dir_files(hot, rel_root, versioned, batch + 1, lineage))
         out.extend(f"{rel_root}/{f}" for f in plain if not _VERSIONED.match(f))
     return out, stores
+
+
+def _metadata_files(meta: Path) -> list[str]:
+    """The files under a partition's `_metadata` (relative to it): the state schema file, which Spark's
+    driver writes into partition 0's directory on its own disk (executor_state/restore.py)."""
+    if not meta.is_dir():
+        return []
+    return sorted(p.relative_to(meta).as_posix() for p in meta.rglob("*") if p.is_file() and not _is_temp(p.name))
 
 
 def _state_files(hot: Path, batch: int, scope: Scope = "all") -> list[str]:

@@ -180,11 +180,15 @@ def restore(
     workers: int = 8,
     progress: Progress | None = None,
     local: LocalCopy | None = None,
+    select: Callable[[FileEntry], bool] | None = None,
 ) -> RestoreResult:
+    """`select`: restore only the entries it accepts (the driver's share when executors fetch the state
+    partitions themselves: executor_state/restore.py)."""
     started = time.perf_counter()
     target = Path(target_dir).absolute()
     manifest, key_of = choose_manifest(store, job, checkpoint_id, savepoint)
-    paths = [safe_relative_path(e.path) for e in manifest.files]
+    entries = [e for e in manifest.files if select is None or select(e)]
+    paths = [safe_relative_path(e.path) for e in entries]
     if len(set(paths)) != len(paths):
         raise RestoreError(f"manifest {manifest.id} lists a path twice; refusing", reason="unsafe_manifest")
     # Stage on the target's own filesystem (the target may be an emptyDir mount point), then
@@ -206,7 +210,7 @@ def restore(
             if progress:
                 progress(entry.size)
         with ThreadPoolExecutor(max(1, workers)) as pool:
-            list(pool.map(fetch, zip(manifest.files, paths, strict=True)))
+            list(pool.map(fetch, zip(entries, paths, strict=True)))
         if exists:
             if [c for c in target.iterdir() if c != staging]:
                 raise RestoreError(f"restore target {target} was written to during the restore; refusing")
@@ -219,7 +223,7 @@ def restore(
                 raise RestoreError(f"restore target {target} appeared during the restore: {exc}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    result = RestoreResult(manifest=manifest, files=len(manifest.files), bytes=manifest.totals.bytes,
+    result = RestoreResult(manifest=manifest, files=len(entries), bytes=sum(e.size for e in entries),
                            seconds=round(time.perf_counter() - started, 4))
     log.info("restore completed", extra={"job": str(job), "id": manifest.id, "files": result.files,
                                          "bytes": result.bytes, "seconds": result.seconds})

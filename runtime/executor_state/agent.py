@@ -5,10 +5,15 @@ role; the driver reaches it with `AgentHandle`. Not yet started by any pod.
   POST   /prepare          PrepareRequest -> ExecutorReport (freezes and hashes; kept for the upload)
   POST   /upload           UploadRequest  -> UploadAck
   DELETE /prepare/<batch>  drops that batch's freeze (after the commit, or the checkpoint's failure)
+  PUT    /restore-point    RestoreSet -> {} (the driver, before the query starts: materialize.py)
+  POST   /materialize      {dir} -> Materialized (the JVM file system, the first time it touches a
+                           state partition directory; a corrupt object is a 502 naming the point)
+  GET    /materialized     what this agent materialized (partitions, files and bytes fetched)
 
 Every call needs `Authorization: Bearer <token>` (401 without it or with a wrong one). A prepare for a
 batch older than the newest one prepared is refused (409): a leftover driver of an older attempt, or a
-late request, never moves an agent back. An upload for a batch not prepared is a 404.
+late request, never moves an agent back. An upload for a batch not prepared is a 404. A materialize
+before the restore point is set is a 409: a partition never starts empty by accident.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sparkpoint.runtime.checkpoint.errors import CheckpointError
 from sparkpoint.runtime.checkpoint.hashing import HashCache
+from sparkpoint.runtime.checkpoint.restore import RestoreError
 from sparkpoint.runtime.store import JobRef, ObjectStore, StoreError
 
+from .materialize import Materializer, NoRestorePoint, RestoreSet
 from .prepare import Prepared, prepare
 from .report import PrepareRequest, UploadRequest
 from .upload import upload
@@ -52,6 +59,7 @@ class Agent:
         self.prepared: dict[int, Prepared] = {}
         self.newest = -1
         self.lock = threading.RLock()  # drop takes it too, inside prepare
+        self.materializer = Materializer(self.state_root, store, job)
 
     def prepare(self, request: PrepareRequest) -> bytes:
         with self.lock:  # one freeze at a time: the hash cache and the newest batch are shared
@@ -70,11 +78,21 @@ class Agent:
             raise Refused(404, f"batch {request.batch} is not prepared here")
         return upload(prepared, self.store, self.job, request.checkpoint, request.shas).to_json()
 
+    def set_restore_point(self, restore_set: RestoreSet) -> bytes:
+        self.materializer.set_point(restore_set)
+        return b"{}"
+
     def drop(self, batch: int) -> bytes:
         with self.lock:
             self.prepared.pop(batch, None)
             shutil.rmtree(self.work_dir / f"freeze-{batch}", ignore_errors=True)
         return b"{}"
+
+
+class MaterializeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dir: str  # the absolute local path of a state/<op>/<partition> directory under the state root
 
 
 def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
@@ -100,6 +118,12 @@ def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
                 self._answer(200, act(self.rfile.read(size)))
             except Refused as exc:
                 self._answer(exc.status, json.dumps({"error": str(exc)}).encode())
+            except NoRestorePoint as exc:
+                self._answer(409, json.dumps({"error": str(exc)}).encode())
+            except RestoreError as exc:  # the restore point is at fault, as in a driver's restore
+                log.error("state partition restore failed", extra={"path": self.path, "error": str(exc)})
+                self._answer(502, json.dumps({"error": f"RestoreError: {exc}", "reason": exc.reason,
+                                              "points": list(exc.points or ())}).encode())
             except (ValidationError, ValueError) as exc:
                 self._answer(400, json.dumps({"error": str(exc)}).encode())
             except (CheckpointError, StoreError, OSError) as exc:
@@ -111,6 +135,21 @@ def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
                 self._serve(lambda body: agent.prepare(PrepareRequest.from_json(body)))
             elif self.path == "/upload":
                 self._serve(lambda body: agent.upload(UploadRequest.model_validate_json(body)))
+            elif self.path == "/materialize":
+                self._serve(lambda body: agent.materializer.materialize(
+                    MaterializeRequest.model_validate_json(body).dir).model_dump_json().encode())
+            else:
+                self._answer(404, b'{"error": "no such call"}')
+
+        def do_PUT(self) -> None:
+            if self.path == "/restore-point":
+                self._serve(lambda body: agent.set_restore_point(RestoreSet.model_validate_json(body)))
+            else:
+                self._answer(404, b'{"error": "no such call"}')
+
+        def do_GET(self) -> None:
+            if self.path == "/materialized":
+                self._serve(lambda _: json.dumps(agent.materializer.summary()).encode())
             else:
                 self._answer(404, b'{"error": "no such call"}')
 

@@ -4,7 +4,7 @@
 `state_root` is this executor's local copy of the checkpoint location: it holds `state/<op>/<partition>`
 directories of the partitions this executor ran, on its own disk. Each is frozen as the single-process
 freeze does (checkpoint/freeze.py: the newest snapshot <= C+1 and the changelogs/deltas after it, the
-SST files its zip lists, the partition's metadata), by hard links, so Spark's maintenance may delete
+SST files its zip lists; a partition's _metadata, the schema file, is the driver's), by hard links, so Spark's maintenance may delete
 files meanwhile. A partition whose chain has a gap is reported incomplete, not raised: it may be an old
 copy of a partition that moved to another executor, which the driver's merge decides. Then every frozen
 file is hashed (sha256 names the object, CRC-32 is what a restore checks) with the same cache as the
@@ -80,7 +80,8 @@ def prepare(state_root: str | os.PathLike[str], request: PrepareRequest, freeze_
             incomplete[part] = f"{part}: no state file of a version <= {batch + 1}"
             continue
         covered.append(part)
-        files += found
+        # A partition's _metadata (the schema file) is the driver's: Spark's driver writes it, on its disk.
+        files += [f for f in found if f.split("/")[3:4] != ["_metadata"]]
     dest.mkdir(parents=True, exist_ok=True)
     link_files(root, dest, files, set())
     tree = scan_tree(dest)

@@ -184,8 +184,8 @@ def unknown_commands(text: str, tree: dict[str, dict[str, set[str]]]) -> list[st
 # --- environment variables -----------------------------------------------------------------------------
 
 _ENV = re.compile(r"SPARKPOINT_[A-Z0-9_]*[A-Z0-9](_\*)?")
-_CODE_SUFFIXES = {".py", ".sh", ".yaml", ".yml", ".tpl", ".txt", ".json", ".env", ".toml", ".cfg"}
-_CODE_ROOTS = ("runtime", "operator", "plugin", "sparkpoint", "bench", "e2e", "tests", "scripts", "charts",
+_CODE_SUFFIXES = {".py", ".sh", ".yaml", ".yml", ".tpl", ".txt", ".json", ".env", ".toml", ".cfg", ".java"}
+_CODE_ROOTS = ("runtime", "operator", "plugin", "sparkpoint", "bench", "e2e", "tests", "scripts", "charts", "jvm",
                "image", ".github", ".ci")
 
 

@@ -118,3 +118,26 @@ def test_a_file_changed_after_hashing_is_not_left_under_its_hash_and_fails_the_c
                                   partitions=1, operators=["0"])
     assert store.stat(object_key(JOB, victim.sha256)) is None
     assert list_checkpoint_ids(store, JOB) == []
+
+
+def test_the_schema_file_in_partition_0_is_the_drivers_share(tmp_path):
+    """Spark's driver writes the state schema file into state/<op>/0/_metadata on its own disk, and no
+    executor holds it (seen on local-cluster). The driver's freeze keeps it (it dropped it with the whole
+    partition directory before), and an executor's copy, were there one, is not reported twice."""
+    store = DirectoryStore(str(tmp_path / "store"))
+    writer = CheckpointWriter(store, JOB, attempt=0, job_uid="u", reuse_window_seconds=0)
+    _driver(tmp_path / "driver", 3, partitions=2)
+    _write(tmp_path / "driver" / "state" / "0" / "0" / "_metadata" / "schema", "the schema")
+    a = tmp_path / "a"
+    _partition(a, 0, range(1, 5))
+    _partition(a, 1, range(1, 5))
+    result, _ = _take(tmp_path, "c1", 3, writer, {"a": a})
+    assert [e.path for e in result.manifest.files].count("state/0/0/_metadata/schema") == 1
+    _write(a / "state" / "0" / "0" / "_metadata" / "schema", "the schema")  # a shared-disk leftover
+    _write(tmp_path / "driver" / "commits" / "4", "v1\n{}")
+    _write(tmp_path / "driver" / "offsets" / "4", OFFSETS % 2)
+    for p in (0, 1):
+        _partition(a, p, range(5, 6))
+    result, handles = _take(tmp_path, "c2", 4, writer, {"a": a})
+    assert [e.path for e in result.manifest.files].count("state/0/0/_metadata/schema") == 1
+    assert "state/0/0/_metadata/schema" not in [f.path for f in handles[0].report.files]
