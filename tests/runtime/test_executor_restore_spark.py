@@ -140,7 +140,8 @@ def _check_resumed(out: Path, checkpointed) -> None:  # type: ignore[no-untyped-
         assert resumed[b] == checkpointed["truth"][b], f"batch {b} differs from the failure-free run"
 
 
-@pytest.mark.ci_sample
+# Slow tier only (about 4 min of three query JVMs at load 10: over CI's budget); in CI the lazy file system's
+# own check (test_state_fs_jvm.py) and the agent's materialize (test_executor_materialize.py) run.
 def test_an_empty_disk_restores_through_the_agent_and_continues_exactly(checkpointed, stores, jar, tmp_path):
     driver_store, executor_store = stores
     manifest = checkpointed["manifests"][JOB]
