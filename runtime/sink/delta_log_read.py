@@ -110,7 +110,6 @@ def _complete(version: int, parts: dict[int, dict[int, str]]) -> tuple[int, list
 
 def load_checkpoint(store: ObjectStore, spill: Spill, keys: list[str], live: PathSet) -> None:
     """Add the live files of a checkpoint's parts, read in row batches from a local copy."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     for n, key in enumerate(keys):
@@ -132,11 +131,11 @@ def load_checkpoint(store: ObjectStore, spill: Spill, keys: list[str], live: Pat
             if schema.field("add").type.get_field_index("deletionVector") >= 0:
                 columns.append("add.deletionVector")
             for batch in parquet.iter_batches(columns=columns, batch_size=_BATCH_ROWS):
-                adds = batch.column(0)
-                adds = pc.filter(adds, adds.is_valid()).flatten()
-                if len(adds) > 1 and adds[1].null_count != len(adds[1]):
+                # (flatten carries a row's null `add` into its fields: no pyarrow.compute, 12 MiB of RSS)
+                fields = batch.column(0).flatten()
+                if len(fields) > 1 and fields[1].null_count != len(fields[1]):
                     raise TableUnreadableError(f"the delta log's checkpoint {key} holds deletion vectors")
-                live.update(unquote(p) for p in adds[0].to_pylist())
+                live.update(unquote(p) for p in fields[0].to_pylist() if p is not None)
             parquet.close()
         finally:
             os.remove(local)
