@@ -20,9 +20,9 @@ A cursor's `delta` is {version, size, modified, checkpoint, retention, removing,
 What the table needs then, without loading it. Its current version: the newest commit names checkpoint
 X and holds exactly X's history (delta.py's invariant); when X is on a chain the pass walked, no file of
 that history is a candidate for deletion (the pass deletes only files of entries no kept chain holds,
-and uploads no entry names), else the pass is full (delta_vacuum.py loads the table). Files removed
+and uploads no entry names), else the pass is full (it reads the table from the log, delta_log_read.py). Files removed
 inside the retention: those of the `removing` commits still inside it and of the commits after V.
-The log is listed after the commit entries, as the full pass loads the table after listing them: a
+The log is listed after the commit entries, as the full pass reads the table after listing them: a
 restore returns the table (a commit) before its continuation entry, so a history seen abandoned has
 its removal in the listed log.
 """

@@ -254,7 +254,7 @@ class CountingStore(DirectoryStore):
 
 
 def test_each_commit_file_is_read_once_across_passes(tmp_path):
-    from sparkpoint.runtime.sink.delta_vacuum import table_needs
+    from sparkpoint.runtime.sink.delta_vacuum import table_needs  # (a set: for this small table only)
 
     store = open_store(f"file://{tmp_path}/store")
     job = JobRef("default", "reads")
