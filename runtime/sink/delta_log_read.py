@@ -119,10 +119,11 @@ def load_checkpoint(store: ObjectStore, spill: Spill, keys: list[str], live: Pat
         except ObjectNotFoundError as exc:
             raise TableUnreadableError(f"the delta log's checkpoint part {key} vanished while read") from exc
         try:
-            parquet = pq.ParquetFile(local)
+            # streamed: no row group buffered whole (pre_buffer), one reader thread
+            parquet = pq.ParquetFile(local, pre_buffer=False, buffer_size=1 << 20)
             schema = parquet.schema_arrow
             if "sidecar" in schema.names:
-                for batch in parquet.iter_batches(columns=["sidecar"], batch_size=_BATCH_ROWS):
+                for batch in parquet.iter_batches(columns=["sidecar"], batch_size=_BATCH_ROWS, use_threads=False):
                     if batch.column(0).null_count != batch.num_rows:
                         raise TableUnreadableError(f"the delta log's checkpoint {key} names sidecar files (v2)")
             if "add" not in schema.names:
@@ -130,7 +131,7 @@ def load_checkpoint(store: ObjectStore, spill: Spill, keys: list[str], live: Pat
             columns = ["add.path"]
             if schema.field("add").type.get_field_index("deletionVector") >= 0:
                 columns.append("add.deletionVector")
-            for batch in parquet.iter_batches(columns=columns, batch_size=_BATCH_ROWS):
+            for batch in parquet.iter_batches(columns=columns, batch_size=_BATCH_ROWS, use_threads=False):
                 # (flatten carries a row's null `add` into its fields: no pyarrow.compute, 12 MiB of RSS)
                 fields = batch.column(0).flatten()
                 if len(fields) > 1 and fields[1].null_count != len(fields[1]):
