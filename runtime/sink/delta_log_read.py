@@ -87,7 +87,7 @@ def newest_stamp(removed: list[tuple[str, int | None]]) -> int | None:
 def newest_checkpoint(store: ObjectStore, prefix: str) -> tuple[int, list[str]] | None:
     """The newest complete classic checkpoint in a streamed listing of the log: (version, part keys)."""
     best: tuple[int, list[str]] | None = None
-    version, parts = -1, {}  # one version's checkpoint files at a time: parts[n][i] = key
+    version, parts = -1, dict[int, dict[int, str]]()  # one version's checkpoint files at a time: parts[n][i] = key
     for info in store.list(prefix):
         m = _CLASSIC.search(info.key)
         if m is None:
