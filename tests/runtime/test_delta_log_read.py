@@ -68,7 +68,6 @@ class CheckpointingModel(CompactingModel):
 ACTIONS = st.one_of(COMPACTION_ACTIONS, st.just(("delta_checkpoint", 0)))
 
 
-@pytest.mark.slow  # the compaction model's restores and GC passes: about a minute on two busy cores
 @settings(max_examples=25, deadline=None)
 @given(st.lists(ACTIONS, min_size=8, max_size=30))
 def test_the_streamed_live_files_are_delta_rs_files(actions):
@@ -155,7 +154,8 @@ def aged_delta_store(root: Path, n: int):  # type: ignore[no-untyped-def]
 
 
 def full_pass_peak(root: Path, n: int) -> tuple[int, object]:
-    store, job = aged_delta_store(root, n)
+    _, job = aged_delta_store(root, n)
+    store = open_store(f"file://{root}")  # (not the builder's CountingStore, which holds every key it read)
     delta_log_read._MEMOS.clear()  # as `gc --once` runs it: a new process
     tracemalloc.start()
     try:
@@ -169,8 +169,9 @@ def full_pass_peak(root: Path, n: int) -> tuple[int, object]:
 @pytest.mark.slow  # builds two aged stores of 2,000 and 8,000 checkpoints with their Delta logs
 def test_a_delta_full_pass_holds_the_same_peak_at_four_times_the_age(tmp_path, monkeypatch) -> None:
     """The old pass held every live file's key, the whole log listing and every commit's removals: it
-    grew 1,070 bytes per checkpoint here (and delta-rs's table state beside, which tracemalloc does not
-    see); this one 100-300, what the directory store's listing and pathlib leave (on S3: pages)."""
+    grew 1,149 bytes per checkpoint here (and delta-rs's table state beside, which tracemalloc does not
+    see); this one 304, run alone: the batch of checkpoint rows filling up to 4,096, and what the
+    directory store's walk leaves in pathlib's interned names (an S3 listing is paged)."""
     monkeypatch.setattr(directory, "_NAMES_HELD", 256)  # (S3 pages 1,000 keys: a folder is never held)
     full_pass_peak(tmp_path / "warm", 50)  # first-use costs (pyarrow's import) paid before measuring
     small, large = 2_000, 8_000
@@ -180,4 +181,4 @@ def test_a_delta_full_pass_holds_the_same_peak_at_four_times_the_age(tmp_path, m
         assert result.skipped_paths == [] and result.deleted_files == 0
         assert result.live_files == n
     growth = (peaks[large] - peaks[small]) / (large - small)
-    assert growth < 500, f"{growth:.0f} bytes per checkpoint ({peaks})"
+    assert growth < 600, f"{growth:.0f} bytes per checkpoint ({peaks})"
