@@ -20,9 +20,9 @@ A cursor's `delta` is {version, size, modified, checkpoint, retention, removing,
 What the table needs then, without loading it. Its current version: the newest commit names checkpoint
 X and holds exactly X's history (delta.py's invariant); when X is on a chain the pass walked, no file of
 that history is a candidate for deletion (the pass deletes only files of entries no kept chain holds,
-and uploads no entry names), else the pass is full (delta_vacuum.py loads the table). Files removed
+and uploads no entry names), else the pass is full (it reads the table from the log, delta_log_read.py). Files removed
 inside the retention: those of the `removing` commits still inside it and of the commits after V.
-The log is listed after the commit entries, as the full pass loads the table after listing them: a
+The log is listed after the commit entries, as the full pass reads the table after listing them: a
 restore returns the table (a commit) before its continuation entry, so a history seen abandoned has
 its removal in the listed log.
 """
@@ -30,16 +30,17 @@ its removal in the listed log.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkpoint.runtime.store import ObjectInfo, ObjectStore
 from sparkpoint.runtime.store.base import ObjectNotFoundError
 
-from .delta_vacuum import COMMIT_FILE, removals
+from .delta_log_read import LogRead, newest_stamp, removals
 from .gc_cursor import Diverged
 
-FOREVER_MS = 2**62  # a remove without a deletionTimestamp: always inside the retention
+COMMIT_FILE = re.compile(r"/_delta_log/\d{20}\.json$")
 
 
 @dataclass
@@ -95,29 +96,20 @@ def named_checkpoint(commit: bytes) -> str | None:
     return None
 
 
-def newest_stamp(removed: list[tuple[str, int | None]]) -> int | None:
-    return max((FOREVER_MS if s is None else s for _, s in removed), default=None)
-
-
-def log_cursor_after_full(store: ObjectStore, root: str, listed: list[ObjectInfo], read: dict[int, list[Any]],
-                          retention: float, cutoff_ms: int, cleaned: tuple[float, int] = (0.0, 0)) -> LogCursor | None:
-    """The log's state a full pass leaves: `listed` is the whole log it listed, `read` the removals of
-    the commits it read (version -> removals; the others hold none inside the retention)."""
-    commits = {v: o for o in listed if (v := version_of(o.key)) is not None}
-    if not commits:
+def log_cursor_after_full(store: ObjectStore, log: LogRead, retention: float,
+                          cleaned: tuple[float, int] = (0.0, 0)) -> LogCursor | None:
+    """The log's state a full pass leaves, from what it read of the log (delta_log_read.py: the newest
+    commit, the objects before it, the commits removing a file inside the retention)."""
+    if log.newest is None:
         return None
-    version = max(commits)
     try:
-        checkpoint = named_checkpoint(store.get_bytes(commits[version].key))
+        checkpoint = named_checkpoint(store.get_bytes(log.newest.key))
     except ObjectNotFoundError:
         return None
-    removing = {str(v): ms for v, removed in read.items() if v <= version
-                and (ms := newest_stamp(removed)) is not None and ms >= cutoff_ms}
-    before = [o for o in listed if o.key < _before(log_prefix(root), version)]
-    return LogCursor(version=version, size=commits[version].size, modified=commits[version].last_modified,
-                     checkpoint=checkpoint, retention=retention, removing=removing,
-                     objects=len(before), bytes=sum(o.size for o in before),
-                     cleaned_at=cleaned[0], log_start=cleaned[1])
+    return LogCursor(version=log.version, size=log.newest.size, modified=log.newest.last_modified,
+                     checkpoint=checkpoint, retention=retention,
+                     removing={str(v): ms for v, ms in log.removing.items()},
+                     objects=log.objects, bytes=log.bytes, cleaned_at=cleaned[0], log_start=cleaned[1])
 
 
 class TableLog:

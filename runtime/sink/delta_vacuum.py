@@ -12,115 +12,65 @@ For a Delta table it also keeps the data files that the table itself still needs
   `deletedFileRetentionDuration` semantics: a reader that loaded an older version, or travels back
   to one that recent, still finds its files).
 
-The removals are read from the log's commit files (`_delta_log/<version>.json`, one JSON action per
-line: `{"remove": {"path", "deletionTimestamp", ...}}`), listed after the current version is
-loaded, so a removal committed meanwhile is either in a listed commit or its file was in the
-loaded version. Nothing here writes to the log: delta-rs's own `vacuum` commits VACUUM START/END
-(a second log writer beside the fenced runtime, and a write the GC credential may not make), and
-its `full` mode deletes staged files a retained checkpoint has not published yet.
+Both are read from the log itself in bounded memory (delta_log_read.py: its newest checkpoint and the
+commits after it, the commits inside the retention for their `remove` actions), into the pass's spill,
+after the commit entries are listed, so a removal committed meanwhile is either in a read commit or its
+file is in the version read. Nothing here writes to the log: delta-rs's own `vacuum` commits VACUUM
+START/END (a second log writer beside the fenced runtime, and a write the GC credential may not make),
+and its `full` mode deletes staged files a retained checkpoint has not published yet.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import unquote
 
-from sparkpoint.runtime.store import JobRef, ObjectInfo, ObjectStore
-from sparkpoint.runtime.store.base import ObjectNotFoundError
+from sparkpoint.runtime.store import JobRef, ObjectStore
 
-from .delta_table import delta_location, open_table, table_paths
+from .delta_log_read import LogRead, TableUnreadableError, read_log, removals
+from .gc_spill import Spill
 from .keys import sink_root
 
-COMMIT_FILE = re.compile(r"/_delta_log/\d{20}\.json$")
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0  # Delta's default delta.deletedFileRetentionDuration
-# A commit file is stored after its removals were stamped (same pod, same clock); this margin only
-# decides which commit files are read at all, and errs on reading more.
-_LISTING_MARGIN_SECONDS = 600.0
 
-
-class TableUnreadableError(ValueError):
-    """delta-rs could not load the table's current version: the pass deletes nothing of that path."""
-
-
-def removals(commit: bytes) -> list[tuple[str, int | None]]:
-    """The (path relative to the table's root, deletionTimestamp in ms) of one commit file's removes."""
-    out: list[tuple[str, int | None]] = []
-    for line in commit.splitlines():
-        if not line.strip():
-            continue
-        remove = json.loads(line).get("remove")
-        if remove is not None:
-            stamp = remove.get("deletionTimestamp")
-            out.append((unquote(remove["path"]), None if stamp is None else int(stamp)))
-    return out
+__all__ = ["DEFAULT_RETENTION_SECONDS", "TableNeeds", "TableUnreadableError", "read_table", "removals",
+           "removed_paths", "table_needs"]
 
 
 def removed_paths(commit: bytes, cutoff_ms: int) -> set[str]:
     """The data files that one commit file removed at or after `cutoff_ms`; a removal without a
     timestamp counts as recent."""
-    return _recent(removals(commit), cutoff_ms)
-
-
-def _recent(removed: list[tuple[str, int | None]], cutoff_ms: int) -> set[str]:
-    return {path for path, stamp in removed if stamp is None or stamp >= cutoff_ms}
-
-
-def recent_commits(log: Iterable[ObjectInfo], cutoff: float) -> list[ObjectInfo]:
-    """The commit files that may hold a removal at or after `cutoff` (seconds)."""
-    return [o for o in log if COMMIT_FILE.search(o.key) and o.last_modified >= cutoff - _LISTING_MARGIN_SECONDS]
+    return {path for path, stamp in removals(commit) if stamp is None or stamp >= cutoff_ms}
 
 
 @dataclass
 class TableNeeds:
-    keys: set[str]  # store keys of the data files the table still needs
-    listed: list[ObjectInfo]  # the whole log as listed
-    read: dict[int, list[tuple[str, int | None]]]  # version -> removals, of the commits inside the retention
+    root: str
+    log: LogRead  # the live and removed files (in the spill) and the log's state for a cursor
+
+    def __contains__(self, key: object) -> bool:
+        """Whether the table still needs the data file at store key `key`."""
+        if not isinstance(key, str) or not key.startswith(self.root + "/"):
+            return False
+        path = key[len(self.root) + 1:]
+        return path in self.log.live or path in self.log.removed
+
+
+def read_table(store: ObjectStore, job: JobRef, path: str, *, retention_seconds: float, now: float,
+               spill: Spill) -> TableNeeds:
+    """What the delta table at `outputs/<path>/` still needs (see above), its sets in `spill`."""
+    root = sink_root(job, path)
+    try:
+        log = read_log(store, spill, f"{root}/_delta_log/", retention=retention_seconds, now=now)
+    except TableUnreadableError:
+        raise
+    except Exception as exc:  # pyarrow's errors on a checkpoint it cannot decode, a commit's bad JSON
+        raise TableUnreadableError(f"the delta table at {root}/ cannot be read: {type(exc).__name__}: {exc}") from exc
+    return TableNeeds(root, log)
 
 
 def table_needs(store: ObjectStore, job: JobRef, path: str, *, retention_seconds: float, now: float) -> set[str]:
-    """Store keys of the data files the delta table at `outputs/<path>/` still needs (see above)."""
-    return read_table(store, job, path, retention_seconds=retention_seconds, now=now).keys
-
-
-def read_table(store: ObjectStore, job: JobRef, path: str, *, retention_seconds: float, now: float) -> TableNeeds:
-    """table_needs, with the log as listed and the removals read (a cursor's log state, delta_cursor.py)."""
-    root = sink_root(job, path)
-    try:
-        table = open_table(delta_location(store, root))
-        current = table_paths(table) if table is not None else set()
-    except Exception as exc:  # delta-rs raises its own errors, OSError, or pyarrow's
-        raise TableUnreadableError(f"the delta table at {root}/ cannot be read: {type(exc).__name__}: {exc}") from exc
-    needed = set(current)
-    cutoff = now - retention_seconds
-    log = list(store.list(f"{root}/_delta_log/"))
-    listed = recent_commits(log, cutoff)
-    read: dict[int, list[tuple[str, int | None]]] = {}
-    for info in listed:
-        cache_key = _cache_key(store, info)
-        if cache_key not in _REMOVALS:
-            try:
-                _REMOVALS[cache_key] = removals(store.get_bytes(info.key))
-            except ObjectNotFoundError:
-                continue  # removed by delta-rs's log cleanup (older than the log retention) meanwhile
-        read[int(info.key.rsplit("/", 1)[1][:20])] = _REMOVALS[cache_key]
-        needed |= _recent(_REMOVALS[cache_key], int(cutoff * 1000))
-    _forget_all_but(f"{store.url}\n{root}/_delta_log/", {_cache_key(store, o) for o in listed})
-    return TableNeeds({f"{root}/{p}" for p in needed}, log, read)
-
-
-# Commit files never change once written (a job deleted and created again under the same name writes
-# them anew: size and time are in the key), so the sidecar reads each one once: a table checkpointed
-# every 10 s has some 60,000 commit files inside a week's retention.
-_REMOVALS: dict[str, list[tuple[str, int | None]]] = {}
-
-
-def _cache_key(store: ObjectStore, info: ObjectInfo) -> str:
-    return f"{store.url}\n{info.key}\n{info.size}\n{info.last_modified}"
-
-
-def _forget_all_but(prefix: str, keep: set[str]) -> None:
-    for key in [k for k in _REMOVALS if k.startswith(prefix) and k not in keep]:
-        del _REMOVALS[key]
+    """Store keys of the data files the delta table at `outputs/<path>/` still needs, as a set (tests)."""
+    with Spill() as spill:
+        log = read_table(store, job, path, retention_seconds=retention_seconds, now=now, spill=spill).log
+        root = sink_root(job, path)
+        return {f"{root}/{p}" for p in [*log.live, *log.removed]}

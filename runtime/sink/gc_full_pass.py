@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -60,9 +60,9 @@ def full_pass(ctx: PassContext, path: str, names: set[str], result: OutputGcResu
             snapshots.covered = spill.ids()
             needed_entries, needed_files, used_records, floor = _needed(
                 store, job, path, commits, ctx.manifests, records, snapshots, spill)
-            table = (read_table(store, job, path, retention_seconds=delta_retention_seconds, now=now)
+            table = (read_table(store, job, path, retention_seconds=delta_retention_seconds, now=now, spill=spill)
                      if "_delta_log" in names else None)
-            table_files = table.keys if table is not None else set()
+            table_files: Container[str] = table if table is not None else set()
         except (OutputLineageError, TableUnreadableError, ValueError) as exc:
             log.error("output gc skipped a path: its history or its delta table cannot be read",
                       extra={"job": str(job), "path": path, "error": str(exc)})
@@ -124,14 +124,13 @@ def full_pass(ctx: PassContext, path: str, names: set[str], result: OutputGcResu
         if scan:
             after = cursor_after_full(ctx, path, needed_entries, scan)
             if after is not None and table is not None:  # and where the table's log was read to
-                log_state = log_cursor_after_full(store, sink_root(job, path), table.listed, table.read,
-                                                  delta_retention_seconds, int((now - delta_retention_seconds) * 1000),
+                log_state = log_cursor_after_full(store, table.log, delta_retention_seconds,
                                                   ctx.log_cleaned.get(path, (0.0, 0)))
                 after = None if log_state is None else replace(after, delta=log_state.to_dict())
             write_cursor(ctx, path, after)
 
 
-def _decide_file(info: ObjectInfo, needed_files: KeySet, unreached: set[str], table_files: set[str],
+def _decide_file(info: ObjectInfo, needed_files: KeySet, unreached: set[str], table_files: Container[str],
                  released: set[str], collectable: Callable[[ObjectInfo], bool], delete: Callable[[ObjectInfo], None],
                  result: OutputGcResult, scan: FolderScan | None) -> None:
     needed = info.key in needed_files

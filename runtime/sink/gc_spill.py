@@ -10,6 +10,8 @@ bounded whatever the history's length, and its disk is about 16 bytes per entry 
   follows from an entry NOT being in it, so it must never answer yes by mistake.
 - `KeySet`: file keys by a 64-bit hash. A collision can only answer "needed" for a key that is not,
   which keeps a garbage file (the safe side): about one in 10^7 passes at a year's history.
+- `PathSet`: paths, exact, with deletes (a Delta table's live files replayed from its log, and the
+  files its commits removed inside the retention: delta_log_read.py).
 - `CommitIds`: the ids listed in `_commits/`, with the ordered look-ups a walk needs (the newest
   checkpoint, the newest continuation, the checkpoint before a number, for entries from before lineage).
 """
@@ -72,6 +74,13 @@ class Spill:
 
     def commit_ids(self, ids: Iterable[str]) -> CommitIds:
         return CommitIds(self, ids)
+
+    def paths(self) -> PathSet:
+        return PathSet(self)
+
+    def file(self, name: str) -> str:
+        """A path in the spill's folder for a temporary file of the pass (deleted with the spill)."""
+        return str(Path(self._tmp.name) / name)
 
     def __enter__(self) -> Spill:
         return self
@@ -188,3 +197,48 @@ class CommitIds(IdSet):
         """Ids listed that are neither a checkpoint nor a continuation (ignored by walks, kept by passes)."""
         return set(self._other)
 
+
+
+class PathSet:
+    """Strings, exact, with deletes: adds are buffered and applied in order with the deletes."""
+
+    def __init__(self, spill: Spill):
+        self._db = spill.db
+        spill._tables += 1
+        self._table = f"t{spill._tables}"
+        self._db.execute(f"CREATE TABLE {self._table} (k TEXT PRIMARY KEY) WITHOUT ROWID")
+        self._buffer: list[tuple[str]] = []
+
+    def add(self, path: str) -> None:
+        self._buffer.append((path,))
+        if len(self._buffer) >= _BATCH:
+            self._flush()
+
+    def update(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            self.add(path)
+
+    def discard(self, path: str) -> None:
+        self._flush()  # (an add buffered before this delete must not come back after it)
+        self._db.execute(f"DELETE FROM {self._table} WHERE k = ?", (path,))
+
+    def _flush(self) -> None:
+        if self._buffer:
+            self._buffer.sort()
+            self._db.executemany(f"INSERT OR IGNORE INTO {self._table} (k) VALUES (?)", self._buffer)
+            self._buffer.clear()
+
+    def __contains__(self, path: object) -> bool:
+        if not isinstance(path, str):
+            return False
+        self._flush()
+        return self._db.execute(f"SELECT 1 FROM {self._table} WHERE k = ?", (path,)).fetchone() is not None
+
+    def __iter__(self) -> Iterator[str]:
+        self._flush()
+        for (path,) in self._db.execute(f"SELECT k FROM {self._table} ORDER BY k"):
+            yield str(path)
+
+    def __len__(self) -> int:
+        self._flush()
+        return int(self._db.execute(f"SELECT count(*) FROM {self._table}").fetchone()[0])

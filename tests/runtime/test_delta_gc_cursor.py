@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkpoint.runtime.checkpoint import gc_pass
-from sparkpoint.runtime.sink import delta_vacuum
+from sparkpoint.runtime.sink import delta_log_read
 from sparkpoint.runtime.sink.delta_vacuum import removed_paths
 from sparkpoint.runtime.sink.gc_cursor import cursor_key, read_cursor
 from sparkpoint.runtime.sink.output_gc import output_gc_pass
@@ -46,7 +46,7 @@ def aged_delta_store(root: Path, n: int) -> tuple[CountingStore, JobRef]:
 def steady_pass(store: CountingStore, job: JobRef) -> tuple[int, int]:
     """(GETs, keys listed) of a steady pass, as `gc --once` runs it: a new process (no cache)."""
     output_gc_pass(store, job, grace_seconds=0, clock=later)  # the first pass: full, writes the cursor
-    delta_vacuum._REMOVALS.clear()
+    delta_log_read._MEMOS.clear()
     store.gets.clear()
     store.listed = 0
     result = output_gc_pass(store, job, grace_seconds=0, clock=later)
@@ -82,7 +82,7 @@ def test_a_delta_pass_from_the_cursor_reads_only_new_commits(store, job, tmp_pat
         return real_get(key)
 
     store.get_bytes = get  # type: ignore[method-assign]
-    delta_vacuum._REMOVALS.clear()
+    delta_log_read._MEMOS.clear()
     kept = output_gc_pass(store, job, grace_seconds=0, clock=later, delta_retention_seconds=HOUR)
     del store.get_bytes
     logs = sorted(k.rsplit("/", 1)[1] for k in reads if "/_delta_log/" in k)

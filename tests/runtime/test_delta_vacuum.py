@@ -254,12 +254,17 @@ class CountingStore(DirectoryStore):
 
 
 def test_each_commit_file_is_read_once_across_passes(tmp_path):
-    from sparkpoint.runtime.sink.delta_vacuum import table_needs
+    from sparkpoint.runtime.sink.delta_vacuum import table_needs  # (a set: for this small table only)
 
     store = open_store(f"file://{tmp_path}/store")
     job = JobRef("default", "reads")
     model = DeltaGcModel(store=store, job=job, root=tmp_path)
     run_steps(model, [("batch", 1), ("checkpoint", 0), ("batch", 1), ("checkpoint", 0), ("restore", 0)])
+    from deltalake import DeltaTable
+
+    # The live files are read from the log's newest checkpoint and the commits after it (every pass reads
+    # those, at most a checkpoint interval): a checkpoint at version 2 leaves only the removals to read.
+    DeltaTable(str(tmp_path / "store" / job.root / "outputs" / "default")).create_checkpoint()
     counting = CountingStore(tmp_path / "store")
     counting.reads = []
     first = table_needs(counting, job, "default", retention_seconds=HOUR, now=time.time())
@@ -268,5 +273,7 @@ def test_each_commit_file_is_read_once_across_passes(tmp_path):
     run_steps(model, [("batch", 1), ("checkpoint", 0)])
     counting.reads.clear()
     second = table_needs(counting, job, "default", retention_seconds=HOUR, now=time.time())
-    assert [k for k in counting.reads if "/_delta_log/" in k and k.endswith(".json")] == [commits[0].replace("00000.json", "00003.json")]
+    # the new commit, and the one commit that removed files inside the retention (the return to chk-1)
+    assert [k for k in counting.reads if "/_delta_log/" in k and k.endswith(".json")] == [
+        commits[0].replace("00000.json", "00002.json"), commits[0].replace("00000.json", "00003.json")]
     assert first <= second  # chk-2's removed files are still inside the retention
