@@ -154,6 +154,9 @@ def full_would_delete(store: ObjectStore, job: JobRef, retention: float) -> set[
 class KilledDeltaModel(DeltaGcModel):
     """The vacuum property's model, with GC passes from the cursor killed after the n-th delete."""
 
+    # commits of the log up to this version may have lost their removed files to a pass with no retention
+    released_up_to = -1
+
     def step(self, action: str, arg: int) -> None:
         if action != "killed_gc":
             super().step(action, arg)
@@ -162,6 +165,8 @@ class KilledDeltaModel(DeltaGcModel):
                 assert full_would_delete(self.store, self.job, retention) == set(), (action, arg)
                 if retention:
                     self.check_time_travel()
+                else:
+                    self.released_up_to = self.log_version()
             return
         if self.sink is None and self.table_pos is None:
             return
@@ -169,14 +174,24 @@ class KilledDeltaModel(DeltaGcModel):
         with contextlib.suppress(Killed):
             output_gc_pass(KillAfter(self.store, arg), self.job, grace_seconds=0, clock=later,  # type: ignore[arg-type]
                            delta_retention_seconds=HOUR if arg % 2 else 0)
+        if not arg % 2:
+            self.released_up_to = self.log_version()
         self.check_every_restore()
 
+    def log_version(self) -> int:
+        root = f"{self.job.root}/outputs/default"
+        return max((int(o.key.rsplit("/", 1)[1][:20]) for o in self.store.list(f"{root}/_delta_log/")
+                    if o.key.endswith(".json") and "/_delta_log/0" in o.key), default=-1)
+
     def check_time_travel(self) -> None:
-        """Inside an hour's retention (every commit here) every version of the table reads whole:
-        no file a commit removed is gone."""
+        """Inside an hour's retention (every commit here) every version of the table reads whole: no
+        file a commit removed is gone, except a commit's that a pass with no retention already saw
+        (that pass may delete its removed files; a longer retention later cannot bring them back)."""
         root = f"{self.job.root}/outputs/default"
         for info in self.store.list(f"{root}/_delta_log/"):
             if info.key.endswith(".json") and "/_delta_log/0" in info.key:
+                if int(info.key.rsplit("/", 1)[1][:20]) <= self.released_up_to:
+                    continue
                 for path in removed_paths(self.store.get_bytes(info.key), 0):
                     assert self.store.exists(f"{root}/{path}"), f"{path}, removed by {info.key}, is gone"
 
