@@ -43,7 +43,7 @@ from typing import Any
 import age_fit  # bench/age_fit.py; bench/ is on sys.path when this runs as a script
 import report  # bench/report.py
 from age_report import DAY, END, METRICS, SKIP, START, draw, render
-from age_stores import HOUR
+from age_stores import HOUR, aged_past_grace
 
 JOB = ("default", "aged")
 YEAR = 365 * DAY
@@ -259,11 +259,7 @@ def build(root: Path, n: int, parts: bool = False) -> str:
         pass
     else:
         compact_forward(store, job, "default", previous, 1, _loader(store, job, "default"))
-    past = time.time() - 3600  # older than any grace
-    for dirpath, _, names in os.walk(root):
-        for name in names:
-            os.utime(os.path.join(dirpath, name), (past, past))
-    return f"file://{root}"
+    return aged_past_grace(root)
 
 
 def restarts(n: int) -> int:

@@ -54,6 +54,15 @@ def add_delta_log(table_root: Path, keys: list[str], job_root: str, incarnation:
     DeltaTable(f"file://{table_root}").create_checkpoint()
 
 
+def aged_past_grace(root: Path) -> str:
+    """Date every file under `root` an hour back (older than any grace a bench's passes use); its URL."""
+    past = time.time() - 3600
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            os.utime(os.path.join(dirpath, name), (past, past))
+    return f"file://{root}"
+
+
 HOUR = 360  # 10 s batches: an upsert sink snapshots hourly (job.sink.compaction.interval 1h)
 
 
@@ -109,11 +118,7 @@ def build_upsert(root: Path, n: int, job_ref: tuple[str, str], keys: int = 100) 
         if batch == snapshot_at + 2:  # a snapshot folds up to the oldest retained point's batch
             assert sink.compact() is not None
             output_gc_pass(store, job, grace_seconds=0, clock=lambda: time.time() + 5)
-    past = time.time() - 3600  # older than any grace
-    for dirpath, _, names in os.walk(root):
-        for name in names:
-            os.utime(os.path.join(dirpath, name), (past, past))
-    return f"file://{root}"
+    return aged_past_grace(root)
 
 
 def store_bytes(root: Path, job_root: str) -> dict[str, int]:

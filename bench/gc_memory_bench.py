@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import report  # bench/report.py; bench/ is on sys.path when this runs as a script
+from age_stores import aged_past_grace
 
 START = "<!-- gc-memory:start -->"
 END = "<!-- gc-memory:end -->"
@@ -159,11 +160,7 @@ def build_state(root: Path, files: int) -> str:
             id=f"chk-{n:06d}", namespace=job.namespace, job=job.name, job_uid="uid", attempt=1, batch_id=n,
             trigger_time=now, completion_time=now, base_checkpoint=None, spark_version=None, state_provider=None,
             files=entries, totals=Totals(files=files, bytes=files, new_bytes=0, reused_bytes=0)).to_json())
-    past = time.time() - 3600  # older than any grace
-    for dirpath, _, names in os.walk(root):
-        for name in names:
-            os.utime(os.path.join(dirpath, name), (past, past))
-    return f"file://{root}"
+    return aged_past_grace(root)
 
 
 def measure_state(files: int, base: Path) -> dict[str, Any]:
