@@ -255,13 +255,9 @@ def _with_ui(container: dict[str, Any], job: JobRef, ui_path_prefix: str | None)
 
 
 # The GC sidecar's memory limit unless spec.gc.memory names one (docs/design.md §7, measured in
-# docs/benchmarks.md "GC sidecar memory" and "Costs against a job's age"): a pass peaks at about 46 MiB
-# plus 2.6 KiB per state file of a retained checkpoint (its checkpoint half), and its output half stays
-# under 60 MiB at any age for a transactional or upsert sink (140 MiB for an uncompacted delta sink's
-# full pass, pyarrow's import included); 512Mi so covers about
-# 180,000 state files per retained checkpoint. A delta sink's compaction records still make every
-# output pass a full one that holds each history (146 MiB at a day of 10 s checkpoints, growing with
-# the job's age): 768Mi is room for that, not a bound.
+# docs/benchmarks.md "GC sidecar memory"): about 46 MiB plus 2.6 KiB per state file of a retained
+# checkpoint, so 512Mi covers about 180,000 files at any age; a delta sink's compaction records still make
+# every output pass full and growing with age (146 MiB at a day): 768Mi is room for that, not a bound.
 GC_MEMORY_LIMIT = "512Mi"
 GC_MEMORY_LIMIT_DELTA = "768Mi"
 
